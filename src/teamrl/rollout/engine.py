@@ -1,0 +1,195 @@
+"""Batched sampling from an HF causal LM with a KV cache.
+
+Why not `model.generate`: tree sampling needs K samples of each prompt (the prompt is encoded once
+and its cache copied K times), the log-prob of every sampled token under exactly the distribution
+the trainer differentiates, and dropping finished rows from the batch as they end.
+
+The distribution: `softmax(logits / temperature)`. `logprobs` are taken from it, and the trainer
+recomputes the same quantity. top-k / top-p truncate what the sampler draws from; the log-prob under
+the truncated distribution is kept too (`sampler_logprobs`) so the mismatch can be measured. With
+top_k=0 and top_p=1 the two are identical and the sampler is exactly the trained policy.
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+
+import torch
+from transformers import DynamicCache
+
+from teamrl.policies.loading import Policy
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """How responses are drawn."""
+
+    temperature: float = 1.0
+    """Softmax temperature; 0 means greedy (argmax)."""
+    top_p: float = 1.0
+    """Nucleus sampling mass (1.0 = off)."""
+    top_k: int = 0
+    """Keep only the k most likely tokens (0 = off)."""
+    max_new_tokens: int = 48
+    """Length cap of one response."""
+    stop_strings: tuple[str, ...] = ()
+    """Text that ends a response (besides the EOS / end-of-turn tokens)."""
+
+    def __post_init__(self) -> None:
+        if self.temperature < 0:
+            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+        if self.top_k < 0 or self.max_new_tokens < 1:
+            raise ValueError("top_k must be >= 0 and max_new_tokens >= 1")
+
+
+@dataclass
+class Generation:
+    """One sampled response."""
+
+    prompt_ids: list[int]
+    response_ids: list[int]  # [T] sampled tokens, the final stop token included (it is trained)
+    logprobs: list[float]  # [T] log-prob of each token under softmax(logits / temperature)
+    sampler_logprobs: list[float]  # [T] under the truncated (top-k/top-p) distribution drawn from
+    text: str  # decoded response without the stop token / stop string
+    finished: bool  # ended by a stop token or string (False: cut at max_new_tokens)
+
+
+def _filter_logits(logits: torch.Tensor, top_k: int, top_p: float) -> torch.Tensor:
+    """Set to -inf what top-k / top-p exclude. logits: [B, V]."""
+    if top_k > 0 and top_k < logits.shape[-1]:
+        kth = torch.topk(logits, top_k, dim=-1).values[:, -1:]
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    if top_p < 1.0:
+        sorted_logits, order = torch.sort(logits, descending=True, dim=-1)
+        probs = torch.softmax(sorted_logits, dim=-1)
+        # drop a token when the mass before it already reaches top_p (the top token always stays)
+        drop_sorted = (probs.cumsum(dim=-1) - probs) >= top_p
+        drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)
+        logits = logits.masked_fill(drop, float("-inf"))
+    return logits
+
+
+def _left_pad(prompts: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    width = max(len(p) for p in prompts)
+    ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(prompts), width), dtype=torch.long)
+    for i, p in enumerate(prompts):
+        ids[i, width - len(p):] = torch.tensor(p, dtype=torch.long)
+        mask[i, width - len(p):] = 1
+    return ids, mask
+
+
+def _cached_forward(model, cache: DynamicCache, **inputs) -> torch.Tensor:
+    """Forward with a KV cache that the model extends in place; returns last-position logits [B, V]."""
+    # transformers renamed `past_key_values` to `cache`; pass whichever this version takes.
+    key = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+    out = model(**inputs, use_cache=True, **{key: cache})
+    return out.logits[:, -1, :].float()
+
+
+@torch.no_grad()
+def sample(
+    policy: Policy,
+    prompts: list[list[int]],
+    num_samples: int,
+    params: SamplingParams,
+    generator: torch.Generator,
+) -> list[list[Generation]]:
+    """Draw `num_samples` responses for each prompt; result[i][k] is sample k of prompt i."""
+    if not prompts:
+        return []
+    if any(len(p) == 0 for p in prompts):
+        raise ValueError("cannot sample from an empty prompt")
+    model, tok = policy.model, policy.tokenizer
+    device = policy.device
+    stop_ids = torch.tensor(policy.stop_token_ids(), device=device)
+    was_training = model.training
+    model.eval()
+
+    ids, mask = _left_pad(prompts, tok.pad_token_id)
+    ids, mask = ids.to(device), mask.to(device)
+    positions = (mask.cumsum(-1) - 1).clamp(min=0)
+    cache = DynamicCache()
+    logits = _cached_forward(model, cache, input_ids=ids, attention_mask=mask, position_ids=positions)
+    # The shared prefix is encoded once; its cache is copied for the K samples.
+    if num_samples > 1:
+        logits = logits.repeat_interleave(num_samples, dim=0)  # [B*K, V]
+        cache.batch_repeat_interleave(num_samples)
+    mask = mask.repeat_interleave(num_samples, dim=0)  # [B*K, L]
+    next_pos = positions[:, -1].repeat_interleave(num_samples) + 1  # [B*K]
+
+    rows, width = len(prompts) * num_samples, params.max_new_tokens
+    tokens = torch.full((rows, width), tok.pad_token_id, dtype=torch.long, device=device)
+    logps = torch.zeros((rows, width), device=device)
+    sampler_logps = torch.zeros((rows, width), device=device)
+    lengths = torch.zeros(rows, dtype=torch.long, device=device)
+    finished = torch.zeros(rows, dtype=torch.bool, device=device)
+    active = torch.arange(rows, device=device)  # original row of each live batch row
+    max_stop = max((len(s) for s in params.stop_strings), default=0)
+    temperature = params.temperature if params.temperature > 0 else 1.0
+
+    for step in range(width):
+        scaled = logits / temperature
+        logp = torch.log_softmax(scaled, dim=-1)
+        if params.temperature == 0:
+            chosen = scaled.argmax(dim=-1)
+            sampler_logp = torch.zeros(len(chosen), device=device)
+        else:
+            filtered_logp = torch.log_softmax(_filter_logits(scaled, params.top_k, params.top_p), -1)
+            chosen = torch.multinomial(filtered_logp.exp(), 1, generator=generator).squeeze(-1)
+            sampler_logp = filtered_logp.gather(-1, chosen[:, None]).squeeze(-1)
+        tokens[active, step] = chosen
+        logps[active, step] = logp.gather(-1, chosen[:, None]).squeeze(-1)
+        sampler_logps[active, step] = sampler_logp
+        lengths[active] = step + 1
+        done = torch.isin(chosen, stop_ids)
+        if max_stop:
+            for j, row in enumerate(active.tolist()):
+                tail = tok.decode(tokens[row, max(0, step - max_stop - 1): step + 1].tolist())
+                if any(s in tail for s in params.stop_strings):
+                    done[j] = True
+        finished[active] = done
+        if bool(done.all()) or step == width - 1:
+            break
+        if bool(done.any()):
+            # Finished rows leave the batch, so late decode steps only pay for live rows.
+            keep = (~done).nonzero().squeeze(-1)
+            cache.batch_select_indices(keep)
+            active, chosen, mask, next_pos = active[keep], chosen[keep], mask[keep], next_pos[keep]
+        mask = torch.cat([mask, torch.ones((len(active), 1), dtype=mask.dtype, device=device)], 1)
+        logits = _cached_forward(model, cache, input_ids=chosen[:, None], attention_mask=mask,
+                                 position_ids=next_pos[:, None])
+        next_pos = next_pos + 1
+
+    if was_training:
+        model.train()
+    return _collect(prompts, num_samples, tokens, logps, sampler_logps, lengths, finished,
+                    stop_ids, policy, params)
+
+
+def _collect(prompts, num_samples, tokens, logps, sampler_logps, lengths, finished, stop_ids,
+             policy: Policy, params: SamplingParams) -> list[list[Generation]]:
+    """Cut the padded [rows, width] buffers into one Generation per row."""
+    tok = policy.tokenizer
+    stop_set = set(stop_ids.tolist())
+    tokens_l, logps_l, sampler_l = tokens.tolist(), logps.tolist(), sampler_logps.tolist()
+    lengths_l, finished_l = lengths.tolist(), finished.tolist()
+    results: list[list[Generation]] = []
+    for i, prompt in enumerate(prompts):
+        group = []
+        for k in range(num_samples):
+            row = i * num_samples + k
+            n = lengths_l[row]
+            ids = tokens_l[row][:n]
+            body = ids[:-1] if ids and ids[-1] in stop_set else ids
+            text = tok.decode(body, skip_special_tokens=True)
+            for s in params.stop_strings:
+                if s in text:
+                    text = text[: text.index(s)]
+            group.append(Generation(list(prompt), ids, logps_l[row][:n], sampler_l[row][:n],
+                                    text, bool(finished_l[row])))
+        results.append(group)
+    return results
