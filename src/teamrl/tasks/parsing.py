@@ -14,9 +14,14 @@ import ast
 import html
 import re
 import textwrap
+from typing import Literal
 
 __all__ = [
+    "extract_boxed",
     "extract_code_block",
+    "extract_final_answer",
+    "parse_action_list",
+    "parse_int_grid",
 ]
 
 # Language tags that all mean "Python" in a fence info string.
@@ -164,3 +169,299 @@ def extract_code_block(text: str, language: str | None = "python") -> str | None
         if _parses_as_python(stripped):
             return stripped
     return None
+
+
+# --------------------------------------------------------------------------- math answers
+
+_BOXED_RE = re.compile(r"\\(?:boxed|fbox)\b")
+
+
+def _matching_braces(text: str) -> dict[int, int]:
+    """Map each ``{`` that gets closed to the index of its ``}``, in one linear pass.
+
+    Backslash escapes (``\\{``, ``\\}``) do not count towards the nesting depth.
+    One pass instead of a scan per ``\\boxed`` keeps adversarial input
+    (thousands of unclosed boxes) linear.
+    """
+    pairs: dict[int, int] = {}
+    stack: list[int] = []
+    i = 0
+    while i < len(text):
+        ch = text[i]
+        if ch == "\\":
+            i += 2
+            continue
+        if ch == "{":
+            stack.append(i)
+        elif ch == "}" and stack:
+            pairs[stack.pop()] = i
+        i += 1
+    return pairs
+
+
+def extract_boxed(text: str) -> str | None:
+    """Content of the last complete ``\\boxed{...}`` or ``\\fbox{...}``, or ``None``.
+
+    Nested braces are balanced (``\\boxed{\\frac{1}{2}}`` gives ``\\frac{1}{2}``).
+    A trailing box that never closes (truncated generation) is skipped in favour
+    of the last complete one. The brace-less form ``\\boxed 5`` is accepted too.
+    Empty boxes do not count.
+
+    >>> extract_boxed(r"so $x = \\boxed{\\frac{1}{2}}$.")
+    '\\\\frac{1}{2}'
+    >>> extract_boxed("no box here") is None
+    True
+    """
+    if not isinstance(text, str):
+        return None
+    matches = list(_BOXED_RE.finditer(text))
+    pairs = _matching_braces(text) if matches else {}
+    for m in reversed(matches):
+        j = m.end()
+        while j < len(text) and text[j] in " \t":
+            j += 1
+        if j < len(text) and text[j] == "{":
+            close = pairs.get(j)
+            content = text[j + 1 : close] if close is not None else None
+        elif j > m.end():
+            # "\boxed 5": the argument is the next run of non-space, non-$ characters.
+            arg = re.match(r"[^\s$]+", text[j:])
+            content = arg.group(0) if arg else None
+        else:
+            content = None
+        if content is not None and content.strip():
+            return content.strip()
+    return None
+
+
+# "The answer is X", "Final answer: X", "Answer: X", "#### X"; the value runs to the end of the line.
+_ANSWER_MARKER_RE = re.compile(
+    r"(?:(?:the\s+)?(?:final\s+)?answer\s+is\s*:?|(?:final\s+)?answer\s*:|####)[ \t]*"
+    r"(?P<value>[^\n]*)",
+    re.IGNORECASE,
+)
+# Thousands-separated numbers first so "1,000" is one number but "1,2,3" is three.
+_NUMBER_RE = re.compile(
+    r"(?:(?<![\w.])-)?(?:\d{1,3}(?:,\d{3})+(?!\d)(?:\.\d+)?|\d+(?:\.\d+)?(?:/\d+)?|\.\d+)"
+)
+_THOUSANDS_RE = re.compile(r"^-?\d{1,3}(?:,\d{3})+(?:\.\d+)?$")
+# A period that ends a sentence rather than sitting inside a number like 3.5.
+_SENTENCE_END_RE = re.compile(r"\.(?=\s|$)")
+
+
+def _clean_answer(value: str) -> str | None:
+    value = value.strip()
+    boxed = extract_boxed(value)
+    if boxed is not None:
+        value = boxed
+    value = _SENTENCE_END_RE.split(value, maxsplit=1)[0]
+    # Markdown bold and LaTeX math delimiters around the value carry no meaning.
+    value = value.strip().strip("*").strip()
+    for left, right in (("\\(", "\\)"), ("\\[", "\\]")):
+        if value.startswith(left) and value.endswith(right):
+            value = value[len(left) : -len(right)]
+    value = value.strip().strip("$").strip().rstrip(".").strip()
+    if _THOUSANDS_RE.match(value):
+        value = value.replace(",", "")
+    return value or None
+
+
+def extract_final_answer(text: str) -> str | None:
+    """The final answer in a math solution, as a short string, or ``None``.
+
+    Tried in order: the last ``\\boxed{}``; the last of "The answer is X",
+    "Final answer: X", "Answer: X", "#### X" (X runs to the end of its line and
+    is cut at the first sentence-ending period); else the last number in the
+    text. Surrounding ``$``, ``**``, ``\\(...\\)``, spaces and a trailing period
+    are removed; thousands separators in a plain number are dropped
+    (``1,000`` -> ``1000``).
+
+    >>> extract_final_answer("3 + 4 = 7. The answer is $7$.")
+    '7'
+    >>> extract_final_answer("She pays 2 * 9 = 18 dollars.")
+    '18'
+    >>> extract_final_answer(r"Thus \\boxed{\\dfrac{3}{4}}")
+    '\\\\dfrac{3}{4}'
+    """
+    if not isinstance(text, str) or not text.strip():
+        return None
+    boxed = extract_boxed(text)
+    if boxed is not None:
+        return _clean_answer(boxed)
+    for m in reversed(list(_ANSWER_MARKER_RE.finditer(text))):
+        value = _clean_answer(m.group("value"))
+        if value is not None:
+            return value
+    numbers = _NUMBER_RE.findall(text)
+    for number in reversed(numbers):
+        value = _clean_answer(number.rstrip(","))
+        if value is not None:
+            return value
+    return None
+
+
+# --------------------------------------------------------------------------- action lists
+
+# Where an explicit answer starts; only the text after the last marker is parsed.
+_ACTION_MARKER_RE = re.compile(r"\b(?:actions?|moves?|answer|solution|path)\s*[:=]", re.IGNORECASE)
+_ACTION_TOKEN_RE = re.compile(r"\w+|[^\w\s]")
+
+
+def _segment(token: str, keys: dict[str, str], max_len: int) -> list[str] | None:
+    """Split ``token`` entirely into alias keys, preferring long keys; None if impossible."""
+    n = len(token)
+    # step[i] is the length of the key starting at i in a segmentation of token[i:]
+    # (0: none exists). Filled right to left, so the whole thing is O(n * max_len).
+    step = [0] * (n + 1)
+    ok = [False] * (n + 1)
+    ok[n] = True
+    for i in range(n - 1, -1, -1):
+        for length in range(min(max_len, n - i), 0, -1):
+            if ok[i + length] and token[i : i + length] in keys:
+                step[i], ok[i] = length, True
+                break
+    if not ok[0]:
+        return None
+    pieces: list[str] = []
+    i = 0
+    while i < n:
+        pieces.append(keys[token[i : i + step[i]]])
+        i += step[i]
+    return pieces
+
+
+def parse_action_list(
+    text: str,
+    aliases: dict[str, str],
+    on_unknown: Literal["skip", "stop"] = "skip",
+) -> list[str]:
+    """Parse a sequence of moves into canonical action symbols.
+
+    ``aliases`` maps every accepted spelling to its canonical symbol, e.g.
+    ``{"U": "U", "UP": "U", "R": "R", "RIGHT": "R", ...}``; matching is
+    case-insensitive. Accepted forms include ``RRDD``, ``R R D D``,
+    ``right, right, down``, ``['R', 'D']`` and ``Actions: U,L``. If the text
+    contains a marker such as ``Actions:``, ``Moves:``, ``Answer:`` or
+    ``Path:``, only the text after the last marker is parsed, so that words in
+    the model's reasoning are not mistaken for moves.
+
+    A word token that is not an alias is tried as a concatenation of aliases
+    (``RRDD``, ``upup``). Tokens that still do not match are *skipped* by
+    default (``on_unknown="skip"``), which tolerates filler like "then" or
+    "go"; with ``on_unknown="stop"`` parsing ends at the first unknown word.
+    Punctuation that is not an alias always acts as a separator. Returns an
+    empty list when nothing matches; never raises for ``str`` input.
+
+    >>> moves = {"U": "U", "UP": "U", "D": "D", "DOWN": "D", "R": "R", "RIGHT": "R"}
+    >>> parse_action_list("right, right, down", moves)
+    ['R', 'R', 'D']
+    >>> parse_action_list("I will go: RRDU", moves)
+    ['R', 'R', 'D', 'U']
+    """
+    if on_unknown not in ("skip", "stop"):
+        raise ValueError(f"on_unknown must be 'skip' or 'stop', got {on_unknown!r}")
+    if not isinstance(text, str) or not aliases:
+        return []
+    keys = {str(k).upper(): v for k, v in aliases.items() if str(k)}
+    if not keys:
+        return []
+    max_len = max(len(k) for k in keys)
+    markers = list(_ACTION_MARKER_RE.finditer(text))
+    if markers:
+        text = text[markers[-1].end() :]
+    actions: list[str] = []
+    for raw in _ACTION_TOKEN_RE.findall(text):
+        token = raw.upper()
+        if token in keys:
+            actions.append(keys[token])
+            continue
+        if not (raw[0].isalnum() or raw[0] == "_"):
+            continue  # punctuation separator
+        pieces = _segment(token, keys, max_len)
+        if pieces is not None:
+            actions.extend(pieces)
+        elif on_unknown == "stop":
+            break
+    return actions
+
+
+# --------------------------------------------------------------------------- integer grids
+
+# [[1, 2], [3, 4]]: rows cannot nest, which keeps the regex free of heavy backtracking.
+_GRID_LITERAL_RE = re.compile(r"\[\s*\[[\d\s,]*\](?:\s*,\s*\[[\d\s,]*\])*\s*,?\s*\]")
+
+
+def _grid_from_literal(text: str, size: int) -> tuple[list[list[int]], int] | None:
+    """The last ``[[...], ...]`` literal of the right shape and where it ends."""
+    for m in reversed(list(_GRID_LITERAL_RE.finditer(text))):
+        try:
+            value = ast.literal_eval(m.group(0))
+        except (SyntaxError, ValueError, TypeError, RecursionError, MemoryError):
+            continue
+        if (
+            isinstance(value, list)
+            and len(value) == size
+            and all(isinstance(row, list) and len(row) == size for row in value)
+            and all(type(x) is int for row in value for x in row)
+        ):
+            return [list(row) for row in value], m.end()
+    return None
+
+
+def _rows_from_line(line: str, size: int) -> list[list[int]] | None:
+    """The grid rows written on one line (one row, or all ``size`` rows), else None."""
+    tokens = re.findall(r"\d+", line)
+    if len(tokens) == size:
+        if 1 < size <= 9 and all(len(t) == size for t in tokens):
+            return [[int(c) for c in t] for t in tokens]  # "1234 3412 2143 4321"
+        return [[int(t) for t in tokens]]
+    if len(tokens) == 1 and size <= 9:
+        digits = tokens[0]
+        if len(digits) == size:
+            return [[int(c) for c in digits]]  # "123456789"
+        if len(digits) == size * size:
+            return [[int(c) for c in digits[r * size : (r + 1) * size]] for r in range(size)]
+    return None
+
+
+def parse_int_grid(text: str, size: int) -> list[list[int]] | None:
+    """The last ``size`` x ``size`` grid of integers in ``text``, or ``None``.
+
+    Rows may be written as digit runs (``1234``), separated numbers
+    (``1 2 | 3 4``, ``1,2,3,4``, Markdown tables), one line holding the whole
+    grid (``1234 3412 2143 4321``) or a Python/JSON literal
+    ``[[1, 2], [3, 4]]``. Lines without digits (blank lines, ``---+---``
+    separators, code fences) are ignored; a line with digits that is not a row
+    breaks the grid. When several grids appear (puzzle, then solution), the
+    last one wins. Values are not range-checked: that is the task's job.
+    Raises ``ValueError`` only for a bad ``size``.
+
+    >>> parse_int_grid("Solution:\\n12\\n21\\n", 2)
+    [[1, 2], [2, 1]]
+    >>> parse_int_grid("no idea", 2) is None
+    True
+    """
+    if type(size) is not int or size < 1:
+        raise ValueError(f"grid size must be a positive int, got {size!r}")
+    if not isinstance(text, str):
+        return None
+    run: list[list[int]] = []
+    best: list[list[int]] | None = None
+    best_end = -1
+    offset = 0
+    for line in text.splitlines(keepends=True):
+        offset += len(line)
+        if not re.search(r"\d", line):
+            continue
+        rows = _rows_from_line(line, size)
+        if rows is None:
+            run = []
+            continue
+        run = rows if len(rows) > 1 else run + rows
+        if len(run) >= size:
+            run = run[-size:]
+            best, best_end = [list(r) for r in run], offset
+    literal = _grid_from_literal(text, size)
+    if literal is not None and (best is None or literal[1] >= best_end):
+        return literal[0]
+    return best
