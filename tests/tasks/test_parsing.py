@@ -124,6 +124,7 @@ def test_extract_boxed_none(text: str) -> None:
         ("half: 1/2", "1/2"),
         (r"The answer is 5 but \boxed{6}", "6"),
         ("The answer is 5.\nAnswer: 6\nThen I added 2 more", "6"),
+        (r"The answer is \$18.", "18"),
         ("answer is ", None),
         ("no numbers here", None),
         ("", None),
@@ -131,6 +132,11 @@ def test_extract_boxed_none(text: str) -> None:
 )
 def test_extract_final_answer(text: str, expected: str | None) -> None:
     assert extract_final_answer(text) == expected
+
+
+def test_extract_final_answer_without_last_number() -> None:
+    assert extract_final_answer("2 + 2 = 4", last_number_fallback=False) is None
+    assert extract_final_answer("2 + 2 = 4. Answer: 4", last_number_fallback=False) == "4"
 
 
 @FUZZ

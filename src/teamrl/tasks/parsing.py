@@ -260,21 +260,24 @@ def _clean_answer(value: str) -> str | None:
     for left, right in (("\\(", "\\)"), ("\\[", "\\]")):
         if value.startswith(left) and value.endswith(right):
             value = value[len(left) : -len(right)]
-    value = value.strip().strip("$").strip().rstrip(".").strip()
+    value = value.strip()
+    if value.startswith("\\$"):
+        value = value[2:]  # "\$18": an escaped dollar sign in LaTeX
+    value = value.strip("$").strip().rstrip(".").strip()
     if _THOUSANDS_RE.match(value):
         value = value.replace(",", "")
     return value or None
 
 
-def extract_final_answer(text: str) -> str | None:
+def extract_final_answer(text: str, last_number_fallback: bool = True) -> str | None:
     """The final answer in a math solution, as a short string, or ``None``.
 
     Tried in order: the last ``\\boxed{}``; the last of "The answer is X",
     "Final answer: X", "Answer: X", "#### X" (X runs to the end of its line and
-    is cut at the first sentence-ending period); else the last number in the
-    text. Surrounding ``$``, ``**``, ``\\(...\\)``, spaces and a trailing period
-    are removed; thousands separators in a plain number are dropped
-    (``1,000`` -> ``1000``).
+    is cut at the first sentence-ending period); else, if
+    ``last_number_fallback``, the last number in the text. Surrounding ``$``,
+    ``\\$``, ``**``, ``\\(...\\)``, spaces and a trailing period are removed;
+    thousands separators in a plain number are dropped (``1,000`` -> ``1000``).
 
     >>> extract_final_answer("3 + 4 = 7. The answer is $7$.")
     '7'
@@ -292,6 +295,8 @@ def extract_final_answer(text: str) -> str | None:
         value = _clean_answer(m.group("value"))
         if value is not None:
             return value
+    if not last_number_fallback:
+        return None
     numbers = _NUMBER_RE.findall(text)
     for number in reversed(numbers):
         value = _clean_answer(number.rstrip(","))
