@@ -1,0 +1,184 @@
+"""What runs inside a forked program process, between fork() and os._exit().
+
+`confine` applies the OS-level limits (session, descriptors, rlimits, user id); `prepare_interpreter`
+gives the inherited worker interpreter the look of a fresh `python -c` (environment, argv, path,
+stdio, __main__) and installs the in-process guards; `execute` runs the source and returns the
+exit code a real interpreter would have returned. Nothing here may return into the worker loop:
+callers wrap it so that every path ends in os._exit.
+"""
+
+from __future__ import annotations
+
+import linecache
+import math
+import os
+import resource
+import signal
+import sys
+import traceback
+import types
+from typing import Any
+
+from . import guards, isolation
+
+SETUP_FAILED_EXIT = 250  # exit code when confinement itself failed (reported as sandbox_error)
+MINIMAL_PATH = "/usr/local/bin:/usr/bin:/bin"
+PROGRAM_FILENAME = "<program>"
+# Our own modules, hidden from the program's sys.modules. Listed up front: scanning sys.modules in
+# the child would touch (and so copy-on-write) hundreds of pages, which costs about a millisecond.
+_OWN_MODULES: list[str] = []
+
+
+def remember_own_modules() -> None:
+    """Record the sandbox's module names (called once in the worker, before forking)."""
+    _OWN_MODULES[:] = [n for n in sys.modules if n.startswith("_teamrl_sandbox")]
+
+
+def confine(fd_map: dict[int, int], workdir: str, limits: dict[str, Any], uid: int | None,
+            worker_pid: int, user_namespace: bool) -> None:
+    """Process-level confinement; `fd_map` maps target fd -> current fd (all others get closed)."""
+    os.setsid()  # own session and process group: the worker kills the whole group afterwards
+    for target, current in fd_map.items():
+        if target != current:
+            os.dup2(current, target)
+    keep = sorted(fd_map)
+    start = 0
+    for fd in keep + [1 << 20]:
+        if fd > start:
+            os.closerange(start, fd)
+        start = fd + 1
+    os.chdir(workdir)
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    cpu = max(1, math.ceil(limits["cpu_time_s"]))
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))  # SIGXCPU at soft, SIGKILL at hard
+    memory = limits["memory_mb"] * 1024 * 1024
+    resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limits["max_file_bytes"], limits["max_file_bytes"]))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (limits["max_open_files"], limits["max_open_files"]))
+    if uid is not None:
+        # Counted per user id, so it is only meaningful for a user id of our own.
+        resource.setrlimit(resource.RLIMIT_NPROC, (limits["max_processes"], limits["max_processes"]))
+        os.setgroups([])
+        os.setresgid(uid, uid, uid)
+        os.setresuid(uid, uid, uid)  # from root to non-root: all capabilities are dropped too
+    elif user_namespace:
+        isolation.drop_capabilities()  # we are "capable" inside the worker's user namespace
+    # Set after the id change (which clears it); then make sure the worker did not die meanwhile.
+    isolation.prctl(isolation.PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != worker_pid:
+        os._exit(SETUP_FAILED_EXIT)
+
+
+def _fresh_stdio() -> None:
+    sys.stdin = sys.__stdin__ = open(0, "r", encoding="utf-8", closefd=False)  # noqa: SIM115
+    sys.stdout = sys.__stdout__ = open(1, "w", encoding="utf-8", closefd=False)  # noqa: SIM115
+    sys.stderr = sys.__stderr__ = open(  # noqa: SIM115
+        2, "w", encoding="utf-8", errors="backslashreplace", closefd=False, buffering=1
+    )
+
+
+def prepare_interpreter(workdir: str, guard_config: dict[str, Any] | None, source: str) -> dict[str, Any]:
+    """Make the interpreter look fresh; return the globals dict the program will run in."""
+    os.environ.clear()
+    os.environ.update({
+        "PATH": MINIMAL_PATH, "HOME": workdir, "TMPDIR": workdir, "LANG": "C.UTF-8",
+        # Numeric libraries would otherwise start one thread per core, blowing the process
+        # and memory limits before the program does anything.
+        "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+    })
+    import tempfile
+    tempfile.tempdir = None  # recompute from TMPDIR on first use
+    sys.argv = [PROGRAM_FILENAME]
+    sys.path[:] = [workdir] + [p for p in sys.path if p and not p.startswith(workdir)]
+    for name in _OWN_MODULES:
+        sys.modules.pop(name, None)
+    main = types.ModuleType("__main__")
+    main.__dict__["__builtins__"] = __builtins__ if isinstance(__builtins__, dict) else __builtins__.__dict__
+    sys.modules["__main__"] = main
+    _fresh_stdio()
+    lines = source.splitlines(keepends=True)
+    linecache.cache[PROGRAM_FILENAME] = (len(source), None, lines, PROGRAM_FILENAME)
+    if guard_config is not None:
+        guards.install(**guard_config)
+    return main.__dict__
+
+
+def _exit_code_of(exc: SystemExit) -> int:
+    code = exc.code
+    if code is None:
+        return 0
+    if isinstance(code, int) and not isinstance(code, bool):
+        return code & 0xFF
+    try:
+        print(code, file=sys.stderr)
+    except BaseException:  # noqa: BLE001 - the program may have broken stderr
+        pass
+    return 1
+
+
+def _print_exception(exc: BaseException) -> None:
+    # Drop the frames of this module so the traceback looks like a plain `python` one.
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_frame.f_code.co_filename == __file__:
+        tb = tb.tb_next
+    try:
+        traceback.print_exception(type(exc), exc, tb, file=sys.stderr)
+    except BaseException:  # noqa: BLE001 - e.g. MemoryError while formatting
+        try:
+            os.write(2, f"\n{type(exc).__name__}\n".encode())
+        except OSError:
+            pass
+
+
+def execute(source: str, namespace: dict[str, Any]) -> int:
+    """Run `source` as __main__ in `namespace`; return the process exit code."""
+    try:
+        # dont_inherit: the `from __future__` imports of this module must not leak into the program.
+        compiled = compile(source, PROGRAM_FILENAME, "exec", dont_inherit=True)
+        exec(compiled, namespace)  # noqa: S102 - running untrusted code is the point; we are confined
+        return 0
+    except SystemExit as exc:
+        return _exit_code_of(exc)
+    except BaseException as exc:  # noqa: BLE001 - report any failure like the interpreter does
+        _print_exception(exc)
+        return 1
+
+
+def finish(exit_code: int) -> None:
+    """Run exit handlers and flush like interpreter shutdown does, then leave via os._exit."""
+    try:
+        threading = sys.modules.get("threading")
+        if threading is not None:
+            threading._shutdown()  # join non-daemon threads, as a normal exit would
+        import atexit
+        atexit._run_exitfuncs()
+    except SystemExit as exc:
+        exit_code = _exit_code_of(exc)
+    except BaseException as exc:  # noqa: BLE001
+        _print_exception(exc)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except BaseException:  # noqa: BLE001 - broken pipe / output limit
+            if stream is sys.stdout and exit_code == 0:
+                exit_code = 120  # what CPython does when flushing stdout fails at exit
+    os._exit(exit_code)
+
+
+def run_program(source: str, fd_map: dict[int, int], workdir: str, limits: dict[str, Any],
+                uid: int | None, worker_pid: int, user_namespace: bool,
+                guard_config: dict[str, Any] | None) -> None:
+    """Entry point in the forked child for a plain program run. Never returns."""
+    try:
+        confine(fd_map, workdir, limits, uid, worker_pid, user_namespace)
+        namespace = prepare_interpreter(workdir, guard_config, source)
+    except BaseException as exc:  # noqa: BLE001
+        try:
+            os.write(2, f"teamrl-sandbox: could not confine the program: {exc!r}\n".encode())
+        finally:
+            os._exit(SETUP_FAILED_EXIT)
+    finish(execute(source, namespace))
+    os._exit(SETUP_FAILED_EXIT)  # unreachable: finish() exits
+
+
+__all__ = ["confine", "execute", "finish", "prepare_interpreter", "run_program", "SETUP_FAILED_EXIT"]

@@ -1,0 +1,251 @@
+"""Linux isolation primitives for the worker processes (ctypes; stdlib only).
+
+The worker calls `setup_worker` once at start. It turns on what the kernel and our privileges
+allow and returns a report of what is active:
+
+* network: a new, empty network namespace (`unshare(CLONE_NEWNET)`), so sockets reach nothing;
+  otherwise the child blocks socket creation from Python (see `child.py`).
+* filesystem: a new mount namespace in which every mount except /proc, /sys and /dev is
+  re-mounted read-only, /tmp is a private tmpfs that holds the per-program directories,
+  /var/tmp, /run/lock and /dev/shm are covered by empty read-only tmpfs mounts, and so are the
+  grader's own directories (`hide_paths`: its working directory, the data sets, ...).
+* user id: programs run under a user id of their own (one per worker), which makes
+  RLIMIT_NPROC effective and lets the worker kill every process of a program in one atomic
+  `kill(-1)` from that user id.
+* without root, an unprivileged user namespace is tried to get the network and mount
+  namespaces anyway.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import signal
+from typing import Any
+
+CLONE_NEWNS = 0x00020000
+CLONE_NEWUSER = 0x10000000
+CLONE_NEWNET = 0x40000000
+
+MS_RDONLY = 1
+MS_NOSUID = 2
+MS_NODEV = 4
+MS_NOEXEC = 8
+MS_REMOUNT = 32
+MS_NOATIME = 1024
+MS_NODIRATIME = 2048
+MS_BIND = 4096
+MS_REC = 16384
+MS_PRIVATE = 1 << 18
+MS_RELATIME = 1 << 21
+MS_STRICTATIME = 1 << 24
+
+PR_SET_PDEATHSIG = 1
+PR_SET_DUMPABLE = 4
+PR_SET_CHILD_SUBREAPER = 36
+PR_SET_NO_NEW_PRIVS = 38
+
+# Programs of the worker with pid P run as uid/gid SANDBOX_ID_BASE + P: unique among live workers
+# and far above the ids that real accounts or container sub-id ranges use.
+SANDBOX_ID_BASE = 3_000_000_000
+
+# Mount points (and everything below them) that stay as they are: kernel interfaces and devices.
+_KEEP_WRITABLE = ("/proc", "/sys", "/dev")
+# World-writable places a program could otherwise leave files in; replaced by empty tmpfs mounts.
+_SHARED_TMP_DIRS = ("/tmp", "/var/tmp", "/run/lock", "/dev/shm")
+
+_libc: Any = None
+
+
+def libc() -> Any:
+    """The C library, loaded once, with errno support."""
+    global _libc
+    if _libc is None:
+        _libc = ctypes.CDLL(None, use_errno=True)
+    return _libc
+
+
+def _check(ret: int, what: str) -> None:
+    if ret != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{what}: {os.strerror(err)}")
+
+
+def prctl(option: int, arg2: int = 0) -> None:
+    """Call prctl(2) with one argument; raise OSError on failure."""
+    _check(libc().prctl(option, ctypes.c_ulong(arg2), ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0)), f"prctl({option})")
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+
+def drop_capabilities() -> None:
+    """Clear every capability of this process (effective, permitted, inheritable)."""
+    header = _CapHeader(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this process
+    data = (_CapData * 2)()
+    _check(libc().capset(ctypes.byref(header), data), "capset")
+
+
+def unshare(flags: int) -> None:
+    """Call unshare(2); raise OSError on failure."""
+    _check(libc().unshare(ctypes.c_int(flags)), f"unshare({flags:#x})")
+
+
+def mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
+    """Call mount(2); raise OSError on failure."""
+    enc = lambda s: None if s is None else os.fsencode(s)  # noqa: E731
+    _check(libc().mount(enc(source), enc(target), enc(fstype), ctypes.c_ulong(flags), enc(data)), f"mount {target}")
+
+
+def _decode_mountinfo_path(raw: str) -> str:
+    # mountinfo escapes space, tab, newline and backslash as \ooo octal.
+    out, i = [], 0
+    while i < len(raw):
+        if raw[i] == "\\" and i + 4 <= len(raw) and raw[i + 1 : i + 4].isdigit():
+            out.append(chr(int(raw[i + 1 : i + 4], 8)))
+            i += 4
+        else:
+            out.append(raw[i])
+            i += 1
+    return "".join(out)
+
+
+def _mounts() -> list[tuple[str, int]]:
+    """(mount point, per-mount flags to keep) for every mount visible to this process."""
+    keep = {"nosuid": MS_NOSUID, "nodev": MS_NODEV, "noexec": MS_NOEXEC, "noatime": MS_NOATIME,
+            "nodiratime": MS_NODIRATIME, "relatime": MS_RELATIME, "strictatime": MS_STRICTATIME}
+    result = []
+    with open("/proc/self/mountinfo", encoding="utf-8") as fh:
+        for line in fh:
+            fields = line.split()
+            flags = 0
+            for opt in fields[5].split(","):
+                flags |= keep.get(opt, 0)
+            result.append((_decode_mountinfo_path(fields[4]), flags))
+    return result
+
+
+def _under(path: str, roots: tuple[str, ...]) -> bool:
+    return any(path == r or path.startswith(r.rstrip("/") + "/") for r in roots)
+
+
+def _setup_user_namespace() -> None:
+    """Enter a new user namespace mapping our own uid/gid to themselves (no root needed)."""
+    uid, gid = os.getuid(), os.getgid()
+    unshare(CLONE_NEWUSER)
+    with open("/proc/self/setgroups", "w") as fh:
+        fh.write("deny")
+    with open("/proc/self/uid_map", "w") as fh:
+        fh.write(f"{uid} {uid} 1")
+    with open("/proc/self/gid_map", "w") as fh:
+        fh.write(f"{gid} {gid} 1")
+
+
+def _setup_mounts(hide_paths: list[str], tmpfs_mb: int) -> list[str]:
+    """Make the filesystem read-only except a private tmpfs on /tmp; return the hidden paths.
+
+    Per-program directories are created in that private /tmp, which the worker empties after
+    every program, so nothing a program writes can outlive it or reach the host.
+    """
+    mount(None, "/", None, MS_REC | MS_PRIVATE)  # never propagate our mounts to the host
+    for point, flags in _mounts():
+        if _under(point, _KEEP_WRITABLE):
+            continue
+        try:
+            mount(None, point, None, MS_BIND | MS_REMOUNT | MS_RDONLY | flags)
+        except OSError as exc:
+            if exc.errno not in (errno.ENOENT, errno.EACCES, errno.EINVAL):
+                raise
+    for tmp_dir in _SHARED_TMP_DIRS:
+        if tmp_dir == "/tmp":
+            mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, f"size={tmpfs_mb}m,mode=0755")
+        elif os.path.isdir(tmp_dir):
+            mount("tmpfs", tmp_dir, "tmpfs", MS_NOSUID | MS_NODEV | MS_RDONLY, "size=4k,mode=0755")
+    hidden = []
+    for path in hide_paths:
+        try:
+            if os.path.isdir(path):
+                mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY, "size=4k,mode=0755")
+            elif os.path.exists(path):
+                mount("/dev/null", path, None, MS_BIND)
+            else:
+                continue  # e.g. it was under /tmp, which is already replaced
+        except OSError:
+            continue
+        hidden.append(path)
+    return hidden
+
+
+def _probe_uid(uid: int) -> bool:
+    """Whether a child can switch to `uid` (fails in user namespaces without that id mapped)."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setgroups([])
+            os.setresgid(uid, uid, uid)
+            os.setresuid(uid, uid, uid)
+            os._exit(0)
+        except BaseException:
+            os._exit(1)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status) == 0
+
+
+def setup_worker(fallback_scratch: str, hide_paths: list[str], parent_pid: int, use_os_isolation: bool, tmpfs_mb: int) -> dict[str, Any]:
+    """Apply process-wide isolation to the worker; return what is active.
+
+    The report has keys: network ("netns" | "python-socket-block"), filesystem
+    ("readonly-mount-namespace" | "python-audit-hook"), sandbox_uid (int or None),
+    user_namespace (bool), hidden_paths (list), scratch (the directory per-program directories
+    are made in: the private /tmp, or `fallback_scratch` without a mount namespace), notes.
+    """
+    notes: list[str] = []
+    # Orphans of a program re-parent to the worker (not to init), so the worker can always find
+    # and reap every process a program left behind.
+    prctl(PR_SET_CHILD_SUBREAPER, 1)
+    prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent_pid:  # the grader died before the line above took effect
+        os._exit(1)
+    # No program can gain privileges through a setuid binary.
+    prctl(PR_SET_NO_NEW_PRIVS, 1)
+
+    report: dict[str, Any] = {"network": "python-socket-block", "filesystem": "python-audit-hook",
+                              "sandbox_uid": None, "user_namespace": False, "hidden_paths": [],
+                              "scratch": fallback_scratch, "notes": notes}
+    if not use_os_isolation:
+        notes.append("OS isolation disabled by configuration")
+        return report
+
+    is_root = os.geteuid() == 0
+    if not is_root:
+        try:
+            _setup_user_namespace()
+            report["user_namespace"] = True
+        except OSError as exc:
+            notes.append(f"no user namespace ({exc.strerror}); using in-process guards only")
+            return report
+    try:
+        unshare(CLONE_NEWNET)
+        report["network"] = "netns"
+    except OSError as exc:
+        notes.append(f"no network namespace ({exc.strerror})")
+    try:
+        unshare(CLONE_NEWNS)
+        report["hidden_paths"] = _setup_mounts(hide_paths, tmpfs_mb)
+        report["filesystem"] = "readonly-mount-namespace"
+        report["scratch"] = "/tmp"
+    except OSError as exc:
+        notes.append(f"no mount namespace ({exc.strerror})")
+    if is_root:
+        uid = SANDBOX_ID_BASE + os.getpid()
+        if _probe_uid(uid):
+            report["sandbox_uid"] = uid
+        else:
+            notes.append(f"cannot switch to uid {uid}; programs keep the worker's uid")
+    return report

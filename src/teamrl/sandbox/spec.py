@@ -1,0 +1,157 @@
+"""Plain data types of the sandbox API: the limits a program runs under and what came back.
+
+These are used on the trusted (grader) side only; the worker processes receive the limits as a
+JSON dict made by `SandboxLimits.to_wire`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+# Every status a ProgramResult can carry.
+STATUSES = (
+    "ok",  # exited with code 0
+    "error",  # exited with a non-zero code (e.g. an uncaught exception)
+    "timeout",  # wall-clock or CPU-time limit hit
+    "memory",  # ran out of the address-space limit (MemoryError or killed while allocating)
+    "output_limit",  # wrote more than max_output_bytes to stdout or stderr
+    "killed",  # died from a signal that is not explained by one of the limits above
+    "sandbox_error",  # the sandbox itself failed (worker crashed, bad request); not the program's fault
+)
+
+
+@dataclass
+class SandboxLimits:
+    """Resource limits applied to every program (and every process it starts)."""
+
+    wall_time_s: float = field(
+        default=5.0,
+        metadata={"help": "Wall-clock seconds from start until the program is killed (status 'timeout')."},
+    )
+    cpu_time_s: float = field(
+        default=5.0,
+        metadata={
+            "help": "CPU seconds (RLIMIT_CPU, rounded up to whole seconds by the kernel) before the "
+            "program is killed (status 'timeout')."
+        },
+    )
+    memory_mb: int = field(
+        default=512,
+        metadata={"help": "Address-space limit (RLIMIT_AS) in MiB for each process of the program."},
+    )
+    max_output_bytes: int = field(
+        default=64_000,
+        metadata={
+            "help": "Bytes kept from each of stdout and stderr; writing more kills the program "
+            "(status 'output_limit')."
+        },
+    )
+    max_file_bytes: int = field(
+        default=10_000_000,
+        metadata={"help": "Largest file the program may write (RLIMIT_FSIZE), in bytes."},
+    )
+    max_processes: int = field(
+        default=16,
+        metadata={
+            "help": "Processes plus threads the program may have at once (RLIMIT_NPROC); only "
+            "enforced when the sandbox runs programs under their own user id (needs root)."
+        },
+    )
+    max_open_files: int = field(
+        default=64,
+        metadata={"help": "Open file descriptors per process (RLIMIT_NOFILE)."},
+    )
+
+    def __post_init__(self) -> None:
+        for name in ("wall_time_s", "cpu_time_s"):
+            value = getattr(self, name)
+            if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+                raise ValueError(f"SandboxLimits.{name} must be a positive finite number, got {value!r}")
+        for name in ("memory_mb", "max_output_bytes", "max_file_bytes", "max_processes", "max_open_files"):
+            value = getattr(self, name)
+            if not (isinstance(value, int) and not isinstance(value, bool) and value > 0):
+                raise ValueError(f"SandboxLimits.{name} must be a positive int, got {value!r}")
+        if self.max_open_files < 8:
+            # The interpreter itself needs a handful of descriptors (stdio, pipes, imports).
+            raise ValueError(f"SandboxLimits.max_open_files must be at least 8, got {self.max_open_files}")
+        if self.memory_mb < 64:
+            raise ValueError(f"SandboxLimits.memory_mb must be at least 64 (Python needs it), got {self.memory_mb}")
+
+    def to_wire(self) -> dict[str, Any]:
+        """The limits as a JSON-able dict for the worker processes."""
+        return asdict(self)
+
+
+@dataclass
+class ProgramResult:
+    """What one program run produced.
+
+    stdout, stderr: decoded as UTF-8 (invalid bytes replaced), each cut at max_output_bytes.
+    exit_code: the process exit code, or None when it was killed by a signal / never ran.
+    timed_out: the wall-clock or CPU-time limit was hit.
+    status: one of `STATUSES` ("ok", "error", "timeout", "memory", "output_limit", "killed",
+        "sandbox_error").
+    wall_s: wall-clock seconds the program ran (measured by the worker).
+    """
+
+    stdout: str
+    stderr: str
+    exit_code: int | None
+    timed_out: bool
+    status: str
+    wall_s: float
+
+    @property
+    def ok(self) -> bool:
+        """True when the program exited normally with code 0."""
+        return self.status == "ok"
+
+
+@dataclass
+class TestCaseResult:
+    """Outcome of one test unit (one assert, or one top-level statement of `check`)."""
+
+    index: int
+    passed: bool
+    source: str
+    error: str = ""
+
+
+@dataclass
+class TestResult:
+    """Verdict of `Sandbox.run_tests`.
+
+    passed / total: test units that passed, out of all units found in the tests (an MBPP assert
+        line, or a top-level statement of a HumanEval `check` function that contains an assert).
+        Units that never ran (program crashed, timed out) count as failed.
+    status: "ok" (all units ran; some may have failed), "error" (the program failed to load, the
+        tests could not be parsed, or a unit outside the counted ones raised), "timeout",
+        "memory", "output_limit", "killed" or "sandbox_error".
+    cases: one TestCaseResult per unit, in order.
+    program_stdout, program_stderr: what the candidate program printed (capped).
+    error: a short explanation when status is not "ok".
+    wall_s: wall-clock seconds for the whole run.
+    """
+
+    passed: int
+    total: int
+    status: str
+    cases: list[TestCaseResult] = field(default_factory=list)
+    program_stdout: str = ""
+    program_stderr: str = ""
+    error: str = ""
+    wall_s: float = 0.0
+
+    __test__ = False  # keep pytest from collecting this class because of its name
+
+    @property
+    def pass_ratio(self) -> float:
+        """passed / total, 0.0 when there are no units."""
+        return self.passed / self.total if self.total else 0.0
+
+    @property
+    def all_passed(self) -> bool:
+        """True when there is at least one unit and every unit passed."""
+        return self.total > 0 and self.passed == self.total
