@@ -147,11 +147,48 @@ def _setup_user_namespace() -> None:
         fh.write(f"{gid} {gid} 1")
 
 
-def _setup_mounts(hide_paths: list[str], tmpfs_mb: int) -> list[str]:
+def _expose(paths: list[str]) -> list[str]:
+    """Make `paths` reachable for other users when an ancestor is closed to them.
+
+    The typical case is a Python installed under /root (pyenv), which is mode 0700: a program
+    running under its own uid could not import the standard library. The closed ancestor is
+    covered by an empty tmpfs (which also hides everything else in it) and each path is bind-mounted
+    back read-only at its old place.
+    """
+    wanted = sorted({os.path.realpath(p) for p in paths if os.path.isdir(p)})
+    wanted = [p for p in wanted if not any(p.startswith(q + "/") for q in wanted)]
+    plan: list[tuple[str, str, int]] = []  # (path, closed ancestor, O_PATH fd to the real directory)
+    for path in wanted:
+        parts = path.strip("/").split("/")
+        for i in range(1, len(parts)):
+            ancestor = "/" + "/".join(parts[:i])
+            if not os.stat(ancestor).st_mode & 0o001:
+                # Opened before any mount: once the ancestor is covered, the path is gone.
+                plan.append((path, ancestor, os.open(path, os.O_PATH | os.O_DIRECTORY)))
+                break
+    covered: list[str] = []
+    try:
+        for path, ancestor, fd in plan:
+            if ancestor not in covered:
+                mount("tmpfs", ancestor, "tmpfs", MS_NOSUID | MS_NODEV, "size=64k,mode=0755")
+                covered.append(ancestor)
+            os.makedirs(path, mode=0o755, exist_ok=True)
+            mount(f"/proc/self/fd/{fd}", path, None, MS_BIND | MS_REC)
+            mount(None, path, None, MS_BIND | MS_REMOUNT | MS_RDONLY)
+        for ancestor in covered:
+            mount(None, ancestor, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
+    finally:
+        for _, _, fd in plan:
+            os.close(fd)
+    return [path for path, _, _ in plan]
+
+
+def _setup_mounts(hide_paths: list[str], tmpfs_mb: int, expose_paths: list[str]) -> dict[str, list[str]]:
     """Make the filesystem read-only except a private tmpfs on /tmp; return the hidden paths.
 
     Per-program directories are created in that private /tmp, which the worker empties after
-    every program, so nothing a program writes can outlive it or reach the host.
+    every program, so nothing a program writes can outlive it or reach the host. `expose_paths`
+    (the Python installation) are made reachable for the programs' own uid (see `_expose`).
     """
     mount(None, "/", None, MS_REC | MS_PRIVATE)  # never propagate our mounts to the host
     for point, flags in _mounts():
@@ -167,6 +204,7 @@ def _setup_mounts(hide_paths: list[str], tmpfs_mb: int) -> list[str]:
             mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, f"size={tmpfs_mb}m,mode=0755")
         elif os.path.isdir(tmp_dir):
             mount("tmpfs", tmp_dir, "tmpfs", MS_NOSUID | MS_NODEV | MS_RDONLY, "size=4k,mode=0755")
+    exposed = _expose(expose_paths)
     hidden = []
     for path in hide_paths:
         try:
@@ -179,17 +217,23 @@ def _setup_mounts(hide_paths: list[str], tmpfs_mb: int) -> list[str]:
         except OSError:
             continue
         hidden.append(path)
-    return hidden
+    return {"hidden": hidden, "exposed": exposed}
 
 
-def _probe_uid(uid: int) -> bool:
-    """Whether a child can switch to `uid` (fails in user namespaces without that id mapped)."""
+def _probe_uid(uid: int, must_read: list[str]) -> bool:
+    """Whether a child can switch to `uid` (fails in user namespaces without that id mapped) and
+    then still read `must_read` (the standard library)."""
     pid = os.fork()
     if pid == 0:
         try:
             os.setgroups([])
             os.setresgid(uid, uid, uid)
             os.setresuid(uid, uid, uid)
+            for path in must_read:
+                if os.path.isdir(path):
+                    os.listdir(path)
+                else:
+                    open(path, "rb").close()
             os._exit(0)
         except BaseException:
             os._exit(1)
@@ -197,8 +241,12 @@ def _probe_uid(uid: int) -> bool:
     return os.waitstatus_to_exitcode(status) == 0
 
 
-def setup_worker(fallback_scratch: str, hide_paths: list[str], parent_pid: int, use_os_isolation: bool, tmpfs_mb: int) -> dict[str, Any]:
+def setup_worker(fallback_scratch: str, hide_paths: list[str], parent_pid: int, use_os_isolation: bool,
+                 tmpfs_mb: int, python_paths: list[str]) -> dict[str, Any]:
     """Apply process-wide isolation to the worker; return what is active.
+
+    python_paths: the interpreter's installation and sys.path directories, which programs must be
+    able to read whatever user id they run under.
 
     The report has keys: network ("netns" | "python-socket-block"), filesystem
     ("readonly-mount-namespace" | "python-audit-hook"), sandbox_uid (int or None),
@@ -216,7 +264,7 @@ def setup_worker(fallback_scratch: str, hide_paths: list[str], parent_pid: int, 
     prctl(PR_SET_NO_NEW_PRIVS, 1)
 
     report: dict[str, Any] = {"network": "python-socket-block", "filesystem": "python-audit-hook",
-                              "sandbox_uid": None, "user_namespace": False, "hidden_paths": [],
+                              "sandbox_uid": None, "user_namespace": False, "hidden_paths": [], "exposed_paths": [],
                               "scratch": fallback_scratch, "notes": notes}
     if not use_os_isolation:
         notes.append("OS isolation disabled by configuration")
@@ -237,15 +285,17 @@ def setup_worker(fallback_scratch: str, hide_paths: list[str], parent_pid: int, 
         notes.append(f"no network namespace ({exc.strerror})")
     try:
         unshare(CLONE_NEWNS)
-        report["hidden_paths"] = _setup_mounts(hide_paths, tmpfs_mb)
+        mounts = _setup_mounts(hide_paths, tmpfs_mb, python_paths)
+        report["hidden_paths"], report["exposed_paths"] = mounts["hidden"], mounts["exposed"]
         report["filesystem"] = "readonly-mount-namespace"
         report["scratch"] = "/tmp"
     except OSError as exc:
         notes.append(f"no mount namespace ({exc.strerror})")
     if is_root:
         uid = SANDBOX_ID_BASE + os.getpid()
-        if _probe_uid(uid):
+        if _probe_uid(uid, [p for p in python_paths if os.path.exists(p)]):
             report["sandbox_uid"] = uid
         else:
-            notes.append(f"cannot switch to uid {uid}; programs keep the worker's uid")
+            notes.append(f"cannot switch to uid {uid} (or it cannot read the Python installation); "
+                         "programs keep the worker's uid")
     return report

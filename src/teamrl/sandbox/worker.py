@@ -317,8 +317,9 @@ def main(config_json: str) -> None:
             importlib.import_module(name)
         except ImportError:
             pass
+    python_paths = [sys.prefix, sys.base_prefix, os.path.dirname(os.__file__)] + [p for p in sys.path if p]
     report = isolation.setup_worker(config["fallback_scratch"], config["hide_paths"], config["parent_pid"],
-                                    config["os_isolation"], config["tmpfs_mb"])
+                                    config["os_isolation"], config["tmpfs_mb"], python_paths)
     state = WorkerState(report, report["hidden_paths"] or config["hide_paths"])
     os.makedirs(state.scratch, mode=0o711, exist_ok=True)
     os.chmod(state.scratch, 0o711 if state.uid is not None else 0o700)
