@@ -9,6 +9,7 @@ callers wrap it so that every path ends in os._exit.
 
 from __future__ import annotations
 
+import fcntl
 import linecache
 import math
 import os
@@ -34,19 +35,24 @@ def remember_own_modules() -> None:
     _OWN_MODULES[:] = [n for n in sys.modules if n.startswith("_teamrl_sandbox")]
 
 
+def remap_fds(fd_map: dict[int, int]) -> None:
+    """Make each target fd a copy of its source fd and close every other descriptor."""
+    # Park the sources above every target first, so no dup2 clobbers a source still needed.
+    parked = {target: fcntl.fcntl(current, fcntl.F_DUPFD_CLOEXEC, 64) for target, current in fd_map.items()}
+    for target, current in parked.items():
+        os.dup2(current, target)  # dup2 clears close-on-exec on the target
+    start = 0
+    for fd in sorted(fd_map) + [1 << 20]:
+        if fd > start:
+            os.closerange(start, fd)
+        start = fd + 1
+
+
 def confine(fd_map: dict[int, int], workdir: str, limits: dict[str, Any], uid: int | None,
             worker_pid: int, user_namespace: bool) -> None:
     """Process-level confinement; `fd_map` maps target fd -> current fd (all others get closed)."""
     os.setsid()  # own session and process group: the worker kills the whole group afterwards
-    for target, current in fd_map.items():
-        if target != current:
-            os.dup2(current, target)
-    keep = sorted(fd_map)
-    start = 0
-    for fd in keep + [1 << 20]:
-        if fd > start:
-            os.closerange(start, fd)
-        start = fd + 1
+    remap_fds(fd_map)
     os.chdir(workdir)
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     cpu = max(1, math.ceil(limits["cpu_time_s"]))

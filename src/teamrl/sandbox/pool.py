@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from . import protocol
-from .spec import ProgramResult, SandboxLimits
+from .spec import ProgramResult, SandboxLimits, TestCaseResult, TestResult
 
 _PACKAGE_DIR = str(Path(__file__).resolve().parent)
 # Loads this directory as a stand-alone package named `_teamrl_sandbox`, so the worker does not
@@ -92,8 +92,9 @@ class _Worker:
         self.pid: int = ready["pid"]
         self.isolation: dict[str, Any] = ready["isolation"]
 
-    def request(self, msg: dict[str, Any], timeout_s: float) -> dict[str, Any]:
-        protocol.send_message(self.in_fd, msg)
+    def request(self, msgs: list[dict[str, Any]], timeout_s: float) -> dict[str, Any]:
+        for msg in msgs:
+            protocol.send_message(self.in_fd, msg)
         return protocol.recv_message(self.out_fd, time.monotonic() + timeout_s)
 
     def alive(self) -> bool:
@@ -214,6 +215,43 @@ class Sandbox:
             return [self.run(c, s) for c, s in zip(codes, stdin)]
         return list(self._pool().map(self.run, codes, stdin))
 
+    def run_tests(self, program: str, tests: str, entry_point: str | None = None, setup: str = "") -> TestResult:
+        """Grade `program` against ground-truth `tests`; never raises for program faults.
+
+        tests: HumanEval style (defines `check(candidate)`; `entry_point` names the function to
+            pass in) or MBPP style (a block of `assert` lines calling the program's functions).
+        setup: trusted code run with the tests before them (imports, MBPP `test_setup_code`, or
+            the HumanEval prompt so that its helper functions are the real ones, not the program's).
+
+        Each top-level statement containing an `assert` is one unit (see judge.py); the tests run
+        in a separate process from the program and see only plain-data results, so a program
+        cannot fake a pass. Returns a TestResult whose pass_ratio is the reward signal.
+        """
+        for name, value in (("program", program), ("tests", tests), ("setup", setup)):
+            if not isinstance(value, str):
+                raise TypeError(f"{name} must be a str, got {type(value).__name__}")
+        if entry_point is not None and not (isinstance(entry_point, str) and entry_point.isidentifier()):
+            raise ValueError(f"entry_point must be a Python identifier or None, got {entry_point!r}")
+        reply = self._call(
+            {"op": "run_tests", "program": program, "entry_point": entry_point, "limits": self.limits.to_wire()},
+            {"tests": tests, "setup": setup},
+        )
+        if "results" not in reply:
+            return TestResult(0, 0, "sandbox_error", error=reply.get("error", "no reply"), wall_s=reply.get("wall_s", 0.0))
+        cases = []
+        for index, source in enumerate(reply["units"]):
+            outcome = reply["results"][index]
+            passed, error = (outcome if outcome is not None else (False, "not run"))
+            cases.append(TestCaseResult(index, bool(passed), source, error))
+        return TestResult(
+            passed=sum(c.passed for c in cases), total=len(cases), status=reply["status"], cases=cases,
+            program_stdout=reply["program_stdout"], program_stderr=reply["program_stderr"], error=reply["error"],
+            wall_s=reply["wall_s"])
+
+    def run_tests_many(self, jobs: list[dict[str, Any]]) -> list[TestResult]:
+        """`run_tests` for many jobs (dicts of its keyword arguments) over the pool, in input order."""
+        return list(self._pool().map(lambda job: self.run_tests(**job), jobs))
+
     def close(self) -> None:
         """Stop the workers (and every program still running); idempotent."""
         with self._lock:
@@ -251,12 +289,12 @@ class Sandbox:
                 self._executor = ThreadPoolExecutor(self.workers, thread_name_prefix="teamrl-sandbox")
             return self._executor
 
-    def _call(self, msg: dict[str, Any]) -> dict[str, Any]:
+    def _call(self, *msgs: dict[str, Any]) -> dict[str, Any]:
         if self._closed:
             raise SandboxError("this Sandbox is closed")
         worker = self._idle.get()
         try:
-            reply = worker.request(msg, self.limits.wall_time_s + _REPLY_GRACE_S)
+            reply = worker.request(list(msgs), self.limits.wall_time_s + _REPLY_GRACE_S)
             if reply.get("tainted"):
                 worker = self._replace(worker)
             return reply
