@@ -172,7 +172,7 @@ class PlanPathWorkflow:
             return Outcome(0.0, -self.format_bonus, {"format": -self.format_bonus})
         trial = copy.deepcopy(state.env)
         result = trial.step(moves)
-        state.simulation = "goal" if trial.success else ("invalid" if trial.hit_invalid else "short")
+        state.simulation = "goal" if trial.success else ("invalid" if trial.hit_invalid else "missed")
         return Outcome(result.reward, self.format_bonus, {**result.terms, "format": self.format_bonus})
 
     def is_done(self, state: PlanPathState) -> bool:

@@ -1,0 +1,106 @@
+"""`teamrl` command line: quickstart, warmup, train, eval."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from teamrl.config import ConfigError, RunConfig, load_config
+
+DEFAULT_CONFIG = Path(__file__).parent / "configs" / "plan_path_team.yaml"
+
+
+def _load(args: argparse.Namespace) -> RunConfig:
+    return load_config(args.config, args.overrides)
+
+
+def cmd_warmup(args: argparse.Namespace) -> int:
+    from teamrl.training.tiny_default import WarmupRecipe, warm_up
+
+    config = _load(args)
+    recipe = WarmupRecipe(task=config.task, max_turns=config.workflow.max_turns)
+    started = time.time()
+    path = warm_up(recipe, force=args.force)
+    print(f"tiny default model ready in {time.time() - started:.1f}s: {path}")
+    return 0
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from teamrl.training.loop import train
+
+    config = _load(args)
+    run_dir = train(config)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    print(f"held-out success: before {summary['initial_success']:.1%}, after "
+          f"{summary['final_success']:.1%} (best {summary['best_success']:.1%} at step "
+          f"{summary['best_step']}); {summary['steps']} steps in {summary['train_seconds']:.0f}s")
+    print(f"run directory: {run_dir}")
+    return 0
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from teamrl.policies.loading import load_policy
+    from teamrl.training.build import build_policies, build_workflow, role_mapping
+    from teamrl.training.evaluate import evaluate
+
+    config = _load(args)
+    workflow = build_workflow(config)
+    if args.checkpoint:
+        folder = Path(args.checkpoint)
+        if not folder.is_dir():
+            raise ConfigError(f"--checkpoint {folder} is not a folder")
+        mapping = role_mapping(config, workflow)
+        policies = {}
+        for name in dict.fromkeys(mapping.values()):
+            sub = folder / name if (folder / name / "config.json").exists() else folder
+            policies[name] = load_policy(name, str(sub), config.policy.dtype, config.policy.device,
+                                         config.policy.chat_template)
+    else:
+        policies, mapping = build_policies(config, workflow)
+    metrics, _ = evaluate(workflow, policies, mapping, args.instances or config.train.eval_instances,
+                          config.rollout.eval_temperature, config.rollout.max_new_tokens, config.seed)
+    print(json.dumps(metrics, indent=2))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="teamrl", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def with_config(p: argparse.ArgumentParser, required: bool = True) -> None:
+        p.add_argument("config", nargs=None if required else "?", default=None if required else str(DEFAULT_CONFIG),
+                       help="YAML run config")
+        p.add_argument("overrides", nargs="*", help="dotted overrides, e.g. train.steps=50 algorithm.k=4")
+
+    p = sub.add_parser("quickstart", help="warm up the tiny default (cached) and train the default team on Plan-Path")
+    p.add_argument("overrides", nargs="*", help="dotted overrides of the default config")
+    p.set_defaults(func=cmd_train, config=str(DEFAULT_CONFIG))
+    p = sub.add_parser("warmup", help="build and warm up the tiny default model (cached)")
+    with_config(p, required=False)
+    p.add_argument("--force", action="store_true", help="redo it even if cached")
+    p.set_defaults(func=cmd_warmup)
+    p = sub.add_parser("train", help="train a team")
+    with_config(p)
+    p.set_defaults(func=cmd_train)
+    p = sub.add_parser("eval", help="score a checkpoint (or the untrained base) on the held-out split")
+    with_config(p)
+    p.add_argument("--checkpoint", help="a checkpoint folder (checkpoints/<tag>) or a model folder")
+    p.add_argument("--instances", type=int, default=0, help="held-out instances (default: train.eval_instances)")
+    p.set_defaults(func=cmd_eval)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except (ConfigError, FileNotFoundError, FileExistsError) as err:
+        print(f"teamrl: error: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,254 @@
+"""Typed run configuration: YAML file + dotted overrides -> validated dataclasses.
+
+Every field carries its help text once, beside it. Unknown keys and bad values fail at load time
+with a message that says which key and how to fix it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, get_type_hints
+
+import yaml
+
+from teamrl.tasks.plan_path import PlanPathConfig
+
+
+class ConfigError(ValueError):
+    """A configuration value is missing, unknown or invalid."""
+
+
+@dataclass
+class PolicyConfig:
+    """Where a policy's weights come from and how it is optimised."""
+
+    model: str = "tiny-default"
+    """A local folder written by save_pretrained, a hub name, or 'tiny-default' (built and warmed up by teamrl)."""
+    dtype: str = "float32"
+    """float32, bfloat16 or float16."""
+    device: str = "cpu"
+    """Torch device, e.g. cpu or cuda:0."""
+    chat_template: str = "auto"
+    """auto (use the tokenizer's template if any), on, or off."""
+    lr: float = 2e-4
+    """Peak learning rate of this policy's AdamW."""
+    weight_decay: float = 0.01
+    """AdamW weight decay."""
+
+
+@dataclass
+class WorkflowConfig:
+    """Which team plays the task."""
+
+    name: str = "plan_path_team"
+    """plan_path_team (tool + plan) or plan_path_single (the plan role alone)."""
+    max_turns: int = 3
+    """Turns before the episode is cut."""
+    prompt_style: str = "compact"
+    """compact (short prompts for the tiny model) or chat (instructions for real LLMs)."""
+    format_bonus: float = 0.1
+    """Size of each role's local format/validity term (+ when well formed, - otherwise)."""
+
+
+@dataclass
+class RolloutConfig:
+    """Sampling during training and evaluation."""
+
+    temperature: float = 1.0
+    """Training sampling temperature (the trained distribution is softmax(logits / temperature))."""
+    top_p: float = 1.0
+    """Nucleus mass for training samples; < 1 makes the sampler differ from the trained policy."""
+    top_k: int = 0
+    """Top-k for training samples (0 = off)."""
+    max_new_tokens: int = 40
+    """Response length cap."""
+    eval_temperature: float = 0.0
+    """Held-out evaluation temperature (0 = greedy)."""
+
+
+@dataclass
+class AlgorithmConfig:
+    """AT-GRPO and its baselines."""
+
+    grouping: str = "tree"
+    """tree: AT-GRPO groups by (instance, turn, agent); trajectory: one group per instance over K full episodes."""
+    k: int = 8
+    """Candidates per agent per turn (tree) or episodes per instance (trajectory)."""
+    team_weight: float = 1.0
+    """r = team_weight * r_team + local_weight * r_local."""
+    local_weight: float = 1.0
+    """See team_weight."""
+    scale_by_std: bool = True
+    """Divide centred rewards by the group std (False: Dr. GRPO)."""
+    adv_eps: float = 1e-6
+    """Added to the group std."""
+    agentwise_norm: bool = False
+    """Standardise each agent's rewards by its own mean/std before grouping."""
+    drop_zero_signal: bool = True
+    """Leave out of the update the groups whose rewards are all equal (their advantage is 0)."""
+    commit: str = "greedy"
+    """Which candidate continues the episode: greedy (argmax reward, seeded ties) or sample."""
+    clip_low: float = 0.2
+    """PPO ratio clip below 1."""
+    clip_high: float = 0.2
+    """PPO ratio clip above 1."""
+    aggregation: str = "token-mean"
+    """token-mean, seq-mean-token-mean or seq-mean-token-sum."""
+    kl_coef: float = 0.0
+    """Weight of the k3 KL to the frozen initial policy (0 = no reference model)."""
+    entropy_coef: float = 0.0
+    """Weight of the entropy bonus."""
+    ppo_epochs: int = 1
+    """Passes over each step's samples."""
+    minibatch_size: int = 256
+    """Samples per optimizer step (several minibatches make the PPO clip act)."""
+
+
+@dataclass
+class TrainConfig:
+    """The loop."""
+
+    steps: int = 150
+    """Training steps (one rollout batch and one update per step)."""
+    batch_size: int = 16
+    """Task instances per step."""
+    warmup_steps: int = 5
+    """Linear learning-rate warm-up."""
+    schedule: str = "constant"
+    """constant or cosine (after warm-up)."""
+    grad_clip: float = 1.0
+    """Max global grad norm per policy (0 = off)."""
+    eval_every: int = 25
+    """Held-out evaluation period in steps (0 = only at start and end)."""
+    eval_instances: int = 200
+    """Held-out instances per evaluation."""
+    checkpoint_every: int = 0
+    """Checkpoint period in steps (0 = only the final checkpoint)."""
+    time_budget_s: float = 0.0
+    """Stop training after this many seconds (0 = no limit); the final eval still runs."""
+
+
+@dataclass
+class RunConfig:
+    """A whole run. `teamrl train CONFIG.yaml key.sub=value ...`"""
+
+    seed: int = 0
+    """Seeds torch, Python's random and the data order."""
+    output_dir: str = "runs"
+    """Parent folder of run directories."""
+    run_name: str = ""
+    """Run directory name (default: workflow-regime-seed-time)."""
+    regime: str = "shared"
+    """shared (one policy for all roles) or per_role (one full model per role)."""
+    task: PlanPathConfig = field(default_factory=PlanPathConfig)
+    workflow: WorkflowConfig = field(default_factory=WorkflowConfig)
+    policy: PolicyConfig = field(default_factory=PolicyConfig)
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+
+    def __post_init__(self) -> None:
+        check = _require
+        check(self.regime in ("shared", "per_role"), "regime", self.regime, "shared or per_role")
+        check(self.workflow.name in ("plan_path_team", "plan_path_single"), "workflow.name",
+              self.workflow.name, "plan_path_team or plan_path_single")
+        check(self.workflow.prompt_style in ("compact", "chat"), "workflow.prompt_style",
+              self.workflow.prompt_style, "compact or chat")
+        check(self.workflow.max_turns >= 1, "workflow.max_turns", self.workflow.max_turns, ">= 1")
+        check(self.algorithm.grouping in ("tree", "trajectory"), "algorithm.grouping",
+              self.algorithm.grouping, "tree or trajectory")
+        check(self.algorithm.k >= 2, "algorithm.k", self.algorithm.k, ">= 2 (a group needs two samples)")
+        check(self.algorithm.commit in ("greedy", "sample"), "algorithm.commit", self.algorithm.commit,
+              "greedy or sample")
+        check(self.algorithm.aggregation in ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum"),
+              "algorithm.aggregation", self.algorithm.aggregation,
+              "token-mean, seq-mean-token-mean or seq-mean-token-sum")
+        check(0 <= self.algorithm.clip_low < 1 and self.algorithm.clip_high >= 0, "algorithm.clip_low",
+              self.algorithm.clip_low, "0 <= clip_low < 1 and clip_high >= 0")
+        check(self.algorithm.minibatch_size >= 1 and self.algorithm.ppo_epochs >= 1,
+              "algorithm.minibatch_size", self.algorithm.minibatch_size, ">= 1 (and ppo_epochs >= 1)")
+        check(self.train.steps >= 0 and self.train.batch_size >= 1, "train.batch_size",
+              self.train.batch_size, ">= 1 (and steps >= 0)")
+        check(self.train.schedule in ("constant", "cosine"), "train.schedule", self.train.schedule,
+              "constant or cosine")
+        check(self.policy.lr > 0, "policy.lr", self.policy.lr, "> 0")
+        check(self.rollout.temperature > 0, "rollout.temperature", self.rollout.temperature,
+              "> 0 for training samples (use eval_temperature: 0 for greedy evaluation)")
+        check(self.rollout.eval_temperature >= 0, "rollout.eval_temperature",
+              self.rollout.eval_temperature, ">= 0")
+
+
+def _require(ok: bool, key: str, value: Any, expected: str) -> None:
+    if not ok:
+        raise ConfigError(f"{key} = {value!r} is invalid: expected {expected}")
+
+
+def _build(cls: type, data: dict[str, Any], where: str) -> Any:
+    """Instantiate dataclass `cls` from a dict, recursing into nested dataclasses."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"{where or 'config'} must be a mapping, got {type(data).__name__}")
+    hints = get_type_hints(cls)
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - names)
+    if unknown:
+        raise ConfigError(f"unknown key(s) {', '.join(where + k for k in unknown)}; valid keys under "
+                          f"{where or 'the top level'}: {', '.join(sorted(names))}")
+    kwargs = {}
+    for name, value in data.items():
+        hint = hints[name]
+        if dataclasses.is_dataclass(hint):
+            kwargs[name] = _build(hint, value or {}, f"{where}{name}.")
+        else:
+            kwargs[name] = _coerce(value, hint, where + name)
+    try:
+        return cls(**kwargs)
+    except (ValueError, TypeError) as err:
+        if isinstance(err, ConfigError):
+            raise
+        raise ConfigError(f"{where.rstrip('.') or 'config'}: {err}") from err
+
+
+def _coerce(value: Any, hint: Any, key: str) -> Any:
+    if hint is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    expected = hint if isinstance(hint, type) else None
+    if expected is not None and not isinstance(value, expected):
+        raise ConfigError(f"{key} = {value!r} must be of type {expected.__name__}")
+    if expected is int and isinstance(value, bool):
+        raise ConfigError(f"{key} = {value!r} must be an integer, not a boolean")
+    return value
+
+
+def _set_dotted(data: dict[str, Any], dotted: str, value: Any) -> None:
+    parts = dotted.split(".")
+    node = data
+    for part in parts[:-1]:
+        node = node.setdefault(part, {})
+        if not isinstance(node, dict):
+            raise ConfigError(f"override {dotted}: {part} is not a section")
+    node[parts[-1]] = value
+
+
+def load_config(path: str | Path | None, overrides: list[str] = ()) -> RunConfig:
+    """Read a YAML file (or start from defaults) and apply `key.sub=value` overrides."""
+    data: dict[str, Any] = {}
+    if path is not None:
+        path = Path(path)
+        if not path.is_file():
+            raise ConfigError(f"config file {path} does not exist")
+        try:
+            data = yaml.safe_load(path.read_text()) or {}
+        except yaml.YAMLError as err:
+            raise ConfigError(f"{path} is not valid YAML: {err}") from err
+    for item in overrides:
+        if "=" not in item:
+            raise ConfigError(f"override {item!r} must look like key.sub=value")
+        key, raw = item.split("=", 1)
+        _set_dotted(data, key.strip(), yaml.safe_load(raw) if raw else "")
+    return _build(RunConfig, data, "")
+
+
+def config_to_dict(config: RunConfig) -> dict[str, Any]:
+    return dataclasses.asdict(config)

@@ -1,0 +1,143 @@
+"""The rollout driver: runs a workflow over a batch of episodes, with or without tree sampling.
+
+One path serves every use:
+- AT-GRPO training: `branches=K` candidates per agent per turn, each scored on a copy of the
+  committed state, the best one committed (the copy it was scored on *becomes* the state, so the
+  state that is stepped is the state that was observed and rewarded);
+- trajectory-level GRPO and evaluation: `branches=1`, K independent episodes per instance are
+  simply K entries of `instances`.
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from teamrl.policies.loading import Policy
+from teamrl.rollout.engine import Generation, SamplingParams, sample
+from teamrl.workflows.base import Outcome, Workflow, apply_many
+
+
+@dataclass
+class Sample:
+    """One candidate response, a training sample of the policy that serves its role."""
+
+    generation: Generation
+    outcome: Outcome
+    reward: float  # team_weight * team + local_weight * local
+    episode: int  # index into the batch of episodes
+    instance: int  # task instance index (several episodes may share one)
+    turn: int
+    agent: str
+    role: str
+    policy: str
+    committed: bool = False
+    advantage: float = 0.0
+
+    @property
+    def tree_key(self) -> tuple[int, int, str]:
+        """AT-GRPO group: the candidates of one agent at one turn of one instance."""
+        return (self.instance, self.turn, self.agent)
+
+
+@dataclass
+class Episode:
+    """One episode's committed trajectory."""
+
+    instance: int
+    state: Any
+    turns: int = 0
+    team_return: float = 0.0  # sum of the committed team rewards
+    rewards_by_agent: dict[str, float] = field(default_factory=dict)
+    success: bool = False
+    transcript: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class RewardWeights:
+    """r = team * r_team + local * r_local: the one reward formula of teamrl."""
+
+    team: float = 1.0
+    local: float = 1.0
+
+    def combine(self, outcome: Outcome) -> float:
+        return self.team * outcome.team + self.local * outcome.local
+
+
+def _commit_index(rewards: list[float], rule: str, rng: random.Random) -> int:
+    """Greedy argmax with seeded tie-breaks, or sampling proportional to softmax(reward)."""
+    if rule == "greedy":
+        best = max(rewards)
+        return rng.choice([i for i, r in enumerate(rewards) if r == best])
+    if rule == "sample":
+        top = max(rewards)
+        return rng.choices(range(len(rewards)), weights=[2.718281828 ** (r - top) for r in rewards])[0]
+    raise ValueError(f"unknown commit rule {rule!r}; use 'greedy' or 'sample'")
+
+
+def run_episodes(
+    workflow: Workflow,
+    instances: list[int],
+    split: str,
+    policies: dict[str, Policy],
+    role_to_policy: dict[str, str],
+    params: SamplingParams,
+    branches: int,
+    weights: RewardWeights,
+    generator: torch.Generator,
+    rng: random.Random,
+    commit_rule: str = "greedy",
+) -> tuple[list[Sample], list[Episode]]:
+    """Play one episode per entry of `instances`; return every candidate sample and the episodes."""
+    episodes = [Episode(i, workflow.new_state(split, i)) for i in instances]
+    samples: list[Sample] = []
+    for turn in range(workflow.max_turns):
+        live = [e for e in range(len(episodes)) if not workflow.is_done(episodes[e].state)]
+        if not live:
+            break
+        for e in live:
+            episodes[e].turns = turn + 1
+        # Parallel agents all read the pre-turn state; sequential agents read the latest commit.
+        pre_turn = {e: episodes[e].state for e in live} if workflow.parallel else None
+        commits: list[tuple[int, str, str]] = []
+        for agent in workflow.agents:
+            if not workflow.parallel:
+                live = [e for e in live if not workflow.is_done(episodes[e].state)]
+            if not live:
+                break
+            source = {e: (pre_turn[e] if pre_turn else episodes[e].state) for e in live}
+            policy_name = role_to_policy[agent.role]
+            policy = policies[policy_name]
+            prompts = [policy.encode_prompt(workflow.render(agent.name, source[e])) for e in live]
+            groups = sample(policy, prompts, branches, params, generator)
+            # Score every candidate on its own copy (in place when there is only one).
+            targets = [source[e] if branches == 1 and not workflow.parallel else copy.deepcopy(source[e])
+                       for e in live for _ in range(branches)]
+            texts = [g.text for group in groups for g in group]
+            outcomes = apply_many(workflow, agent.name, targets, texts)
+            for j, e in enumerate(live):
+                block = range(j * branches, (j + 1) * branches)
+                rewards = [weights.combine(outcomes[b]) for b in block]
+                chosen = _commit_index(rewards, commit_rule, rng)
+                for k, b in enumerate(block):
+                    samples.append(Sample(groups[j][k], outcomes[b], rewards[k], e,
+                                          episodes[e].instance, turn, agent.name, agent.role,
+                                          policy_name, committed=(k == chosen)))
+                ep, win = episodes[e], block[chosen]
+                ep.team_return += outcomes[win].team
+                ep.rewards_by_agent[agent.name] = ep.rewards_by_agent.get(agent.name, 0.0) + rewards[chosen]
+                ep.transcript.append({"turn": turn, "agent": agent.name, "text": texts[win],
+                                      "reward": rewards[chosen], "terms": outcomes[win].terms})
+                if workflow.parallel:
+                    commits.append((e, agent.name, texts[win]))
+                else:
+                    ep.state = targets[win]
+        for e, agent_name, text in commits:
+            workflow.apply(agent_name, episodes[e].state, text)
+    for ep in episodes:
+        ep.success = workflow.success(ep.state)
+    return samples, episodes

@@ -1,0 +1,44 @@
+"""Samples -> rewards and group keys -> advantages written back onto the samples."""
+
+from __future__ import annotations
+
+import torch
+
+from teamrl.algorithms.advantages import agentwise_normalized_rewards, group_ids, group_normalized_advantages
+from teamrl.config import AlgorithmConfig
+from teamrl.rollout.tree import Episode, Sample
+
+
+def assign_advantages(samples: list[Sample], episodes: list[Episode], algo: AlgorithmConfig) -> dict[str, float]:
+    """Set `sample.advantage` for every sample; returns advantage metrics.
+
+    tree: groups are (instance, turn, agent) and rewards are each candidate's own.
+    trajectory: one group per instance, the reward of every sample is its episode's return
+    (sum of committed rewards over agents), normalised across the K episodes of the instance.
+    """
+    if not samples:
+        return {}
+    if algo.grouping == "tree":
+        rewards = torch.tensor([s.reward for s in samples], dtype=torch.float64)
+        if algo.agentwise_norm:
+            rewards = agentwise_normalized_rewards(rewards, group_ids([s.agent for s in samples]), algo.adv_eps).double()
+        adv, metrics = group_normalized_advantages(
+            rewards, group_ids([s.tree_key for s in samples]), algo.scale_by_std, algo.adv_eps)
+        for s, a in zip(samples, adv.tolist()):
+            s.advantage = a
+        return metrics
+    if algo.grouping == "trajectory":
+        returns = torch.tensor([sum(e.rewards_by_agent.values()) for e in episodes], dtype=torch.float64)
+        adv, metrics = group_normalized_advantages(
+            returns, group_ids([e.instance for e in episodes]), algo.scale_by_std, algo.adv_eps)
+        for s in samples:
+            s.advantage = float(adv[s.episode])
+        return metrics
+    raise ValueError(f"unknown grouping {algo.grouping!r}; use tree or trajectory")
+
+
+def trainable(samples: list[Sample], drop_zero_signal: bool) -> list[Sample]:
+    """Samples that carry a gradient: zero-advantage ones only add noise to token-mean normalisers."""
+    if not drop_zero_signal:
+        return samples
+    return [s for s in samples if s.advantage != 0.0]

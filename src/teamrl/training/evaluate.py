@@ -1,0 +1,43 @@
+"""Held-out evaluation: one sample per agent per turn, no branching."""
+
+from __future__ import annotations
+
+import random
+from statistics import mean
+
+import torch
+
+from teamrl.policies.loading import Policy
+from teamrl.rollout.engine import SamplingParams
+from teamrl.rollout.tree import Episode, RewardWeights, run_episodes
+from teamrl.workflows.base import Workflow
+
+
+def evaluate(
+    workflow: Workflow,
+    policies: dict[str, Policy],
+    role_to_policy: dict[str, str],
+    instances: int,
+    temperature: float = 0.0,
+    max_new_tokens: int = 40,
+    seed: int = 0,
+    batch: int = 100,
+) -> tuple[dict[str, float], list[Episode]]:
+    """Success rate and returns on the first `instances` held-out instances."""
+    params = SamplingParams(temperature=temperature, max_new_tokens=max_new_tokens)
+    generator = torch.Generator().manual_seed(seed)
+    rng = random.Random(seed)
+    episodes: list[Episode] = []
+    for start in range(0, instances, batch):
+        ids = list(range(start, min(instances, start + batch)))
+        _, eps = run_episodes(workflow, ids, "heldout", policies, role_to_policy, params, 1,
+                              RewardWeights(), generator, rng)
+        episodes.extend(eps)
+    metrics = {
+        "success": mean(e.success for e in episodes),
+        "team_return": mean(e.team_return for e in episodes),
+        "turns": mean(e.turns for e in episodes),
+    }
+    for agent in workflow.agents:
+        metrics[f"reward/{agent.name}"] = mean(e.rewards_by_agent.get(agent.name, 0.0) for e in episodes)
+    return metrics, episodes

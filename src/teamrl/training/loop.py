@@ -1,0 +1,127 @@
+"""The training loop, top to bottom: rollout -> rewards -> advantages -> update -> log / eval / save."""
+
+from __future__ import annotations
+
+import random
+import time
+from pathlib import Path
+from statistics import mean
+
+import torch
+from tqdm import tqdm
+
+from teamrl.config import RunConfig
+from teamrl.policies.loading import Policy
+from teamrl.rollout.engine import SamplingParams
+from teamrl.rollout.tree import Episode, RewardWeights, Sample, run_episodes
+from teamrl.training.build import build_policies, build_workflow
+from teamrl.training.credit import assign_advantages, trainable
+from teamrl.training.evaluate import evaluate
+from teamrl.training.run_dir import RunDirectory
+from teamrl.training.update import make_optimizer, update_policy
+from teamrl.workflows.base import Workflow
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def rollout_step(config: RunConfig, workflow: Workflow, policies: dict[str, Policy],
+                 mapping: dict[str, str], step: int, generator: torch.Generator,
+                 rng: random.Random) -> tuple[list[Sample], list[Episode]]:
+    """One batch of training episodes: tree-sampled (AT-GRPO) or K independent ones (trajectory)."""
+    algo, ro = config.algorithm, config.rollout
+    params = SamplingParams(ro.temperature, ro.top_p, ro.top_k, ro.max_new_tokens)
+    first = step * config.train.batch_size
+    instances = list(range(first, first + config.train.batch_size))
+    weights = RewardWeights(algo.team_weight, algo.local_weight)
+    if algo.grouping == "tree":
+        return run_episodes(workflow, instances, "train", policies, mapping, params, algo.k,
+                            weights, generator, rng, algo.commit)
+    repeated = [i for i in instances for _ in range(algo.k)]
+    return run_episodes(workflow, repeated, "train", policies, mapping, params, 1, weights,
+                        generator, rng)
+
+
+def rollout_metrics(samples: list[Sample], episodes: list[Episode]) -> dict[str, float]:
+    metrics = {"train/success": mean(e.success for e in episodes),
+               "train/team_return": mean(e.team_return for e in episodes),
+               "train/turns": mean(e.turns for e in episodes),
+               "train/samples": float(len(samples))}
+    for agent in dict.fromkeys(s.agent for s in samples):
+        mine = [s for s in samples if s.agent == agent]
+        metrics[f"role/{agent}/reward"] = mean(s.reward for s in mine)
+        metrics[f"role/{agent}/response_len"] = mean(len(s.generation.response_ids) for s in mine)
+        metrics[f"role/{agent}/adv_abs"] = mean(abs(s.advantage) for s in mine)
+    return metrics
+
+
+def train(config: RunConfig, model_path: str | None = None, progress: bool = True) -> Path:
+    """Train the configured team; returns the run directory."""
+    seed_everything(config.seed)
+    workflow = build_workflow(config)
+    policies, mapping = build_policies(config, workflow, model_path)
+    optimizers = {name: make_optimizer(p, config.policy, config.train, config.algorithm.kl_coef)
+                  for name, p in policies.items()}
+    run = RunDirectory(config)
+    generator = torch.Generator().manual_seed(config.seed)
+    rng = random.Random(config.seed)
+    tcfg, algo = config.train, config.algorithm
+
+    def held_out(step: int) -> float:
+        started = time.time()
+        metrics, episodes = evaluate(workflow, policies, mapping, tcfg.eval_instances,
+                                     config.rollout.eval_temperature, config.rollout.max_new_tokens,
+                                     seed=config.seed)
+        run.log(step, {f"eval/{k}": v for k, v in metrics.items()} | {"time/eval_s": time.time() - started})
+        run.write_json(f"transcripts/eval_step{step:05d}.json",
+                       [{"instance": e.instance, "success": e.success, "turns": e.transcript}
+                        for e in episodes[:8]])
+        return metrics["success"]
+
+    history = {"initial": held_out(0)}
+    best, best_step = history["initial"], 0
+    started = time.time()
+    bar = tqdm(range(1, tcfg.steps + 1), disable=not progress, desc="train", dynamic_ncols=True)
+    step = 0
+    for step in bar:
+        t0 = time.time()
+        samples, episodes = rollout_step(config, workflow, policies, mapping, step - 1, generator, rng)
+        t1 = time.time()
+        metrics = rollout_metrics(samples, episodes)
+        metrics.update({f"adv/{k}": v for k, v in assign_advantages(samples, episodes, algo).items()})
+        for name, opt in optimizers.items():
+            mine = trainable([s for s in samples if s.policy == name], algo.drop_zero_signal)
+            if mine:
+                stats = update_policy(opt, mine, algo, config.rollout.temperature, tcfg.grad_clip, rng)
+                metrics.update({f"policy/{name}/{k}": v for k, v in stats.items()})
+        t2 = time.time()
+        tokens = sum(len(s.generation.response_ids) for s in samples)
+        metrics.update({"time/rollout_s": t1 - t0, "time/update_s": t2 - t1,
+                        "time/tokens_per_s": tokens / max(t1 - t0, 1e-9),
+                        "time/elapsed_s": t2 - started})
+        if tcfg.eval_every and step % tcfg.eval_every == 0 and step < tcfg.steps:
+            success = held_out(step)
+            if success > best:
+                best, best_step = success, step
+                run.save_checkpoint("best", policies)
+            metrics["eval/best_success"] = best
+        run.log(step, metrics)
+        bar.set_postfix(success=f"{metrics['train/success']:.2f}", best=f"{best:.2f}")
+        if tcfg.checkpoint_every and step % tcfg.checkpoint_every == 0:
+            run.save_checkpoint(f"step{step:05d}", policies)
+        if tcfg.time_budget_s and time.time() - started > tcfg.time_budget_s:
+            break
+    train_seconds = time.time() - started
+    final = held_out(step)
+    if final >= best:
+        best, best_step = final, step
+        run.save_checkpoint("best", policies)
+    run.save_checkpoint("final", policies)
+    summary = {"initial_success": history["initial"], "final_success": final, "best_success": best,
+               "best_step": best_step, "steps": step, "train_seconds": train_seconds,
+               "role_to_policy": mapping}
+    run.write_json("summary.json", summary)
+    run.close()
+    return run.path

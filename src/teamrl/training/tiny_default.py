@@ -1,0 +1,91 @@
+"""The embedded default model: build the tiny Llama, warm it up on scripted team transcripts, cache it.
+
+The warm-up mixes the demonstrations of the two-agent team and of the single plan agent, so the same
+checkpoint serves the team and the single-agent baseline. It is cached under
+`$TEAMRL_CACHE` (default `~/.cache/teamrl`) in a folder named after the recipe's hash: the main job
+reuses it, and a changed recipe gets a new folder.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from teamrl.policies.loading import Policy
+from teamrl.policies.tiny_model import build_char_tokenizer, build_tiny_model
+from teamrl.tasks.plan_path import PlanPathConfig
+from teamrl.training.sft import supervised_finetune
+from teamrl.workflows.plan_path_demos import ScriptedSkill, TrustedRunner, demonstrations
+from teamrl.workflows.plan_path_team import PlanPathWorkflow
+
+
+@dataclass(frozen=True)
+class WarmupRecipe:
+    """Everything that determines the warmed-up checkpoint."""
+
+    task: PlanPathConfig = field(default_factory=PlanPathConfig)
+    skill: ScriptedSkill = field(default_factory=ScriptedSkill)
+    max_turns: int = 3
+    steps: int = 1500
+    batch_size: int = 64
+    lr: float = 2e-3
+    seed: int = 0
+    hidden_size: int = 128
+    num_layers: int = 4
+
+    def digest(self) -> str:
+        return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()[:12]
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("TEAMRL_CACHE", Path.home() / ".cache" / "teamrl"))
+
+
+def recipe_dir(recipe: WarmupRecipe) -> Path:
+    return cache_root() / f"tiny-default-{recipe.digest()}"
+
+
+def _mixed_demos(recipe: WarmupRecipe):
+    """Alternate team and single-agent demonstrations (two team pairs per single pair)."""
+    runner = TrustedRunner()
+    team = PlanPathWorkflow(recipe.task, recipe.max_turns, single_agent=False, runner=runner)
+    single = PlanPathWorkflow(recipe.task, recipe.max_turns, single_agent=True, runner=runner)
+    team_pairs = demonstrations(team, recipe.seed, recipe.skill)
+    single_pairs = demonstrations(single, recipe.seed + 1, recipe.skill)
+    while True:
+        yield next(team_pairs)
+        yield next(team_pairs)
+        yield next(single_pairs)
+
+
+def warm_up(recipe: WarmupRecipe, force: bool = False, verbose: bool = True) -> Path:
+    """Return the folder of the warmed-up tiny model, training and saving it if not cached."""
+    target = recipe_dir(recipe)
+    if (target / "config.json").exists() and not force:
+        return target
+    tokenizer = build_char_tokenizer()
+    model = build_tiny_model(tokenizer, hidden_size=recipe.hidden_size, num_layers=recipe.num_layers,
+                             seed=recipe.seed)
+    policy = Policy("warmup", model, tokenizer, use_chat_template=False)
+    started = time.time()
+
+    def log(step: int, loss: float) -> None:
+        if verbose and (step % 100 == 0 or step == recipe.steps - 1):
+            print(f"warm-up step {step:5d}/{recipe.steps}  loss {loss:.4f}  "
+                  f"{time.time() - started:6.1f}s", flush=True)
+
+    losses = supervised_finetune(policy, _mixed_demos(recipe), recipe.steps, recipe.batch_size,
+                                 recipe.lr, recipe.seed, log)
+    # Write to a temporary folder and rename, so an interrupted warm-up never looks cached.
+    partial = target.with_name(target.name + ".partial")
+    partial.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(partial)
+    tokenizer.save_pretrained(partial)
+    (partial / "warmup.json").write_text(json.dumps(
+        {"recipe": asdict(recipe), "final_loss": losses[-1], "seconds": time.time() - started}, indent=2))
+    partial.rename(target)
+    return target

@@ -1,0 +1,67 @@
+import math
+
+import pytest
+import torch
+
+from teamrl.algorithms.advantages import agentwise_normalized_rewards, group_ids, group_normalized_advantages
+
+
+def test_group_ids_are_contiguous_in_first_appearance_order():
+    keys = [(0, 0, "tool"), (0, 0, "plan"), (0, 0, "tool"), (1, 0, "tool"), (0, 1, "tool")]
+    assert group_ids(keys).tolist() == [0, 1, 0, 2, 3]
+
+
+def test_groups_never_merge_instances_turns_or_agents():
+    # Every distinct (instance, turn, agent) must get its own group id.
+    keys = [(i, t, a) for i in range(3) for t in range(2) for a in ("tool", "plan") for _ in range(4)]
+    ids = group_ids(keys)
+    for gid in ids.unique():
+        members = {keys[j] for j in (ids == gid).nonzero().flatten().tolist()}
+        assert len(members) == 1
+    assert len(ids.unique()) == 3 * 2 * 2
+
+
+def test_advantages_match_hand_computation():
+    rewards = torch.tensor([1.0, 0.0, 0.0, 3.0, 3.0, 2.0])
+    groups = torch.tensor([0, 0, 0, 1, 1, 1])
+    adv, metrics = group_normalized_advantages(rewards, groups, scale_by_std=True, eps=0.0)
+    # group 0: mean 1/3, population std sqrt(2/9)
+    std0 = math.sqrt(((2 / 3) ** 2 + 2 * (1 / 3) ** 2) / 3)
+    expected0 = [(1 - 1 / 3) / std0, (-1 / 3) / std0, (-1 / 3) / std0]
+    std1 = math.sqrt((2 * (1 / 3) ** 2 + (2 / 3) ** 2) / 3)
+    expected1 = [(1 / 3) / std1, (1 / 3) / std1, (-2 / 3) / std1]
+    assert adv.tolist() == pytest.approx(expected0 + expected1, rel=1e-5)
+    assert metrics["zero_signal_frac"] == 0.0
+
+
+def test_dr_grpo_only_centres():
+    adv, _ = group_normalized_advantages(torch.tensor([2.0, 4.0, 10.0]), torch.tensor([0, 0, 1]), scale_by_std=False)
+    assert adv.tolist() == pytest.approx([-1.0, 1.0, 0.0])
+
+
+def test_flat_groups_have_zero_advantage_and_are_counted():
+    adv, metrics = group_normalized_advantages(torch.tensor([1.0, 1.0, 0.0, 2.0]), torch.tensor([0, 0, 1, 1]))
+    assert adv[:2].tolist() == [0.0, 0.0]
+    assert metrics["zero_signal_frac"] == 0.5
+
+
+def test_non_finite_rewards_are_rejected():
+    with pytest.raises(ValueError, match="NaN"):
+        group_normalized_advantages(torch.tensor([1.0, float("nan")]), torch.tensor([0, 0]))
+
+
+def test_agentwise_normalisation_standardises_each_agent():
+    rewards = torch.tensor([10.0, 20.0, 0.1, 0.3])
+    out = agentwise_normalized_rewards(rewards, torch.tensor([0, 0, 1, 1]), eps=0.0)
+    assert out.tolist() == pytest.approx([-1.0, 1.0, -1.0, 1.0], rel=1e-5)
+
+
+def test_vectorised_matches_loop_reference():
+    gen = torch.Generator().manual_seed(0)
+    rewards = torch.rand(60, generator=gen)
+    groups = torch.randint(0, 7, (60,), generator=gen)
+    adv, _ = group_normalized_advantages(rewards, groups, eps=1e-6)
+    for i in range(60):
+        members = rewards[groups == groups[i]].double()
+        ref = (rewards[i] - members.mean()) / (members.std(unbiased=False) + 1e-6)
+        assert adv[i].item() == pytest.approx(ref.item(), abs=1e-5)
