@@ -125,6 +125,7 @@ def test_extract_boxed_none(text: str) -> None:
         (r"The answer is 5 but \boxed{6}", "6"),
         ("The answer is 5.\nAnswer: 6\nThen I added 2 more", "6"),
         (r"The answer is \$18.", "18"),
+        ("So the answer is $x^2.$ Then we stop", "x^2"),
         ("answer is ", None),
         ("no numbers here", None),
         ("", None),

@@ -245,8 +245,9 @@ _NUMBER_RE = re.compile(
     r"(?:(?<![\w.])-)?(?:\d{1,3}(?:,\d{3})+(?!\d)(?:\.\d+)?|\d+(?:\.\d+)?(?:/\d+)?|\.\d+)"
 )
 _THOUSANDS_RE = re.compile(r"^-?\d{1,3}(?:,\d{3})+(?:\.\d+)?$")
-# A period that ends a sentence rather than sitting inside a number like 3.5.
-_SENTENCE_END_RE = re.compile(r"\.(?=\s|$)")
+# A period that ends a sentence rather than sitting inside a number like 3.5;
+# also one just inside closing math, as in "is $x^2.$ Then".
+_SENTENCE_END_RE = re.compile(r"\.\$?(?=\s|$)")
 
 
 def _clean_answer(value: str) -> str | None:

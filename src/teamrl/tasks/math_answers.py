@@ -1,0 +1,303 @@
+"""Checking a model's math answer against the ground truth, with ``math-verify``.
+
+``math-verify`` (``pip install math-verify``) parses LaTeX and plain expressions into
+SymPy and compares them symbolically, so ``\\frac{1}{2}``, ``0.5`` and ``1/2`` agree.
+This module decides *which* answer in a model's response counts (one answer per
+response, so a model cannot list several and collect the reward for any), then lets
+``math-verify`` judge equivalence.
+
+Timeouts. SymPy can hang on hostile input such as ``9^{9^{9^9}}``. ``math-verify``
+guards against that with ``signal.alarm``, which only works in the main thread of
+the main interpreter, and which would silently cancel an alarm the caller had set.
+So :func:`answers_match` uses ``math-verify``'s own timeout only in the main thread
+when no interval timer is pending; anywhere else (rollout worker threads) it runs the
+check in a helper subprocess that is killed and restarted when it overruns.
+"""
+
+from __future__ import annotations
+
+import atexit
+import functools
+import json
+import logging
+import math
+import os
+import re
+import select
+import subprocess
+import sys
+import threading
+from typing import Any
+
+from teamrl.tasks.parsing import extract_final_answer
+
+__all__ = ["answers_match", "math_reward"]
+
+logger = logging.getLogger(__name__)
+
+_INSTALL_HINT = "math answer checking needs math-verify: pip install math-verify (or pip install 'teamrl[math]')"
+# Longest single-line response that is also read as one LaTeX expression ("plain" answers).
+_MAX_PLAIN_ANSWER_CHARS = 300
+
+
+def _math_verify() -> Any:
+    """Import math_verify lazily, so ``import teamrl`` works without the math extra."""
+    try:
+        import math_verify
+    except ImportError as exc:
+        raise ImportError(_INSTALL_HINT) from exc
+    return math_verify
+
+
+def _wrap_latex(expr: str) -> str:
+    """Put an answer snippet in math mode unless it already is.
+
+    An escaped dollar (``\\$36``, common in MATH ground truths) is dropped first:
+    math-verify reads neither ``\\$36`` nor ``$\\$36$`` as a number.
+    """
+    expr = expr.replace("\\$", "").strip()
+    return expr if "$" in expr or "\\boxed" in expr else f"${expr}$"
+
+
+_TEXT_CMD_RE = re.compile(r"\\(?:text|textbf|mathrm|mbox|operatorname)\s*\{([^{}]*)\}")
+
+
+def _normalize_text(answer: str) -> str:
+    """Loose string form for answers SymPy cannot represent, like ``\\text{Evelyn}``."""
+    answer = _TEXT_CMD_RE.sub(r"\1", answer)
+    answer = re.sub(r"\\[,;:! ]|[\s$]", "", answer)
+    return answer.rstrip(".").lower()
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_gold(ground_truth: str, timeout: int | None) -> tuple[Any, ...]:
+    # Ground truths are reused across the many samples of a group, so cache them.
+    return tuple(_math_verify().parse(_wrap_latex(ground_truth), parsing_timeout=timeout))
+
+
+def _prediction_candidates(prediction_text: str, timeout: int | None) -> tuple[list[list[Any]], str | None]:
+    """Parsed readings of the one answer in the response, plus its raw snippet.
+
+    Several readings of the same snippet (as LaTeX, as plain text) are allowed,
+    because ``math-verify`` reads ``18 dollars`` well only as text and ``p - q``
+    only as LaTeX; several *answers* are not.
+    """
+    parse = _math_verify().parse
+    snippet = extract_final_answer(prediction_text, last_number_fallback=False)
+    texts: list[str] = []
+    if snippet is not None:
+        texts = [_wrap_latex(snippet), snippet]
+    else:
+        # No \boxed{} and no "answer is": let math-verify pick the final expression,
+        # and read a short one-line response as a bare answer.
+        # An escaped dollar ("costs \$36") hides the number from math-verify.
+        stripped = prediction_text.replace("\\$", "").strip()
+        texts = [stripped]
+        if stripped and "\n" not in stripped and len(stripped) <= _MAX_PLAIN_ANSWER_CHARS:
+            texts.insert(0, _wrap_latex(stripped))
+            snippet = stripped
+        else:
+            snippet = extract_final_answer(prediction_text)
+    return [parse(t, parsing_timeout=timeout) for t in texts], snippet
+
+
+def _match_in_process(prediction_text: str, ground_truth: str, timeout: int | None) -> bool:
+    verify = _math_verify().verify
+    gold = list(_parse_gold(ground_truth, timeout))
+    candidates, snippet = _prediction_candidates(prediction_text, timeout)
+    if gold:
+        for pred in candidates:
+            if pred and verify(gold, pred, timeout_seconds=timeout):
+                return True
+    if snippet is None:
+        return False
+    # Answers SymPy turns into nonsense (names, words) still match by their text.
+    gold_text = _normalize_text(ground_truth)
+    return bool(gold_text) and _normalize_text(snippet) == gold_text
+
+
+def _signal_timeout_usable() -> bool:
+    """Whether math-verify's SIGALRM timeout can run here without side effects."""
+    if threading.current_thread() is not threading.main_thread():
+        return False
+    import signal
+
+    # math-verify cancels any pending alarm when it finishes; never clobber the caller's.
+    return signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+
+
+class _IsolatedChecker:
+    """A helper process that runs checks and can be killed when one hangs.
+
+    Talks JSON lines over pipes to ``python -c`` (not ``multiprocessing``, whose
+    spawn mode re-imports the caller's ``__main__`` script). In the child the
+    check runs in its main thread, so math-verify's own timeouts also work there;
+    the parent's deadline is the backstop for hangs inside C code.
+    """
+
+    _STARTUP_TIMEOUT_S = 120.0
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._proc: subprocess.Popen[str] | None = None
+        self._owner_pid = os.getpid()
+
+    def forget_after_fork(self) -> None:
+        """In a forked child: drop the parent's helper (its pipes and a lock held at fork)."""
+        self._lock = threading.Lock()
+        if self._proc is not None:
+            for stream in (self._proc.stdin, self._proc.stdout):
+                if stream is not None:
+                    stream.close()
+            # The helper belongs to the parent; mark it settled so this copy never waits on it.
+            self._proc.returncode = -1
+        self._proc = None
+        self._owner_pid = os.getpid()
+
+    def close(self) -> None:
+        """Stop the helper process, if one is running (also done at interpreter exit)."""
+        with self._lock:
+            if self._proc is not None and self._owner_pid == os.getpid():
+                self._kill(self._proc)
+            self._proc = None
+
+    def _start(self) -> subprocess.Popen[str]:
+        src_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        code = f"import sys; sys.path.insert(0, {src_root!r}); from teamrl.tasks.math_answers import _worker_main; _worker_main()"
+        proc = subprocess.Popen(
+            [sys.executable, "-c", code],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            bufsize=1,
+        )
+        reply = self._read(proc, self._STARTUP_TIMEOUT_S)
+        if reply is None or reply.get("ready") is not True:
+            self._kill(proc)
+            error = (reply or {}).get("error", "no reply within the startup timeout")
+            if reply is not None and "math-verify" in str(error):
+                raise ImportError(error)
+            raise RuntimeError(f"math answer checker subprocess failed to start: {error}")
+        return proc
+
+    @staticmethod
+    def _read(proc: subprocess.Popen[str], timeout_s: float) -> dict[str, Any] | None:
+        assert proc.stdout is not None
+        ready, _, _ = select.select([proc.stdout], [], [], timeout_s)
+        if not ready:
+            return None
+        line = proc.stdout.readline()
+        try:
+            reply = json.loads(line) if line else None
+        except json.JSONDecodeError:
+            return None
+        return reply if isinstance(reply, dict) else None
+
+    @staticmethod
+    def _kill(proc: subprocess.Popen[str]) -> None:
+        proc.kill()
+        proc.wait()
+        for stream in (proc.stdin, proc.stdout):
+            if stream is not None:
+                stream.close()
+
+    def check(self, prediction_text: str, ground_truth: str, timeout_s: float) -> bool:
+        with self._lock:
+            if self._proc is None or self._proc.poll() is not None:
+                self._proc = self._start()
+            proc = self._proc
+            assert proc.stdin is not None
+            timeout = max(1, math.ceil(timeout_s))
+            try:
+                proc.stdin.write(json.dumps([prediction_text, ground_truth, timeout]) + "\n")
+                proc.stdin.flush()
+                # Gold parse, up to three prediction parses and their verifies may each use
+                # the child's own timeout before it gives up; allow all of them plus slack.
+                reply = self._read(proc, 8 * timeout + 5)
+            except (OSError, ValueError):
+                reply = None
+            if reply is not None and "error" in reply:
+                logger.warning("math answer check failed in the helper process: %s", reply["error"])
+                return False
+            if reply is None or "match" not in reply:
+                logger.warning("math answer check overran %ss or crashed; counting it as no match", timeout_s)
+                self._kill(proc)
+                self._proc = None
+                return False
+            return bool(reply["match"])
+
+
+def _worker_main() -> None:
+    """Entry point of the helper process: one JSON request per line on stdin."""
+    out = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)  # stray prints from libraries must not corrupt the reply channel
+    try:
+        _math_verify()
+    except ImportError as exc:
+        out.write(json.dumps({"error": str(exc)}) + "\n")
+        return
+    out.write(json.dumps({"ready": True}) + "\n")
+    for line in sys.stdin:
+        try:
+            prediction_text, ground_truth, timeout = json.loads(line)
+            match = _match_in_process(prediction_text, ground_truth, timeout)
+        except Exception as exc:  # a bad request must not take the worker down
+            out.write(json.dumps({"error": repr(exc)}) + "\n")
+            continue
+        out.write(json.dumps({"match": match}) + "\n")
+
+
+_ISOLATED = _IsolatedChecker()
+atexit.register(_ISOLATED.close)
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_ISOLATED.forget_after_fork)
+
+
+def answers_match(prediction_text: str, ground_truth: str | int, timeout_seconds: float | None = 5.0) -> bool:
+    """Whether the final answer in ``prediction_text`` equals ``ground_truth``.
+
+    The answer is the last ``\\boxed{}``, else the last "The answer is X" /
+    "Answer: X" / "#### X", else what ``math-verify`` extracts from the text
+    (a short one-line response is read as a bare answer). Equivalence is
+    symbolic (fractions, LaTeX, ``18.0``, ``$18``, percentages, units dropped);
+    answers SymPy cannot model (``\\text{Evelyn}``) match by normalized text.
+
+    ``timeout_seconds`` bounds each parse and comparison; ``None`` disables the
+    bound (only for trusted input). Outside the main thread the check runs in a
+    helper subprocess so that it can still be bounded. Raises ``ImportError``
+    if math-verify is not installed and ``TypeError`` for non-string input.
+
+    >>> answers_match("so the total is \\\\boxed{\\\\frac{6}{4}}", "1.5")
+    True
+    >>> answers_match("The answer is 18.", "18"), answers_match("$18.00", "18")
+    (True, True)
+    >>> answers_match("The answer is 19.", "18")
+    False
+    """
+    if isinstance(ground_truth, int) and not isinstance(ground_truth, bool):
+        ground_truth = str(ground_truth)
+    if not isinstance(prediction_text, str) or not isinstance(ground_truth, str):
+        raise TypeError(
+            f"answers_match needs str inputs, got {type(prediction_text).__name__} and {type(ground_truth).__name__}"
+        )
+    _math_verify()  # fail with the install hint before doing any work
+    if not ground_truth.strip():
+        raise ValueError("ground_truth is empty")
+    if not prediction_text.strip():
+        return False
+    if timeout_seconds is None:
+        return _match_in_process(prediction_text, ground_truth, None)
+    if timeout_seconds <= 0:
+        raise ValueError(f"timeout_seconds must be positive or None, got {timeout_seconds}")
+    if _signal_timeout_usable():
+        return _match_in_process(prediction_text, ground_truth, max(1, math.ceil(timeout_seconds)))
+    return _ISOLATED.check(prediction_text, ground_truth, timeout_seconds)
+
+
+def math_reward(text: str, truth: str | int, timeout_seconds: float | None = 5.0) -> float:
+    """1.0 if the response's final answer matches ``truth``, else 0.0.
+
+    >>> math_reward("4 + 3 = 7, so the answer is 7.", 7)
+    1.0
+    """
+    return 1.0 if answers_match(text, truth, timeout_seconds=timeout_seconds) else 0.0
