@@ -19,6 +19,11 @@ MAX_REPLY_BYTES = 16 * 1024 * 1024
 MODULE_NAME = "solution"  # not "__main__": `if __name__ == "__main__":` demo code must not run
 
 
+# One-argument questions the judge may ask about an object of the program. Each answer is plain
+# data the program could as well have returned directly, so they give it no extra power.
+_UNARY = {"bool": bool, "len": len, "str": str}
+
+
 def _describe(namespace: dict[str, Any]) -> dict[str, str]:
     """Public top-level names of the program and what they are ("callable", "module:<name>", "value")."""
     kinds = {}
@@ -47,7 +52,7 @@ def _load(source: str, namespace: dict[str, Any]) -> str | None:
 
 
 class _Server:
-    """Answers call / getattr / iter / getname requests against the program's namespace."""
+    """Answers call / getattr / setattr / iter / unary / getname requests against the program's namespace."""
 
     def __init__(self, namespace: dict[str, Any]):
         self.namespace = namespace
@@ -74,8 +79,13 @@ class _Server:
             return target(*args, **kwargs)
         if op == "getattr":
             return getattr(target, msg["name"])
+        if op == "setattr":
+            setattr(target, msg["name"], values.decode(msg["value"], self.from_ref))
+            return None
         if op == "iter":
             return list(target)
+        if op == "unary":
+            return _UNARY[msg["name"]](target)
         raise ValueError(f"unknown op {op!r}")
 
     def reply(self, msg: dict[str, Any]) -> dict[str, Any]:

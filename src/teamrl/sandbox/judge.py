@@ -121,12 +121,15 @@ class Client:
         try:
             protocol.send_message(self.req_fd, msg)
             reply = protocol.recv_message(self.resp_fd, max_bytes=_MAX_CANDIDATE_MESSAGE)
-            if "raised" in reply:
-                raise _rebuild_exception(str(reply["raised"]), str(reply.get("message", "")))
-            return values.decode(reply["value"], self.remote)
-        except (protocol.ProtocolError, OSError, KeyError, TypeError) as exc:
-            self.gone = f"the program stopped answering ({exc})"
+            raised = reply.get("raised") if isinstance(reply, dict) else None
+            value = None if raised is not None else values.decode(reply["value"], self.remote)
+        except (protocol.ProtocolError, OSError, KeyError, TypeError, ValueError) as exc:
+            # A broken channel or a malformed answer: either way the program is out of the game.
+            self.gone = f"the program stopped answering ({type(exc).__name__}: {exc})"
             raise CandidateGone(self.gone) from None
+        if raised is not None:
+            raise _rebuild_exception(str(raised), str(reply.get("message", "")))
+        return value
 
     def remote(self, data: dict[str, Any]) -> Any:
         if data["$"] == values.TAG_NAME:
@@ -178,13 +181,18 @@ class RemoteFunction:
 
 
 class RemoteObject:
-    """A non-data object living in the program: it can be passed back, called, iterated or have
-    attributes read, but its truth value and comparisons are not trusted."""
+    """A non-data object living in the program (a tree node, a regex match, a generator, ...).
+
+    It can be passed back to the program, called, iterated, have attributes read or set, and be
+    asked for its truth value, length or str: each answer is plain data the program could have
+    returned anyway. Comparisons are refused: answering `obj == expected` would both trust the
+    program's `__eq__` and hand it the expected value.
+    """
 
     def __init__(self, client: Client, data: dict[str, Any]):
-        self._client = client
-        self._ref = data["v"]
-        self._type = str(data.get("type", "object"))
+        object.__setattr__(self, "_client", client)
+        object.__setattr__(self, "_ref", data["v"])
+        object.__setattr__(self, "_type", str(data.get("type", "object")))
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self._client.call(self, args, kwargs)
@@ -194,13 +202,36 @@ class RemoteObject:
             raise AttributeError(name)
         return self._client.request({"op": "getattr", "target": _ref_of(self), "name": name})
 
+    def __setattr__(self, name: str, value: Any) -> None:
+        try:
+            encoded = values.encode(value, _ref_of)
+        except values.ValueCodecError as exc:
+            raise TypeError(str(exc)) from None
+        self._client.request({"op": "setattr", "target": _ref_of(self), "name": name, "value": encoded})
+
     def __iter__(self) -> Any:
         return iter(self._client.request({"op": "iter", "target": _ref_of(self)}))
 
-    def _untrusted(self, *_: Any) -> Any:
-        raise UntrustedValue(f"the program returned a {self._type} object, not plain data")
+    def _unary(self, name: str, expected: type) -> Any:
+        answer = self._client.request({"op": "unary", "target": _ref_of(self), "name": name})
+        if type(answer) is not expected:
+            raise UntrustedValue(f"{name}() of a program object gave a {type(answer).__name__}")
+        return answer
 
-    __bool__ = __eq__ = __ne__ = __lt__ = __le__ = __gt__ = __ge__ = __len__ = __contains__ = _untrusted
+    def __bool__(self) -> bool:
+        return self._unary("bool", bool)
+
+    def __len__(self) -> int:
+        return self._unary("len", int)
+
+    def __str__(self) -> str:
+        return self._unary("str", str)
+
+    def _untrusted(self, *_: Any) -> Any:
+        raise UntrustedValue(f"the program returned a {self._type} object, not plain data; "
+                             "comparing it would trust its own __eq__")
+
+    __eq__ = __ne__ = __lt__ = __le__ = __gt__ = __ge__ = __contains__ = _untrusted
     __hash__ = object.__hash__
 
     def __repr__(self) -> str:
@@ -278,7 +309,7 @@ def run_judge(tests: str, setup: str, entry_point: str | None, req_fd: int, resp
         exec(code, namespace)  # noqa: S102 - the ground-truth tests: trusted
         if calls_check:
             namespace["check"](namespace[entry_point])
-        report({"done": True, "status": "ok", "error": ""})
+        report({"done": True, "status": "ok", "error": "", "candidate_gone": client.gone is not None})
     except BaseException as exc:  # noqa: BLE001 - a statement outside the units failed
         message = f"tests stopped early: {type(exc).__name__}: {exc}"[:2000]
         for index in range(len(units)):
@@ -286,5 +317,6 @@ def run_judge(tests: str, setup: str, entry_point: str | None, req_fd: int, resp
                 report({"unit": index, "passed": False, "error": "not run: " + message[:300]})
         gone = (isinstance(exc, CandidateGone) or getattr(exc, "teamrl_from_program", False)
                 or client.gone is not None)
-        report({"done": True, "status": "ok" if gone or recorded else "error", "error": message})
+        report({"done": True, "status": "ok" if gone or recorded else "error", "error": message,
+                "candidate_gone": client.gone is not None})
     return 0

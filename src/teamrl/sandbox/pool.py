@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from . import protocol
+from .iotests import outputs_match
 from .spec import ProgramResult, SandboxLimits, TestCaseResult, TestResult
 
 _PACKAGE_DIR = str(Path(__file__).resolve().parent)
@@ -247,6 +248,29 @@ class Sandbox:
             passed=sum(c.passed for c in cases), total=len(cases), status=reply["status"], cases=cases,
             program_stdout=reply["program_stdout"], program_stderr=reply["program_stderr"], error=reply["error"],
             wall_s=reply["wall_s"])
+
+    def run_io_tests(self, program: str, cases: list[Any]) -> TestResult:
+        """Grade a stdin/stdout program: one unit per case, each run as its own program.
+
+        cases: objects with `input` and `output` attributes (e.g. teamrl.tasks.code_data.IOTest)
+            or (input, output) pairs. Output is compared token-wise (iotests.outputs_match).
+        Status is the worst program status seen ("ok" when every run exited normally).
+        """
+        pairs = [(c.input, c.output) if hasattr(c, "input") else (c[0], c[1]) for c in cases]
+        if not pairs:
+            return TestResult(0, 0, "error", error="no test cases")
+        runs = self.run_many([program] * len(pairs), [inp for inp, _ in pairs])
+        cases_out, status = [], "ok"
+        for index, ((inp, expected), run) in enumerate(zip(pairs, runs)):
+            passed = run.status == "ok" and outputs_match(expected, run.stdout)
+            error = "" if passed else (f"status {run.status}: {run.stderr[-300:]}" if run.status != "ok"
+                                       else f"wrong output: {run.stdout[:200]!r}")
+            cases_out.append(TestCaseResult(index, passed, f"stdin: {inp[:200]!r}", error))
+            if run.status not in ("ok", "error") and status in ("ok", "error"):
+                status = run.status
+        return TestResult(sum(c.passed for c in cases_out), len(cases_out), status, cases_out,
+                          program_stdout=runs[0].stdout, program_stderr=runs[0].stderr,
+                          wall_s=sum(r.wall_s for r in runs))
 
     def run_tests_many(self, jobs: list[dict[str, Any]]) -> list[TestResult]:
         """`run_tests` for many jobs (dicts of its keyword arguments) over the pool, in input order."""

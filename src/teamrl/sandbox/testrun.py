@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import resource
+import select
 import signal
 import struct
 import time
@@ -55,6 +56,17 @@ def _judge_main(req: dict[str, Any], in_fd: int, fds: dict[int, int], limits: di
         except OSError:
             pass
     os._exit(code)
+
+
+def _wait_exit(pid: int, timeout_s: float) -> None:
+    """Wait up to `timeout_s` for `pid` to exit (without reaping it)."""
+    pidfd = os.pidfd_open(pid)
+    try:
+        poller = select.poll()
+        poller.register(pidfd, select.POLLIN)
+        poller.poll(timeout_s * 1000)
+    finally:
+        os.close(pidfd)
 
 
 def _parse_results(data: bytes) -> list[dict[str, Any]]:
@@ -110,7 +122,10 @@ def run_tests_request(state: WorkerState, req: dict[str, Any], in_fd: int) -> di
         judged = supervise(jpid, start, limits["wall_time_s"], -1, b"",
                            [(out_r, cap, True), (err_r, cap, True), (res_r, _RESULT_CAP, False)], kill_on_over=cpid)
         # Still running once the judge is done is normal (it waits for the next call): then we
-        # kill it and its exit says nothing. Otherwise its exit status tells what happened to it.
+        # kill it and its exit says nothing. Otherwise its exit status tells what happened to it;
+        # when the judge saw it go, give it a moment to finish dying (e.g. from SIGXCPU).
+        if b'"candidate_gone":true' in judged["outputs"][2]:
+            _wait_exit(cpid, 0.5)
         reaped, cand_status, usage = os.wait4(cpid, os.WNOHANG)
         try:
             os.killpg(cpid, signal.SIGKILL)

@@ -1,7 +1,8 @@
 """Plain-data codec for values crossing between the test judge and the candidate program.
 
 Only builtin data types survive the trip: None, bool, int, float, complex, str, bytes,
-bytearray, list, tuple, dict, set, frozenset. Anything else is sent as a *reference* (an opaque
+bytearray, list, tuple, dict, set, frozenset, and the builtin functions and types themselves
+(`int`, `len`, ... sent by name and resolved to the receiver's own builtins). Anything else is sent as a *reference* (an opaque
 handle the other side can pass back, call, or iterate through the program). Decoding builds
 fresh builtin objects, so an object from the program can never bring its own `__eq__`,
 `__bool__` or `__hash__` into the judge: comparisons in the tests always use builtin semantics.
@@ -12,13 +13,15 @@ infinities use Python's JSON extension); every other value is an object {"$": ta
 
 from __future__ import annotations
 
+import builtins
 from typing import Any, Callable
 
 MAX_DEPTH = 100  # deeper nesting is refused (and would overflow the C stack when decoding)
 
 _TAG_TUPLE, _TAG_DICT, _TAG_SET, _TAG_FROZENSET = "t", "d", "s", "fs"
 _TAG_BYTES, _TAG_BYTEARRAY, _TAG_COMPLEX = "b", "ba", "c"
-TAG_REF, TAG_NAME = "r", "n"
+TAG_REF, TAG_NAME, TAG_BUILTIN = "r", "n", "bi"
+_BUILTINS = vars(builtins)
 
 
 class ValueCodecError(ValueError):
@@ -79,6 +82,9 @@ def encode(value: Any, to_ref: Callable[[Any], dict[str, Any]] | None = None, co
         return {"$": _TAG_BYTES if kind is bytes else _TAG_BYTEARRAY, "v": value.hex()}
     if kind is complex:
         return {"$": _TAG_COMPLEX, "v": [value.real, value.imag]}
+    name = getattr(value, "__name__", None)
+    if isinstance(name, str) and _BUILTINS.get(name) is value:
+        return {"$": TAG_BUILTIN, "v": name}
     if convert:
         converted = _convert_foreign(value)
         if converted is not None:
@@ -121,6 +127,8 @@ def decode(data: Any, from_ref: Callable[[dict[str, Any]], Any] | None = None, _
             return complex(real, imag)
     except (TypeError, ValueError) as exc:  # e.g. an unhashable key, bad hex
         raise ValueCodecError(f"malformed {tag!r} value: {exc}") from None
+    if tag == TAG_BUILTIN and isinstance(payload, str) and payload in _BUILTINS:
+        return _BUILTINS[payload]
     if tag in (TAG_REF, TAG_NAME) and from_ref is not None:
         return from_ref(data)
     raise ValueCodecError(f"unknown value tag {tag!r}")
