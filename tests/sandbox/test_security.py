@@ -293,3 +293,52 @@ def test_fallback_env_scrubbed_and_loop_killed(fallback_box):
         os.environ.pop("TEAMRL_TEST_SECRET", None)
     assert fallback_box.run("while True: pass").status == "timeout"
     assert_clean(fallback_box)
+
+
+# ------------------------------------------------------------------ unprivileged user namespace
+
+
+def test_user_namespace_path(tmp_path):
+    """What a non-root machine with user namespaces gets (forced here even though we are root)."""
+    with Sandbox(FAST_LIMITS, workers=1, os_isolation="userns") as userns:
+        report = userns.isolation
+        if not report["user_namespace"]:
+            pytest.skip(f"unprivileged user namespaces unavailable: {report['notes']}")
+        assert report["network"] == "netns" and report["filesystem"] == "readonly-mount-namespace"
+        code = textwrap.dedent(f"""
+            import os, socket
+            for path in [{str(Path(__file__).resolve().parent / 'planted.txt')!r}, {str(tmp_path / 'p.txt')!r}, "/etc/planted"]:
+                try:
+                    open(path, "w")
+                    print("WROTE", path)
+                except OSError as exc:
+                    print("blocked", type(exc).__name__)
+            try:
+                socket.create_connection(("8.8.8.8", 53), timeout=1)
+                print("CONNECTED")
+            except OSError as exc:
+                print("blocked", type(exc).__name__)
+            try:
+                os.fork()
+                print("FORKED")
+            except OSError as exc:
+                print("blocked", type(exc).__name__)
+        """)
+        res = userns.run(code)
+        assert res.stdout.split("\n")[:-1] == [line for line in res.stdout.split("\n")[:-1] if line.startswith("blocked")]
+        assert res.stdout.count("blocked") == 5, res.stdout + res.stderr
+        assert "guards.py" not in res.stderr
+        assert userns.run_tests("def f(x):\n    return x", "assert f(1) == 1\nassert f(2) == 3").passed == 1
+        assert_clean(userns)
+
+
+def test_worker_crash_is_recovered(box):
+    victim = box._all[0]
+    victim.proc.kill()
+    victim.proc.wait()
+    results = box.run_many(["print('after')"] * 4)
+    # The call that met the dead worker reports a sandbox error; every later one works.
+    assert all(r.stdout == "after\n" or r.status == "sandbox_error" for r in results)
+    assert sum(r.status == "sandbox_error" for r in results) <= 1
+    assert all(r.stdout == "after\n" for r in box.run_many(["print('after')"] * 4))
+    assert_clean(box)

@@ -241,10 +241,13 @@ def _probe_uid(uid: int, must_read: list[str]) -> bool:
     return os.waitstatus_to_exitcode(status) == 0
 
 
-def setup_worker(fallback_scratch: str, hide_paths: list[str], parent_pid: int, use_os_isolation: bool,
+def setup_worker(fallback_scratch: str, hide_paths: list[str], parent_pid: int, mode: str,
                  tmpfs_mb: int, python_paths: list[str]) -> dict[str, Any]:
     """Apply process-wide isolation to the worker; return what is active.
 
+    mode: "auto" (namespaces and a separate uid when root, else an unprivileged user namespace),
+        "userns" (the unprivileged path even when root: for testing what non-root machines get),
+        or "off" (in-process guards only).
     python_paths: the interpreter's installation and sys.path directories, which programs must be
     able to read whatever user id they run under.
 
@@ -266,11 +269,11 @@ def setup_worker(fallback_scratch: str, hide_paths: list[str], parent_pid: int, 
     report: dict[str, Any] = {"network": "python-socket-block", "filesystem": "python-audit-hook",
                               "sandbox_uid": None, "user_namespace": False, "hidden_paths": [], "exposed_paths": [],
                               "scratch": fallback_scratch, "notes": notes}
-    if not use_os_isolation:
+    if mode == "off":
         notes.append("OS isolation disabled by configuration")
         return report
 
-    is_root = os.geteuid() == 0
+    is_root = os.geteuid() == 0 and mode != "userns"
     if not is_root:
         try:
             _setup_user_namespace()

@@ -144,17 +144,21 @@ class Sandbox:
     limits: resource limits applied to every program.
     workers: number of warm worker processes, i.e. how many programs run at once.
     hide_paths: directories programs must not be able to read (default: `default_hide_paths()`).
-    os_isolation: use namespaces and a separate user id where the machine allows; False forces
-        the portable in-process guards only (for testing the fallback).
+    os_isolation: True uses namespaces and a separate user id where the machine allows (falling
+        back to an unprivileged user namespace without root, then to in-process guards); False
+        forces the in-process guards only; "userns" forces the unprivileged user-namespace path
+        even as root. The last two exist to test what other machines get.
     """
 
     def __init__(self, limits: SandboxLimits = SandboxLimits(), workers: int = 2,
-                 hide_paths: list[str] | None = None, os_isolation: bool = True,
+                 hide_paths: list[str] | None = None, os_isolation: bool | str = True,
                  preimport: tuple[str, ...] = DEFAULT_PREIMPORT, tmpfs_mb: int = 256):
         if not isinstance(limits, SandboxLimits):
             raise TypeError(f"limits must be a SandboxLimits, got {type(limits).__name__}")
         if not (isinstance(workers, int) and workers >= 1):
             raise ValueError(f"workers must be an int >= 1, got {workers!r}")
+        if os_isolation not in (True, False, "userns"):
+            raise ValueError(f"os_isolation must be True, False or 'userns', got {os_isolation!r}")
         if sys.platform != "linux":
             raise SandboxError(f"the sandbox needs Linux (fork, pidfd, namespaces); this is {sys.platform}")
         self.limits = limits
@@ -163,7 +167,7 @@ class Sandbox:
         self._config = {
             "parent_pid": os.getpid(),
             "hide_paths": [os.path.realpath(p) for p in (default_hide_paths() if hide_paths is None else hide_paths)],
-            "os_isolation": bool(os_isolation), "tmpfs_mb": int(tmpfs_mb),
+            "os_isolation": {True: "auto", False: "off"}.get(os_isolation, "userns"), "tmpfs_mb": int(tmpfs_mb),
             "fallback_scratch": self._scratch, "preimport": list(preimport),
         }
         self._lock = threading.Lock()

@@ -82,6 +82,7 @@ def main(config_json: str) -> None:
     os.makedirs(state.scratch, mode=0o711, exist_ok=True)
     os.chmod(state.scratch, 0o711 if state.uid is not None else 0o700)
     child.remember_own_modules()
+    child.ready_interpreter()
     gc.collect()
     gc.freeze()  # forked children then do not touch (copy) the pages of these objects
     protocol.send_message(out_fd, {"ready": True, "pid": state.pid, "isolation": report})
