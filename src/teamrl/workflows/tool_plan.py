@@ -1,0 +1,205 @@
+"""Shared machinery of the paper's tool + plan workflows on grid puzzles (Sokoban, Sudoku).
+
+tool: writes a short Python program; it runs in the sandbox with the task's helpers and the
+      current state in its namespace, its printed output is parsed into an action, and the action
+      is simulated on a `copy.deepcopy` of the environment (the real environment is not moved).
+plan: sees the state, the tool's program, the parsed output and the simulation result, and emits
+      the action that steps the real environment. With `single_agent=True` the plan role is alone.
+
+Rewards (one formula, see `Outcome`): the team term of a candidate is the environment's shaped
+reward of its action on the current state (for the tool: of its proposal, on the copy); the local
+term is +format_bonus for a well-formed response (a program that ran and printed an action; a
+plan whose action was executed without an invalid step) and -format_bonus otherwise. A response
+that parses to nothing is a no-op with the negative local term. A response applied after the
+episode ended (the driver should not send one) changes nothing and scores zero.
+
+The plan role is told the tool proposal's simulation as one word: goal (solved the task),
+invalid (hit an invalid step), missed (valid, not solved), none (the program printed no
+parseable action) or error (no program found, or it failed or timed out).
+
+A task subclass supplies the hooks: `make_env`, `observation`, `namespace`, `parse_action`,
+`show_action`, and the class attributes `helpers` (source of the namespace helpers) and
+`instructions` (the chat-style preambles).
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Protocol
+
+from teamrl.tasks.parsing import extract_code_block
+from teamrl.workflows.base import Agent, Outcome
+from teamrl.workflows.program_runner import ProgramRunner
+
+def _program(response: str) -> str | None:
+    """The program in a tool response; None when there is none or it cannot be sent as UTF-8."""
+    program = extract_code_block(response) if isinstance(response, str) else None
+    if program is None:
+        return None
+    try:
+        program.encode("utf-8")
+    except UnicodeEncodeError:  # lone surrogates: not a program, and the sandbox cannot take it
+        return None
+    return program
+
+
+class Runner(Protocol):
+    """Runs program sources: `run(sources) -> [(stdout, ran_ok)]` (ProgramRunner, TrustedRunner)."""
+
+    def run(self, sources: list[str]) -> list[tuple[str, bool]]: ...
+
+
+@dataclass
+class ToolPlanState:
+    """One episode: the real environment and what the tool said this turn."""
+
+    env: Any
+    program: str = ""
+    output: str = ""
+    simulation: str = ""
+    transcript: list[tuple[str, str]] = field(default_factory=list)
+
+
+class ToolPlanWorkflow:
+    """tool -> plan, sequential; or the plan role alone (`single_agent=True`)."""
+
+    parallel = False
+    helpers: ClassVar[str] = ""
+    """Python source defining the helpers of the tool's namespace."""
+    instructions: ClassVar[dict[str, str]] = {}
+    """Chat-style preambles by key 'tool', 'plan' (with a tool) and 'plan_single'."""
+
+    def __init__(
+        self,
+        max_turns: int = 3,
+        single_agent: bool = False,
+        prompt_style: str = "compact",
+        format_bonus: float = 0.1,
+        runner: Runner | None = None,
+    ) -> None:
+        if prompt_style not in ("compact", "chat"):
+            raise ValueError(f"prompt_style must be 'compact' or 'chat', got {prompt_style!r}")
+        if max_turns < 1:
+            raise ValueError(f"max_turns must be >= 1, got {max_turns}")
+        if format_bonus < 0:
+            raise ValueError(f"format_bonus must be >= 0 (it is a magnitude), got {format_bonus}")
+        self.max_turns = max_turns
+        self.single_agent = single_agent
+        self.prompt_style = prompt_style
+        self.format_bonus = format_bonus
+        self.agents = [Agent("plan", "plan")] if single_agent else [
+            Agent("tool", "tool"), Agent("plan", "plan")]
+        self.runner: Runner = runner or ProgramRunner()
+
+    # ------------------------------------------------------------------ task hooks
+    def make_env(self, split: str, index: int) -> Any:
+        """Instance `index` of `split`, reset and ready."""
+        raise NotImplementedError(f"{type(self).__name__} must define make_env")
+
+    def observation(self, env: Any) -> str:
+        """The state as the agents see it (a few lines)."""
+        raise NotImplementedError(f"{type(self).__name__} must define observation")
+
+    def namespace(self, env: Any) -> str:
+        """Python assignments of the state variables the tool's program can read."""
+        raise NotImplementedError(f"{type(self).__name__} must define namespace")
+
+    def parse_action(self, text: str, env: Any) -> Any | None:
+        """The action for `env` written in `text` (a program's output or a plan), or None."""
+        raise NotImplementedError(f"{type(self).__name__} must define parse_action")
+
+    def show_action(self, action: Any) -> str:
+        """A parsed action as one line, in the form the plan role is expected to write."""
+        raise NotImplementedError(f"{type(self).__name__} must define show_action")
+
+    # ------------------------------------------------------------------ the protocol
+    def new_state(self, split: str, index: int) -> ToolPlanState:
+        return ToolPlanState(self.make_env(split, index))
+
+    def render(self, agent: str, state: ToolPlanState) -> str:
+        self._check_agent(agent)
+        lines = [agent, self.observation(state.env)]
+        if agent == "plan" and not self.single_agent:
+            lines += [f"code:{state.program.strip()}", f"out:{state.output}",
+                      f"sim:{state.simulation}"]
+        if self.prompt_style == "chat":
+            key = "plan_single" if agent == "plan" and self.single_agent else agent
+            return f"{self.instructions[key]}\n\n" + "\n".join(lines[1:])
+        return "\n".join(lines) + "\n>"
+
+    def program_source(self, state: ToolPlanState, program: str) -> str:
+        """The full source run for `program`: helpers, state variables, then the program."""
+        return f"{self.helpers}\n{self.namespace(state.env)}\n{program}\n"
+
+    def apply(self, agent: str, state: ToolPlanState, response: str) -> Outcome:
+        return self.apply_many(agent, [state], [response])[0]
+
+    def apply_many(
+        self, agent: str, states: list[ToolPlanState], responses: list[str]
+    ) -> list[Outcome]:
+        """Apply responses; the tool's programs run in one runner call."""
+        self._check_agent(agent)
+        if agent == "plan":
+            return [self._apply_plan(s, r) for s, r in zip(states, responses)]
+        programs = [_program(r) for r in responses]
+        runnable = [i for i, (s, p) in enumerate(zip(states, programs))
+                    if p is not None and not s.env.done]
+        results = dict(zip(runnable, self.runner.run(
+            [self.program_source(states[i], programs[i]) for i in runnable])))
+        return [self._apply_tool(s, p, *results.get(i, ("", False)))
+                for i, (s, p) in enumerate(zip(states, programs))]
+
+    def is_done(self, state: ToolPlanState) -> bool:
+        return state.env.done
+
+    def success(self, state: ToolPlanState) -> bool:
+        return state.env.success
+
+    # ------------------------------------------------------------------ internals
+    def _check_agent(self, agent: str) -> None:
+        names = [a.name for a in self.agents]
+        if agent not in names:
+            raise ValueError(f"unknown agent {agent!r}; this workflow's agents are {names}")
+
+    def _malformed(self, **info: Any) -> Outcome:
+        return Outcome(0.0, -self.format_bonus, {"format": -self.format_bonus}, info)
+
+    def _apply_tool(
+        self, state: ToolPlanState, program: str | None, output: str, ran: bool
+    ) -> Outcome:
+        if state.env.done:
+            return Outcome(0.0, 0.0, {}, {"episode_over": True})
+        state.program = program or ""
+        state.transcript.append(("tool", state.program))
+        action = self.parse_action(output, state.env) if ran else None
+        if action is None:
+            state.output = " ".join(output.split())[:64]
+            state.simulation = "error" if not ran else "none"
+            return self._malformed(simulation=state.simulation)
+        state.output = self.show_action(action)
+        trial = copy.deepcopy(state.env)
+        result = trial.step(action)
+        state.simulation = self._label(trial, result.info)
+        return Outcome(result.reward, self.format_bonus,
+                       {**result.terms, "format": self.format_bonus},
+                       {**result.info, "simulation": state.simulation})
+
+    def _apply_plan(self, state: ToolPlanState, response: str) -> Outcome:
+        text = response if isinstance(response, str) else ""
+        state.transcript.append(("plan", text))
+        if state.env.done:
+            return Outcome(0.0, 0.0, {}, {"episode_over": True})
+        action = self.parse_action(text, state.env)
+        if action is None:
+            return self._malformed(parsed=False)
+        result = state.env.step(action)
+        local = -self.format_bonus if "invalid_at" in result.info else self.format_bonus
+        return Outcome(result.reward, local, {**result.terms, "format": local},
+                       {**result.info, "outcome": self._label(state.env, result.info)})
+
+    @staticmethod
+    def _label(env: Any, info: dict[str, Any]) -> str:
+        if env.success:
+            return "goal"
+        return "invalid" if "invalid_at" in info else "missed"
