@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import pytest
 
@@ -151,3 +152,51 @@ def test_throughput_is_milliseconds_per_program(sandbox):
     assert all(r.status == "ok" for r in results)
     # ~2-5 ms per program on 2 loaded cores; a fresh interpreter per program would take 3-7 s here.
     assert elapsed < 2.5, f"100 trivial programs took {elapsed:.2f}s"
+
+
+def test_workers_exit_when_the_grader_dies(tmp_path):
+    script = ("import os, sys, time\nfrom teamrl.sandbox import Sandbox\nbox = Sandbox(workers=2)\n"
+              "print(' '.join(str(w.proc.pid) for w in box._all), flush=True)\n"
+              "box.run('import time; time.sleep(30)') if len(sys.argv) > 1 else None\nos._exit(0)\n")
+    import subprocess
+    import sys
+    src = str(Path(__file__).resolve().parents[2] / "src")
+    for extra in ([], ["busy"]):
+        proc = subprocess.Popen([sys.executable, "-c", script, *extra], stdout=subprocess.PIPE, text=True,
+                                env={"PYTHONPATH": src, "PATH": "/usr/bin:/bin"})
+        pids = [int(p) for p in proc.stdout.readline().split()]
+        if extra:
+            time.sleep(0.3)
+            proc.kill()  # killed while a worker is running a program
+        proc.wait(10)
+        deadline = time.monotonic() + FAST_LIMITS.wall_time_s + 8
+        while time.monotonic() < deadline and any(Path(f"/proc/{p}").exists() for p in pids):
+            time.sleep(0.1)
+        assert not any(Path(f"/proc/{p}").exists() for p in pids), "orphaned sandbox workers"
+
+
+def test_sandbox_made_in_a_thread_outlives_the_thread():
+    import threading
+    holder = []
+    thread = threading.Thread(target=lambda: holder.append(Sandbox(FAST_LIMITS, workers=1)))
+    thread.start()
+    thread.join()
+    with holder[0] as box:
+        time.sleep(0.2)
+        assert box.run("print(7)").stdout == "7\n"
+
+
+def test_forked_copy_refuses_to_use_the_pool(sandbox):
+    import os
+    pid = os.fork()
+    if pid == 0:
+        try:
+            sandbox.run("print(1)")
+            os._exit(1)
+        except RuntimeError:
+            os._exit(0)
+        finally:
+            os._exit(2)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert sandbox.run("print(2)").stdout == "2\n"

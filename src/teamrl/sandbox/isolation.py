@@ -21,7 +21,6 @@ from __future__ import annotations
 import ctypes
 import errno
 import os
-import signal
 from typing import Any
 
 CLONE_NEWNS = 0x00020000
@@ -260,8 +259,10 @@ def setup_worker(fallback_scratch: str, hide_paths: list[str], parent_pid: int, 
     # Orphans of a program re-parent to the worker (not to init), so the worker can always find
     # and reap every process a program left behind.
     prctl(PR_SET_CHILD_SUBREAPER, 1)
-    prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    if os.getppid() != parent_pid:  # the grader died before the line above took effect
+    # No parent-death signal for the worker: Linux ties it to the *thread* that started us, and
+    # the grader may start workers from short-lived threads. The worker exits instead when the
+    # grader's end of the request pipe closes (at most one program's wall time later).
+    if os.getppid() != parent_pid:  # the grader is already gone
         os._exit(1)
     # No program can gain privileges through a setuid binary.
     prctl(PR_SET_NO_NEW_PRIVS, 1)

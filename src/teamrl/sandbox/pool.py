@@ -183,7 +183,8 @@ class Sandbox:
         except BaseException:
             self.close()
             raise
-        self._finalizer = weakref.finalize(self, Sandbox._shutdown, self._all, self._scratch)
+        self._owner_pid = os.getpid()
+        self._finalizer = weakref.finalize(self, Sandbox._shutdown, self._all, self._scratch, self._owner_pid)
         atexit.register(self._finalizer)
 
     # ------------------------------------------------------------------ public API
@@ -293,7 +294,7 @@ class Sandbox:
         if finalizer is not None:
             finalizer()
         else:
-            Sandbox._shutdown(self._all, self._scratch)
+            Sandbox._shutdown(self._all, self._scratch, os.getpid())
 
     def __enter__(self) -> Sandbox:
         return self
@@ -304,7 +305,9 @@ class Sandbox:
     # ------------------------------------------------------------------ internals
 
     @staticmethod
-    def _shutdown(workers: list[_Worker], scratch: str) -> None:
+    def _shutdown(workers: list[_Worker], scratch: str, owner_pid: int) -> None:
+        if os.getpid() != owner_pid:
+            return  # a forked copy of the grader exiting: the workers belong to the original
         for worker in workers:
             worker.close()
         shutil.rmtree(scratch, ignore_errors=True)
@@ -320,6 +323,10 @@ class Sandbox:
     def _call(self, *msgs: dict[str, Any]) -> dict[str, Any]:
         if self._closed:
             raise SandboxError("this Sandbox is closed")
+        if os.getpid() != self._owner_pid:
+            # Two processes writing to the same worker pipes would corrupt every request.
+            raise SandboxError("this Sandbox was created in another process (before a fork); "
+                               "create a new Sandbox in this process")
         worker = self._idle.get()
         try:
             reply = worker.request(list(msgs), self.limits.wall_time_s + _REPLY_GRACE_S)
