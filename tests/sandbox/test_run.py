@@ -111,7 +111,7 @@ def test_memory_limit(sandbox):
 
 
 def test_statuses_are_documented(sandbox):
-    for code in ("pass", "1/0", "while True: pass"):
+    for code in ("pass", "1/0", "import os; os.kill(os.getpid(), 9)"):
         assert sandbox.run(code).status in STATUSES
 
 
@@ -155,7 +155,8 @@ def test_throughput_is_milliseconds_per_program(sandbox):
 
 
 def test_workers_exit_when_the_grader_dies(tmp_path):
-    script = ("import os, sys, time\nfrom teamrl.sandbox import Sandbox\nbox = Sandbox(workers=2)\n"
+    script = ("import os, sys, time\nfrom teamrl.sandbox import Sandbox, SandboxLimits\n"
+              "box = Sandbox(SandboxLimits(wall_time_s=1.0), workers=2)\n"
               "print(' '.join(str(w.proc.pid) for w in box._all), flush=True)\n"
               "box.run('import time; time.sleep(30)') if len(sys.argv) > 1 else None\nos._exit(0)\n")
     import subprocess
@@ -169,7 +170,7 @@ def test_workers_exit_when_the_grader_dies(tmp_path):
             time.sleep(0.3)
             proc.kill()  # killed while a worker is running a program
         proc.wait(10)
-        deadline = time.monotonic() + FAST_LIMITS.wall_time_s + 8
+        deadline = time.monotonic() + 8
         while time.monotonic() < deadline and any(Path(f"/proc/{p}").exists() for p in pids):
             time.sleep(0.1)
         assert not any(Path(f"/proc/{p}").exists() for p in pids), "orphaned sandbox workers"
