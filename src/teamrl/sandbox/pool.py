@@ -7,7 +7,6 @@ about a millisecond instead of the tens of milliseconds of starting `python` ane
 
 from __future__ import annotations
 
-import atexit
 import os
 import queue
 import shutil
@@ -85,13 +84,18 @@ class _Worker:
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self.in_fd = self.proc.stdin.fileno()
         self.out_fd = self.proc.stdout.fileno()
+        self.pid = self.proc.pid
+        self.isolation: dict[str, Any] = {}
+
+    def wait_ready(self) -> _Worker:
+        """Wait for the worker's start-up report (started workers come up in parallel)."""
         try:
             ready = protocol.recv_message(self.out_fd, time.monotonic() + _WORKER_START_TIMEOUT_S)
         except protocol.ProtocolError as exc:
             self.kill()
-            raise SandboxError(f"sandbox worker failed to start: {exc}") from None
-        self.pid: int = ready["pid"]
-        self.isolation: dict[str, Any] = ready["isolation"]
+            raise SandboxError(f"sandbox worker failed to start: {exc} (its stderr is the grader's)") from None
+        self.isolation = ready["isolation"]
+        return self
 
     def request(self, msgs: list[dict[str, Any]], timeout_s: float) -> dict[str, Any]:
         for msg in msgs:
@@ -175,17 +179,16 @@ class Sandbox:
         self._all: list[_Worker] = []
         self._idle: queue.Queue[_Worker] = queue.Queue()
         self._executor: ThreadPoolExecutor | None = None
+        self._owner_pid = os.getpid()
         try:
-            for _ in range(workers):
-                worker = _Worker(self._config)
-                self._all.append(worker)
-                self._idle.put(worker)
+            self._all.extend(_Worker(self._config) for _ in range(workers))
+            for worker in self._all:
+                self._idle.put(worker.wait_ready())
         except BaseException:
             self.close()
             raise
-        self._owner_pid = os.getpid()
+        # Also runs at interpreter exit (finalize objects are atexit-registered by default).
         self._finalizer = weakref.finalize(self, Sandbox._shutdown, self._all, self._scratch, self._owner_pid)
-        atexit.register(self._finalizer)
 
     # ------------------------------------------------------------------ public API
 
@@ -342,7 +345,7 @@ class Sandbox:
     def _replace(self, worker: _Worker) -> _Worker:
         """Kill a broken worker and start a fresh one in its place."""
         worker.kill()
-        fresh = _Worker(self._config)
+        fresh = _Worker(self._config).wait_ready()
         with self._lock:
             self._all[self._all.index(worker)] = fresh
         return fresh
