@@ -188,7 +188,7 @@ def _require(ok: bool, key: str, value: Any, expected: str) -> None:
 def _build(cls: type, data: dict[str, Any], where: str) -> Any:
     """Instantiate dataclass `cls` from a dict, recursing into nested dataclasses."""
     if not isinstance(data, dict):
-        raise ConfigError(f"{where or 'config'} must be a mapping, got {type(data).__name__}")
+        raise ConfigError(f"{where.rstrip('.') or 'config'} must be a mapping, got {type(data).__name__}")
     hints = get_type_hints(cls)
     names = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(data) - names)
@@ -213,6 +213,11 @@ def _build(cls: type, data: dict[str, Any], where: str) -> Any:
 def _coerce(value: Any, hint: Any, key: str) -> Any:
     if hint is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
+    if hint is float and isinstance(value, str):
+        try:  # YAML 1.1 reads "1e-3" (no dot) as a string
+            return float(value)
+        except ValueError:
+            pass
     expected = hint if isinstance(hint, type) else None
     if expected is not None and not isinstance(value, expected):
         raise ConfigError(f"{key} = {value!r} must be of type {expected.__name__}")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Callable, Iterator
 
@@ -14,14 +13,13 @@ from teamrl.policies.scoring import pack_responses, response_logprobs
 
 def supervised_finetune(
     policy: Policy,
-    pairs: Iterator[tuple[str, str]],
+    batches: Iterator[list[tuple[str, str]]],
     steps: int,
-    batch_size: int = 64,
     lr: float = 1e-3,
     seed: int = 0,
     log: Callable[[int, float], None] | None = None,
 ) -> list[float]:
-    """Minimise the response NLL (EOS included) with AdamW and a cosine schedule; returns losses."""
+    """Minimise, over `steps` batches of (prompt, response), the response NLL (EOS included) with AdamW and a cosine schedule; returns losses."""
     torch.manual_seed(seed)
     model, tok = policy.model, policy.tokenizer
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
@@ -30,7 +28,7 @@ def supervised_finetune(
     model.train()
     losses = []
     for step in range(steps):
-        batch = list(itertools.islice(pairs, batch_size))
+        batch = next(batches)
         prompts = [policy.encode_prompt(p) for p, _ in batch]
         responses = [tok(r, add_special_tokens=False)["input_ids"] + [tok.eos_token_id] for _, r in batch]
         packed = pack_responses(prompts, responses, tok.pad_token_id)

@@ -13,6 +13,7 @@ import json
 import os
 import time
 from dataclasses import asdict, dataclass, field
+from collections.abc import Iterator
 from pathlib import Path
 
 from teamrl.policies.loading import Policy
@@ -30,7 +31,7 @@ class WarmupRecipe:
     task: PlanPathConfig = field(default_factory=PlanPathConfig)
     skill: ScriptedSkill = field(default_factory=ScriptedSkill)
     max_turns: int = 3
-    steps: int = 1500
+    steps: int = 600
     batch_size: int = 64
     lr: float = 2e-3
     seed: int = 0
@@ -49,17 +50,28 @@ def recipe_dir(recipe: WarmupRecipe) -> Path:
     return cache_root() / f"tiny-default-{recipe.digest()}"
 
 
-def _mixed_demos(recipe: WarmupRecipe):
-    """Alternate team and single-agent demonstrations (two team pairs per single pair)."""
+def demo_batches(recipe: WarmupRecipe) -> Iterator[list[tuple[str, str]]]:
+    """Batches of one prompt kind each (team tool, team plan, single plan), in turn.
+
+    One kind per batch keeps prompt lengths alike, so little compute goes to padding.
+    """
     runner = TrustedRunner()
     team = PlanPathWorkflow(recipe.task, recipe.max_turns, single_agent=False, runner=runner)
     single = PlanPathWorkflow(recipe.task, recipe.max_turns, single_agent=True, runner=runner)
-    team_pairs = demonstrations(team, recipe.seed, recipe.skill)
-    single_pairs = demonstrations(single, recipe.seed + 1, recipe.skill)
+    streams = {"team": demonstrations(team, recipe.seed, recipe.skill),
+               "single": demonstrations(single, recipe.seed + 1, recipe.skill)}
+    buffers: dict[tuple[str, str], list[tuple[str, str]]] = {}
+    order = [("team", "tool"), ("team", "plan"), ("single", "plan")]
+    turn = 0
     while True:
-        yield next(team_pairs)
-        yield next(team_pairs)
-        yield next(single_pairs)
+        wanted = order[turn % len(order)]
+        while len(buffers.get(wanted, [])) < recipe.batch_size:
+            stream = wanted[0]
+            agent, prompt, response = next(streams[stream])
+            buffers.setdefault((stream, agent), []).append((prompt, response))
+        yield buffers[wanted][: recipe.batch_size]
+        buffers[wanted] = buffers[wanted][recipe.batch_size:]
+        turn += 1
 
 
 def warm_up(recipe: WarmupRecipe, force: bool = False, verbose: bool = True) -> Path:
@@ -74,12 +86,12 @@ def warm_up(recipe: WarmupRecipe, force: bool = False, verbose: bool = True) -> 
     started = time.time()
 
     def log(step: int, loss: float) -> None:
-        if verbose and (step % 100 == 0 or step == recipe.steps - 1):
+        if verbose and (step % 50 == 0 or step == recipe.steps - 1):
             print(f"warm-up step {step:5d}/{recipe.steps}  loss {loss:.4f}  "
                   f"{time.time() - started:6.1f}s", flush=True)
 
-    losses = supervised_finetune(policy, _mixed_demos(recipe), recipe.steps, recipe.batch_size,
-                                 recipe.lr, recipe.seed, log)
+    losses = supervised_finetune(policy, demo_batches(recipe), recipe.steps, recipe.lr,
+                                 recipe.seed, log)
     # Write to a temporary folder and rename, so an interrupted warm-up never looks cached.
     partial = target.with_name(target.name + ".partial")
     partial.mkdir(parents=True, exist_ok=True)

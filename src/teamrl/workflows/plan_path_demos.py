@@ -67,8 +67,8 @@ def scripted_plan(state: PlanPathState, rng: random.Random, skill: ScriptedSkill
 
 def demonstrations(
     workflow: PlanPathWorkflow, seed: int, skill: ScriptedSkill
-) -> Iterator[tuple[str, str]]:
-    """Endless (prompt, response) pairs from scripted episodes on training instances."""
+) -> Iterator[tuple[str, str, str]]:
+    """Endless (agent, prompt, response) triples from scripted episodes on training instances."""
     rng = random.Random(seed)
     with_tool = not workflow.single_agent
     index = seed * 1_000_003 % 10_000_000
@@ -84,7 +84,7 @@ def demonstrations(
                     response = scripted_tool(state, rng, skill)
                 else:
                     response = scripted_plan(state, rng, skill, with_tool)
-                yield prompt, response
+                yield agent.name, prompt, response
                 workflow.apply(agent.name, state, response)
             if workflow.is_done(state):
                 break

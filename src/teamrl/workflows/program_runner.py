@@ -22,6 +22,9 @@ class ProgramRunner:
         self._sandbox = None  # started on first use, so idle workflows cost nothing
 
     def run(self, sources: list[str]) -> list[tuple[str, bool]]:
+        for source in sources:
+            if source not in self._cache and not _encodable(source):
+                self._cache[source] = ("", False)  # e.g. lone surrogates: no valid program text
         missing = list(dict.fromkeys(s for s in sources if s not in self._cache))
         if missing:
             if self._sandbox is None:
@@ -39,3 +42,11 @@ class ProgramRunner:
         if self._sandbox is not None:
             self._sandbox.close()
             self._sandbox = None
+
+
+def _encodable(source: str) -> bool:
+    try:
+        source.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True

@@ -1,0 +1,48 @@
+from pathlib import Path
+
+import pytest
+
+from teamrl.config import ConfigError, RunConfig, load_config
+
+CONFIG_DIR = Path(__file__).resolve().parents[2] / "src" / "teamrl" / "configs"
+
+
+@pytest.mark.parametrize("path", sorted(CONFIG_DIR.glob("*.yaml")), ids=lambda p: p.name)
+def test_every_shipped_config_loads(path):
+    config = load_config(path)
+    assert isinstance(config, RunConfig)
+    assert "teamrl" in path.read_text().split("\n", 3)[1] or "Run:" in path.read_text()
+
+
+def test_overrides_are_typed_and_nested(tmp_path):
+    config = load_config(None, ["algorithm.k=4", "task.size=5", "policy.lr=1e-3", "regime=per_role"])
+    assert config.algorithm.k == 4 and config.task.size == 5 and config.regime == "per_role"
+    assert config.policy.lr == pytest.approx(1e-3)
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (["algorithm.kk=4"], "unknown key.*algorithm.kk.*valid keys"),
+    (["algorithm.k=1"], "algorithm.k = 1 is invalid"),
+    (["regime=everyone"], "regime = 'everyone' is invalid: expected shared or per_role"),
+    (["task.size=2"], "size must be between 3 and 20"),
+    (["train.steps=ten"], "train.steps = 'ten' must be of type int"),
+    (["rollout.temperature=0"], "use eval_temperature"),
+    (["algorithm.aggregation=sum"], "token-mean"),
+    (["oops"], "must look like key.sub=value"),
+])
+def test_bad_values_fail_with_a_clear_message(overrides, message):
+    with pytest.raises(ConfigError, match=message):
+        load_config(None, overrides)
+
+
+def test_missing_and_malformed_files(tmp_path):
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_config(tmp_path / "nope.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("train: [1, 2\n")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_config(bad)
+    wrong = tmp_path / "wrong.yaml"
+    wrong.write_text("train: 5\n")
+    with pytest.raises(ConfigError, match="train must be a mapping"):
+        load_config(wrong)
