@@ -13,7 +13,6 @@ from typing import Any, get_type_hints
 
 import yaml
 
-from teamrl.tasks.plan_path import PlanPathConfig
 
 
 class ConfigError(ValueError):
@@ -42,8 +41,8 @@ class PolicyConfig:
 class WorkflowConfig:
     """Which team plays the task."""
 
-    name: str = "plan_path_team"
-    """plan_path_team (tool + plan) or plan_path_single (the plan role alone)."""
+    name: str = "team"
+    """team (the task's multi-agent workflow, e.g. tool + plan) or single (its single-agent baseline)."""
     max_turns: int = 3
     """Turns before the episode is cut."""
     prompt_style: str = "compact"
@@ -142,7 +141,8 @@ class RunConfig:
     """Run directory name (default: workflow-regime-seed-time)."""
     regime: str = "shared"
     """shared (one policy for all roles) or per_role (one full model per role)."""
-    task: PlanPathConfig = field(default_factory=PlanPathConfig)
+    task: dict = field(default_factory=lambda: {"name": "plan_path"})
+    """The task: `name` (plan_path, sokoban, sudoku, ...) plus that task's own settings."""
     workflow: WorkflowConfig = field(default_factory=WorkflowConfig)
     policy: PolicyConfig = field(default_factory=PolicyConfig)
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
@@ -152,8 +152,12 @@ class RunConfig:
     def __post_init__(self) -> None:
         check = _require
         check(self.regime in ("shared", "per_role"), "regime", self.regime, "shared or per_role")
-        check(self.workflow.name in ("plan_path_team", "plan_path_single"), "workflow.name",
-              self.workflow.name, "plan_path_team or plan_path_single")
+        check(self.workflow.name in ("team", "single"), "workflow.name", self.workflow.name,
+              "team or single")
+        try:
+            self.task_settings()
+        except (KeyError, ValueError, TypeError) as err:
+            raise ConfigError(f"task: {str(err).strip(chr(34))}") from err
         check(self.workflow.prompt_style in ("compact", "chat"), "workflow.prompt_style",
               self.workflow.prompt_style, "compact or chat")
         check(self.workflow.max_turns >= 1, "workflow.max_turns", self.workflow.max_turns, ">= 1")
@@ -180,6 +184,13 @@ class RunConfig:
               self.rollout.eval_temperature, ">= 0")
 
 
+    def task_settings(self) -> Any:
+        """The task section as the task's typed, validated settings object."""
+        from teamrl.workflows.registry import task_settings
+
+        return task_settings(self.task)
+
+
 def _require(ok: bool, key: str, value: Any, expected: str) -> None:
     if not ok:
         raise ConfigError(f"{key} = {value!r} is invalid: expected {expected}")
@@ -198,6 +209,11 @@ def _build(cls: type, data: dict[str, Any], where: str) -> Any:
     kwargs = {}
     for name, value in data.items():
         hint = hints[name]
+        if hint is dict:
+            if not isinstance(value, dict):
+                raise ConfigError(f"{where}{name} must be a mapping, got {type(value).__name__}")
+            default = next(f for f in dataclasses.fields(cls) if f.name == name).default_factory()
+            value = {**default, **value}  # e.g. `task.size=5` keeps the default task name
         if dataclasses.is_dataclass(hint):
             kwargs[name] = _build(hint, value or {}, f"{where}{name}.")
         else:

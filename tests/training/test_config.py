@@ -16,7 +16,7 @@ def test_every_shipped_config_loads(path):
 
 def test_overrides_are_typed_and_nested(tmp_path):
     config = load_config(None, ["algorithm.k=4", "task.size=5", "policy.lr=1e-3", "regime=per_role"])
-    assert config.algorithm.k == 4 and config.task.size == 5 and config.regime == "per_role"
+    assert config.algorithm.k == 4 and config.task_settings().size == 5 and config.regime == "per_role"
     assert config.policy.lr == pytest.approx(1e-3)
 
 
@@ -25,6 +25,8 @@ def test_overrides_are_typed_and_nested(tmp_path):
     (["algorithm.k=1"], "algorithm.k = 1 is invalid"),
     (["regime=everyone"], "regime = 'everyone' is invalid: expected shared or per_role"),
     (["task.size=2"], "size must be between 3 and 20"),
+    (["task.name=chess"], "unknown task 'chess'.*plan_path"),
+    (["task.sizee=5"], "unknown key.*task.sizee"),
     (["train.steps=ten"], "train.steps = 'ten' must be of type int"),
     (["rollout.temperature=0"], "use eval_temperature"),
     (["algorithm.aggregation=sum"], "token-mean"),

@@ -6,27 +6,24 @@ from teamrl.config import RunConfig
 from teamrl.policies.loading import Policy, load_policy
 from teamrl.training.tiny_default import WarmupRecipe, warm_up
 from teamrl.workflows.base import Workflow, role_names
-from teamrl.workflows.plan_path_team import PlanPathWorkflow
+from teamrl.workflows.registry import task_entry
 
 TINY_DEFAULT = "tiny-default"
 
 
 def build_workflow(config: RunConfig) -> Workflow:
     wf = config.workflow
-    return PlanPathWorkflow(
-        config.task,
-        max_turns=wf.max_turns,
-        single_agent=wf.name == "plan_path_single",
-        prompt_style=wf.prompt_style,
-        format_bonus=wf.format_bonus,
-    )
+    entry = task_entry(config.task["name"])
+    return entry.workflow(config.task_settings(), max_turns=wf.max_turns,
+                          single_agent=wf.name == "single", prompt_style=wf.prompt_style,
+                          format_bonus=wf.format_bonus)
 
 
 def resolve_model_path(config: RunConfig) -> str:
     """A model path; 'tiny-default' is warmed up (or taken from the cache) for this task."""
     if config.policy.model != TINY_DEFAULT:
         return config.policy.model
-    return str(warm_up(WarmupRecipe(task=config.task, max_turns=config.workflow.max_turns)))
+    return str(warm_up(WarmupRecipe.for_task(config.task, config.workflow.max_turns)))
 
 
 def role_mapping(config: RunConfig, workflow: Workflow) -> dict[str, str]:

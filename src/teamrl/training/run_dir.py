@@ -19,7 +19,7 @@ class RunDirectory:
 
     def __init__(self, config: RunConfig) -> None:
         name = config.run_name or (
-            f"{config.workflow.name}-{config.regime}-{config.algorithm.grouping}-s{config.seed}-"
+            f"{config.task['name']}-{config.workflow.name}-{config.regime}-{config.algorithm.grouping}-s{config.seed}-"
             f"{time.strftime('%Y%m%d-%H%M%S')}")
         self.path = Path(config.output_dir) / name
         if (self.path / "metrics.jsonl").exists():

@@ -1,6 +1,6 @@
 """The embedded default model: build the tiny Llama, warm it up on scripted team transcripts, cache it.
 
-The warm-up mixes the demonstrations of the two-agent team and of the single plan agent, so the same
+The warm-up (for the configured task; Plan-Path by default) mixes the demonstrations of the two-agent team and of the single plan agent, so the same
 checkpoint serves the team and the single-agent baseline. It is cached under
 `$TEAMRL_CACHE` (default `~/.cache/teamrl`) in a folder named after the recipe's hash: the main job
 reuses it, and a changed recipe gets a new folder.
@@ -12,24 +12,24 @@ import hashlib
 import json
 import os
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from teamrl.policies.loading import Policy
 from teamrl.policies.tiny_model import build_char_tokenizer, build_tiny_model
-from teamrl.tasks.plan_path import PlanPathConfig
 from teamrl.training.sft import supervised_finetune
-from teamrl.workflows.plan_path_demos import ScriptedSkill, TrustedRunner, demonstrations
-from teamrl.workflows.plan_path_team import PlanPathWorkflow
+from teamrl.workflows.plan_path_demos import TrustedRunner
+from teamrl.workflows.registry import task_entry, task_settings
 
 
 @dataclass(frozen=True)
 class WarmupRecipe:
     """Everything that determines the warmed-up checkpoint."""
 
-    task: PlanPathConfig = field(default_factory=PlanPathConfig)
-    skill: ScriptedSkill = field(default_factory=ScriptedSkill)
+    task: tuple[tuple[str, Any], ...] = (("name", "plan_path"),)
+    """The task section (name and settings) as sorted pairs, so the recipe is hashable."""
     max_turns: int = 3
     steps: int = 600
     batch_size: int = 64
@@ -37,6 +37,10 @@ class WarmupRecipe:
     seed: int = 0
     hidden_size: int = 128
     num_layers: int = 4
+
+    @classmethod
+    def for_task(cls, task: dict[str, Any], max_turns: int, **kwargs: Any) -> "WarmupRecipe":
+        return cls(task=tuple(sorted(task.items())), max_turns=max_turns, **kwargs)
 
     def digest(self) -> str:
         return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()[:12]
@@ -55,11 +59,15 @@ def demo_batches(recipe: WarmupRecipe) -> Iterator[list[tuple[str, str]]]:
 
     One kind per batch keeps prompt lengths alike, so little compute goes to padding.
     """
+    task = dict(recipe.task)
+    entry, settings = task_entry(task["name"]), task_settings(task)
+    if entry.demos is None:
+        raise ValueError(f"task {task['name']!r} has no scripted demonstrations to warm up the tiny "
+                         "default model; set policy.model to a model folder instead")
     runner = TrustedRunner()
-    team = PlanPathWorkflow(recipe.task, recipe.max_turns, single_agent=False, runner=runner)
-    single = PlanPathWorkflow(recipe.task, recipe.max_turns, single_agent=True, runner=runner)
-    streams = {"team": demonstrations(team, recipe.seed, recipe.skill),
-               "single": demonstrations(single, recipe.seed + 1, recipe.skill)}
+    team = entry.workflow(settings, max_turns=recipe.max_turns, single_agent=False, runner=runner)
+    single = entry.workflow(settings, max_turns=recipe.max_turns, single_agent=True, runner=runner)
+    streams = {"team": entry.demos(team, recipe.seed), "single": entry.demos(single, recipe.seed + 1)}
     buffers: dict[tuple[str, str], list[tuple[str, str]]] = {}
     order = [("team", "tool"), ("team", "plan"), ("single", "plan")]
     turn = 0

@@ -1,0 +1,76 @@
+"""Task name -> its settings dataclass, its team/single workflows and its scripted demonstrations.
+
+A config names a task (`task.name: plan_path`) and sets its fields; the entry here turns that into a
+typed, validated settings object and a workflow. A user's own task registers an entry the same way.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from teamrl.tasks.plan_path import PlanPathConfig
+from teamrl.tasks.sokoban import SokobanConfig
+from teamrl.tasks.sudoku import SudokuConfig
+from teamrl.workflows import planning_demos, plan_path_demos
+from teamrl.workflows.base import Workflow
+from teamrl.workflows.plan_path_team import PlanPathWorkflow
+from teamrl.workflows.sokoban_team import SokobanWorkflow
+from teamrl.workflows.sudoku_team import SudokuWorkflow
+
+Demos = Callable[[Workflow, int], Iterator[tuple[str, str, str]]]
+
+
+@dataclass(frozen=True)
+class TaskEntry:
+    """How to build one task's workflows."""
+
+    settings: type
+    """The task's config dataclass (validates its own fields)."""
+    workflow: Callable[..., Workflow]
+    """(settings, max_turns=, single_agent=, prompt_style=, format_bonus=, runner=) -> Workflow."""
+    demos: Demos | None = None
+    """Scripted (agent, prompt, response) triples for warming up the tiny default model."""
+
+
+TASKS: dict[str, TaskEntry] = {
+    "plan_path": TaskEntry(
+        PlanPathConfig, PlanPathWorkflow,
+        lambda wf, seed: plan_path_demos.demonstrations(wf, seed, plan_path_demos.ScriptedSkill())),
+    "sokoban": TaskEntry(
+        SokobanConfig, SokobanWorkflow,
+        lambda wf, seed: planning_demos.demonstrations(wf, seed, planning_demos.PlanningSkill())),
+    "sudoku": TaskEntry(
+        SudokuConfig, SudokuWorkflow,
+        lambda wf, seed: planning_demos.demonstrations(wf, seed, planning_demos.PlanningSkill())),
+}
+
+
+def register_task(name: str, entry: TaskEntry) -> None:
+    """Add a user task; names are unique."""
+    if name in TASKS:
+        raise ValueError(f"task {name!r} is already registered")
+    TASKS[name] = entry
+
+
+def task_entry(name: str) -> TaskEntry:
+    if name not in TASKS:
+        raise KeyError(f"unknown task {name!r}; registered tasks: {', '.join(sorted(TASKS))}")
+    return TASKS[name]
+
+
+def task_settings(task: dict[str, Any]) -> Any:
+    """The typed settings of a `task:` config section ({'name': ..., field: value, ...})."""
+    params = dict(task)
+    name = params.pop("name", None)
+    if not name:
+        raise ValueError(f"task.name is missing; registered tasks: {', '.join(sorted(TASKS))}")
+    entry = task_entry(name)
+    fields = {f.name for f in dataclasses.fields(entry.settings)}
+    unknown = sorted(set(params) - fields)
+    if unknown:
+        raise ValueError(f"unknown key(s) {', '.join('task.' + k for k in unknown)} for task {name!r}; "
+                         f"valid keys: name, {', '.join(sorted(fields))}")
+    return entry.settings(**params)
