@@ -1,0 +1,569 @@
+"""Code generation with the paper's two roles: a coder and a unit tester, in parallel.
+
+coder:  writes the function (a complete program defining the entry point; a body that continues
+        the prompt's signature, HumanEval style, is accepted too when it returns something).
+tester: writes unit tests as plain top-level `assert` statements calling the entry point
+        (a HumanEval-style `def check(candidate)` is accepted and unrolled).
+
+Both agents see the task and the previous turn: the coder's program, the tester's tests and the
+result of running that program against those tests. The ground-truth tests are never shown. The
+episode ends when the coder's program passes all of the tester's tests (at least one), or after
+`max_turns` turns. Success (held-out metric): the final program passes every ground-truth test.
+
+Rewards (`Outcome`, trained reward = team_weight * team + local_weight * local; b = format_bonus):
+
+    coder candidate:  team  = gt(program)            its pass ratio on the ground-truth tests
+                      local = +b if the program parses and defines the entry point, else -b
+    tester candidate: team  = gt(team program)       the committed program's ground-truth pass
+                                                     ratio (0 on the first turn): the shared term
+                      local = separation + (+b if the tests parse with >= 1 assert, else -b)
+
+    separation = -1                          no assert found
+               = -(failing units / units)    some test fails on the reference solution (< 0)
+               = killed / negatives          all pass on the reference (in [0, 1])
+
+where the negatives are known-wrong programs: single-site mutants of the reference solution that
+fail the ground-truth tests (at most `n_mutants` per problem; equivalent and looping mutants are
+dropped) plus the team's earlier committed programs that failed the ground truth; a negative is
+killed when at least one unit fails on it. Trivial tests (`assert True`) earn 0; tests that also
+catch wrong code earn up to 1; tests that reject the correct solution earn less than nothing.
+
+Sandboxing: ground-truth tests are trusted and graded by `Sandbox.run_tests`, whose judge process
+runs them outside the program. The tester's tests are model-written, so they never enter the
+judge: program and tests run together as one confined program (`CodeRunner.run_units`), reporting
+per-unit verdicts on stdout behind a per-run random nonce read from stdin. A program run there
+could in principle find the nonce and forge verdicts; this only concerns the cross-check that ends
+an episode and the tester's credit for catching the team's own failed programs, never a ground-
+truth score.
+
+Problems: `code_problems("procedural:add,mul" | "humaneval" | "mbpp" | "mbpp_sanitized")`, or a
+`CodeTaskConfig` config section. `single_agent=True` is the baseline: the coder alone, one turn.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import secrets
+import textwrap
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from teamrl.tasks.code_data import CodeProblem, load_humaneval, load_mbpp
+from teamrl.tasks.code_procedural import mutate_program, procedural_code_problem
+from teamrl.tasks.parsing import extract_code_block
+from teamrl.workflows.base import Agent, Outcome
+from teamrl.workflows.math_team import ProblemSplits, hash_partition
+
+Steps = tuple[tuple[str, bool], ...]  # (statement source, is an assert unit), in order
+
+# ----------------------------------------------------------------------------- problem sources
+
+
+class CodeProblemSource(Protocol):
+    """Anything that hands out problem `index` of a split ('train' / 'heldout')."""
+
+    def get(self, split: str, index: int) -> CodeProblem: ...
+
+
+@dataclass
+class ProceduralSource:
+    """`teamrl.tasks.code_procedural` tasks, optionally restricted to some families."""
+
+    families: tuple[str, ...] | None = None
+    seed: int = 0
+
+    def get(self, split: str, index: int) -> CodeProblem:
+        return procedural_code_problem(split, index, self.seed, self.families)
+
+
+def code_problems(spec: str, seed: int = 0, data_dir: str | None = None) -> CodeProblemSource:
+    """`procedural` / `procedural:add,mul` (families), `humaneval`, `mbpp` or `mbpp_sanitized`.
+
+    MBPP keeps its published split (tasks 11-510 are the held-out test set, the rest train);
+    HumanEval, which is a test set only, is split by a seeded hash of the task id (20% held out).
+    """
+    name, _, arg = spec.partition(":")
+    if name == "procedural":
+        return ProceduralSource(tuple(arg.split(",")) if arg else None, seed)
+    if name == "humaneval":
+        splits = hash_partition(load_humaneval(None if data_dir is None else f"{data_dir}/HumanEval.jsonl.gz"),
+                                lambda p: p.id, 0.2, seed)
+        splits.name = "humaneval"
+        return splits
+    if name in ("mbpp", "mbpp_sanitized"):
+        sanitized = name == "mbpp_sanitized"
+        path = None if data_dir is None else f"{data_dir}/{'mbpp_sanitized' if sanitized else 'mbpp'}.jsonl"
+        problems = load_mbpp(path, sanitized=sanitized)
+        test = [p for p in problems if 11 <= int(p.id.split("/")[1]) <= 510]
+        return ProblemSplits([p for p in problems if p not in test], test, name)
+    raise ValueError(f"unknown code problem source {spec!r}: "
+                     "use procedural[:families], humaneval, mbpp or mbpp_sanitized")
+
+
+def visible_prompt(problem: CodeProblem) -> str:
+    """The task as the agents see it. MBPP prompts quote a ground-truth assert to show the
+    signature; it is replaced by the reference's `def` line so no ground-truth test is shown."""
+    if not problem.source.startswith("mbpp"):
+        return problem.prompt
+    text = problem.prompt.split("\nYour code should pass tests like this:", 1)[0]
+    try:
+        for node in ast.walk(ast.parse(problem.reference_solution)):
+            if isinstance(node, ast.FunctionDef) and node.name == problem.entry_point:
+                return f"{text}\nWrite it as: def {node.name}({ast.unparse(node.args)}):"
+    except (SyntaxError, ValueError):
+        pass
+    return f"{text}\nName the function {problem.entry_point}." if problem.entry_point else text
+
+
+# ----------------------------------------------------------------------------- parsing responses
+
+
+def _defines(code: str, name: str | None) -> bool:
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return False
+    if name is None:
+        return bool(tree.body)
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == name:
+            return True
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
+            return True
+    return False
+
+
+def parse_program(text: str, problem: CodeProblem) -> tuple[str, bool]:
+    """(program, well formed): the response's code if it defines the entry point; else, for a
+    response that continues the prompt's signature (HumanEval style), the prompt plus that body."""
+    code = extract_code_block(text) if isinstance(text, str) else None
+    if code and _defines(code, problem.entry_point):
+        return code + "\n", True
+    body = textwrap.dedent(code or (text if isinstance(text, str) else "")).strip("\n")
+    if problem.entry_point and body.strip() and not re.match(r"(async\s+)?(def|class)\s", body):
+        completed = problem.prompt.rstrip() + "\n" + textwrap.indent(body, "    ") + "\n"
+        # A body that never returns is more likely stray text that happens to parse (a bare name).
+        if _defines(completed, problem.entry_point) and re.search(r"\b(return|yield)\b", body):
+            return completed, True
+    return (code + "\n", False) if code else ("", False)
+
+
+def _statements(code: str) -> tuple[list[ast.stmt], bool]:
+    """Top-level statements; when the whole block does not parse, the lines that do (salvaged)."""
+    try:
+        return ast.parse(code).body, True
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        pass
+    salvaged: list[ast.stmt] = []
+    for line in code.splitlines():
+        try:
+            salvaged += ast.parse(line.strip()).body
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            continue
+    return salvaged, False
+
+
+def _unroll(stmts: list[ast.stmt], entry_point: str | None) -> list[ast.stmt]:
+    """Lift `if __name__ == "__main__":` bodies and a `check(candidate)` body to the top level."""
+    out: list[ast.stmt] = []
+    for st in stmts:
+        if isinstance(st, ast.If) and "__name__" in ast.unparse(st.test):
+            out += _unroll(st.body, entry_point)
+        elif isinstance(st, ast.FunctionDef) and st.name == "check" and entry_point and st.args.args:
+            out.append(ast.parse(f"{st.args.args[0].arg} = {entry_point}").body[0])
+            out += st.body
+        elif not (isinstance(st, ast.Expr) and isinstance(st.value, ast.Call)
+                  and isinstance(st.value.func, ast.Name) and st.value.func.id == "check"):
+            out.append(st)
+    return out
+
+
+def parse_tests(text: str, entry_point: str | None = None, max_units: int = 10) -> tuple[Steps, bool]:
+    """(steps, well formed) of a tester response. A unit is a top-level statement containing an
+    `assert`; other statements (imports, helpers) run in order between them. Units beyond
+    `max_units` are dropped. Well formed: the block parses and has at least one unit."""
+    if not isinstance(text, str):
+        return (), False
+    # Unfenced text that does not parse as a whole still gets its parseable lines salvaged.
+    code = extract_code_block(text) or text
+    stmts, parsed = _statements(code)
+    steps: list[tuple[str, bool]] = []
+    units = 0
+    try:
+        for st in _unroll(stmts, entry_point):
+            nested = isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+            is_unit = not nested and any(isinstance(n, ast.Assert) for n in ast.walk(st))
+            if is_unit and units == max_units:
+                break
+            steps.append((ast.unparse(st), is_unit))
+            units += is_unit
+    except (RecursionError, ValueError):
+        return (), False
+    return tuple(steps), parsed and units > 0
+
+
+# ----------------------------------------------------------------------------- running
+
+
+@dataclass
+class UnitRun:
+    """Verdicts of one program against one set of model-written unit tests."""
+
+    passed: list[bool]
+    errors: list[str]
+    loaded: bool
+    units: list[str] = field(default_factory=list)  # the units' sources, for prompts
+
+    @property
+    def n_passed(self) -> int:
+        return sum(self.passed)
+
+    @property
+    def all_passed(self) -> bool:
+        return self.loaded and bool(self.passed) and all(self.passed)
+
+    def summary(self) -> str:
+        """'2/3 passed' plus the first failure, for prompts."""
+        if not self.loaded:
+            return f"program failed to load ({self.errors[0] if self.errors else 'error'})"
+        text = f"{self.n_passed}/{len(self.passed)} passed"
+        failed = next((i for i, ok in enumerate(self.passed) if not ok), None)
+        if failed is None:
+            return text
+        source = self.units[failed] if failed < len(self.units) else f"unit {failed}"
+        return f"{text}; first failure: {source} -> {self.errors[failed][:120]}"
+
+
+_HARNESS = '''\
+import os as _os, sys as _sys
+def _teamrl_main(program, steps):
+    nonce = _sys.stdin.readline().strip()
+    out = _os.dup(1)
+    def report(text):
+        _os.write(out, (nonce + " " + text.replace("\\n", " ")[:300] + "\\n").encode("utf-8", "replace"))
+    def describe(exc):
+        try:
+            return type(exc).__name__ + (": " + str(exc) if str(exc) else "")
+        except BaseException:
+            return type(exc).__name__
+    ns = {"__name__": "__candidate__"}
+    try:
+        exec(compile(program, "<program>", "exec"), ns)
+    except BaseException as exc:
+        report("load " + describe(exc))
+        return
+    unit = 0
+    for source, counted in steps:
+        try:
+            exec(compile(source, "<tests>", "exec"), ns)
+            verdict = "pass"
+        except BaseException as exc:
+            verdict = "fail " + describe(exc)
+        if counted:
+            report(str(unit) + " " + verdict)
+            unit += 1
+_teamrl_main(%r, %r)
+'''
+
+
+class CodeRunner:
+    """Runs programs in the sandbox, cached: ground-truth grading and model-written unit tests."""
+
+    def __init__(self, wall_time_s: float = 2.0, workers: int = 2, cache_size: int = 50_000) -> None:
+        self.wall_time_s, self.workers, self.cache_size = wall_time_s, workers, cache_size
+        self._cache: OrderedDict[Any, Any] = OrderedDict()
+        self._sandbox = None  # started on first use
+
+    def _box(self) -> Any:
+        if self._sandbox is None:
+            from teamrl.sandbox import Sandbox, SandboxLimits
+
+            limits = SandboxLimits(wall_time_s=self.wall_time_s, cpu_time_s=self.wall_time_s)
+            self._sandbox = Sandbox(limits, workers=self.workers)
+        return self._sandbox
+
+    def _cached(self, keys: list[Any], compute: Any) -> list[Any]:
+        missing = list(dict.fromkeys(k for k in keys if k not in self._cache))
+        if missing:
+            for key, value in zip(missing, compute(missing)):
+                self._cache[key] = value
+            while len(self._cache) > self.cache_size:
+                self._cache.popitem(last=False)
+        return [self._cache[k] for k in keys]
+
+    def ground_truth(self, jobs: list[tuple[str, CodeProblem]]) -> list[tuple[float, str]]:
+        """(pass ratio, status) of each program on its problem's ground-truth tests."""
+        def compute(keys: list[Any]) -> list[tuple[float, str]]:
+            results = self._box().run_tests_many([
+                {"program": program, "tests": tests, "entry_point": entry, "setup": setup}
+                for _, program, tests, entry, setup in keys])
+            return [(r.pass_ratio, r.status) for r in results]
+        return self._cached([("gt", program, p.tests, p.entry_point, p.test_setup) for program, p in jobs], compute)
+
+    def run_units(self, jobs: list[tuple[str, Steps]]) -> list[UnitRun]:
+        """Each program with its unit tests, in one confined process per job."""
+        def compute(keys: list[Any]) -> list[UnitRun]:
+            nonces = [secrets.token_hex(16) for _ in keys]
+            sources = [_HARNESS % (program, [list(s) for s in steps]) for _, program, steps in keys]
+            results = self._box().run_many(sources, stdin=[n + "\n" for n in nonces])
+            return [_read_units(r, n, [src for src, unit in steps if unit])
+                    for r, n, (_, _, steps) in zip(results, nonces, keys)]
+        return self._cached([("units", program, steps) for program, steps in jobs], compute)
+
+    def close(self) -> None:
+        """Stop the sandbox workers."""
+        if self._sandbox is not None:
+            self._sandbox.close()
+            self._sandbox = None
+
+
+def _read_units(result: Any, nonce: str, units: list[str]) -> UnitRun:
+    """Verdicts from the nonce-tagged lines; a unit that never reported (crash, timeout) failed."""
+    total = len(units)
+    passed, errors = [False] * total, [f"not run ({result.status})"] * total
+    for line in result.stdout.splitlines():
+        tag, _, rest = line.partition(" ")
+        if tag != nonce:
+            continue
+        head, _, detail = rest.partition(" ")
+        if head == "load":
+            return UnitRun(passed, [detail] * total, False, units)
+        if head.isdigit() and int(head) < total:
+            ok = detail == "pass"
+            passed[int(head)], errors[int(head)] = ok, "" if ok else detail.removeprefix("fail ")
+    return UnitRun(passed, errors, True, units)
+
+
+# ----------------------------------------------------------------------------- workflow
+
+
+@dataclass(frozen=True)
+class CodeTaskConfig:
+    """The `task:` settings of the code team (a config's `task: {name: code, source: mbpp}`)."""
+
+    source: str = "procedural"
+    """`procedural[:families]`, humaneval, mbpp or mbpp_sanitized."""
+    seed: int = 0
+    """Seeds the procedural stream, the HumanEval partition and the choice of mutants."""
+    n_mutants: int = 6
+    """Known-wrong programs per problem that the tester is credited for catching."""
+    max_units: int = 10
+    """Asserts of a tester response that count; later ones are ignored."""
+    data_dir: str | None = None
+    """Where the dataset files are (default: $TEAMRL_DATA_DIR, else ../shared/datasets)."""
+
+    def __post_init__(self) -> None:
+        if self.n_mutants < 0 or self.max_units < 1:
+            raise ValueError(f"code.n_mutants must be >= 0 and code.max_units >= 1, "
+                             f"got {self.n_mutants} and {self.max_units}")
+        if not self.source:
+            raise ValueError("code.source is empty")
+
+
+CHAT_INSTRUCTIONS = {
+    "coder": ("You are the coder of a two-agent programming team. Write the complete Python function "
+              "`{entry}` in a ```python block."),
+    "tester": ("You are the unit tester of a two-agent programming team. Write unit tests for the function "
+               "`{entry}` as plain `assert {entry}(...) == ...` lines in a ```python block; do not implement "
+               "it. Good tests pass on a correct solution and fail on wrong ones."),
+}
+
+
+@dataclass
+class CodeState:
+    """One episode: the team's committed program and tests, and how they fared."""
+
+    problem: CodeProblem
+    turn: int = 0
+    program: str = ""
+    program_gt: float = 0.0  # ground-truth pass ratio of `program` (never shown to the agents)
+    steps: Steps = ()
+    verdict: UnitRun | None = None  # `program` against `steps`
+    failed_programs: list[str] = field(default_factory=list)  # committed programs that fail the ground truth
+    pending: dict[str, Any] = field(default_factory=dict)
+    passed: bool = False
+    transcript: list[tuple[str, str]] = field(default_factory=list)
+
+
+class CodeWorkflow:
+    """coder + tester, in parallel, until the coder's program passes the tester's tests."""
+
+    parallel = True
+
+    def __init__(
+        self,
+        problems: CodeProblemSource | CodeTaskConfig | str = "procedural",
+        max_turns: int = 3,
+        prompt_style: str = "compact",
+        format_bonus: float = 0.1,
+        runner: CodeRunner | None = None,
+        n_mutants: int = 6,
+        max_units: int = 10,
+        seed: int = 0,
+        single_agent: bool = False,
+    ) -> None:
+        """`problems`: a source, a spec (see `code_problems`) or a `CodeTaskConfig` (whose seed,
+        n_mutants and max_units then apply). `single_agent`: the coder alone, for one turn (with
+        no tester there is no feedback)."""
+        if isinstance(problems, CodeTaskConfig):
+            seed, n_mutants, max_units = problems.seed, problems.n_mutants, problems.max_units
+            problems = code_problems(problems.source, seed, problems.data_dir)
+        if prompt_style not in ("compact", "chat"):
+            raise ValueError(f"prompt_style must be 'compact' or 'chat', got {prompt_style!r}")
+        if max_turns < 1 or n_mutants < 0 or max_units < 1:
+            raise ValueError(f"need max_turns >= 1, n_mutants >= 0, max_units >= 1; "
+                             f"got {max_turns}, {n_mutants}, {max_units}")
+        self.problems = code_problems(problems, seed) if isinstance(problems, str) else problems
+        self.single_agent = single_agent
+        self.max_turns = 1 if single_agent else max_turns
+        self.prompt_style, self.format_bonus = prompt_style, format_bonus
+        self.n_mutants, self.max_units, self.seed = n_mutants, max_units, seed
+        self.agents = [Agent("coder", "coder")] if single_agent else [
+            Agent("coder", "coder"), Agent("tester", "tester")]
+        self.runner = runner or CodeRunner()
+        self._mutants: OrderedDict[tuple[str, str], list[str]] = OrderedDict()
+
+    def new_state(self, split: str, index: int) -> CodeState:
+        problem = self.problems.get(split, index)
+        if not problem.tests or not problem.reference_solution:
+            raise ValueError(f"{problem.id}: CodeWorkflow needs function-level ground-truth tests and a reference "
+                             "solution (stdin/stdout problems and problems without a reference are not supported)")
+        return CodeState(problem)
+
+    # ------------------------------------------------------------------ prompts
+
+    def render(self, agent: str, state: CodeState) -> str:
+        self._check_agent(agent)
+        problem, verdict = state.problem, state.verdict
+        result = verdict.summary() if verdict else ("no program" if not state.program else "no tests")
+        tests = "\n".join(src for src, _ in state.steps)
+        if self.prompt_style == "compact":
+            lines = [agent, problem.metadata.get("short") or visible_prompt(problem).strip()]
+            if state.turn:
+                lines += [f"code:\n{state.program.strip()}", f"tests:\n{tests}", f"result:{result}"]
+            return "\n".join(lines) + "\n>"
+        parts = [CHAT_INSTRUCTIONS[agent].format(entry=problem.entry_point or "the function"),
+                 f"Problem:\n{visible_prompt(problem).rstrip()}"]
+        if state.turn:
+            parts += [f"Current code:\n```python\n{state.program.strip()}\n```",
+                      f"Current unit tests:\n```python\n{tests}\n```",
+                      f"Running the code against the tests: {result}. Fix whichever side is wrong."]
+        return "\n\n".join(parts)
+
+    # ------------------------------------------------------------------ applying responses
+
+    def apply(self, agent: str, state: CodeState, response: str) -> Outcome:
+        return self.apply_many(agent, [state], [response])[0]
+
+    def apply_many(self, agent: str, states: list[CodeState], responses: list[str]) -> list[Outcome]:
+        """Score and record one response per state; sandbox runs are batched across states."""
+        self._check_agent(agent)
+        if agent == "coder":
+            parsed = [parse_program(r, s.problem) for s, r in zip(states, responses)]
+            graded = iter(self.runner.ground_truth([(p, s.problem) for (p, _), s in zip(parsed, states) if p]))
+            outcomes = []
+            for state, response, (program, ok) in zip(states, responses, parsed):
+                gt, status = next(graded) if program else (0.0, "empty")
+                local = self.format_bonus if ok else -self.format_bonus
+                outcomes.append(Outcome(gt, local, {"gt_pass": gt, "format": local},
+                                        {"well_formed": ok, "status": status}))
+                self._record("coder", state, response, (program, gt, status))
+            return outcomes
+        parsed_tests = [parse_tests(r, s.problem.entry_point, self.max_units) for s, r in zip(states, responses)]
+        scores = self._separation(states, [steps for steps, _ in parsed_tests])
+        outcomes = []
+        for state, response, (steps, ok), (separation, info) in zip(states, responses, parsed_tests, scores):
+            fmt = self.format_bonus if ok else -self.format_bonus
+            team = state.program_gt
+            outcomes.append(Outcome(team, separation + fmt, {"team_program_gt_pass": team, "separation": separation,
+                                                              "format": fmt}, info))
+            self._record("tester", state, response, steps)
+        return outcomes
+
+    def _separation(self, states: list[CodeState], all_steps: list[Steps]) -> list[tuple[float, dict[str, Any]]]:
+        """The tester's separation score per candidate (see the module docstring)."""
+        has_units = [any(unit for _, unit in steps) for steps in all_steps]
+        mutants = self._negatives_many([s.problem for s in states])
+        ref_jobs = [(s.problem.reference_solution, steps) for s, steps, u in zip(states, all_steps, has_units) if u]
+        ref_runs = iter(self.runner.run_units(ref_jobs))
+        results: list[Any] = []
+        negative_jobs: list[tuple[str, Steps]] = []
+        for state, steps, usable, own_mutants in zip(states, all_steps, has_units, mutants):
+            if not usable:
+                results.append((-1.0, {"units": 0}))
+                continue
+            ref = next(ref_runs)
+            if not ref.all_passed:
+                failing = len(ref.passed) - ref.n_passed
+                results.append((-failing / len(ref.passed), {"units": len(ref.passed), "ref_failures": failing}))
+                continue
+            negatives = own_mutants + state.failed_programs
+            results.append(negatives)  # replaced below, once the negatives have run
+            negative_jobs += [(program, steps) for program in negatives]
+        negative_runs = iter(self.runner.run_units(negative_jobs))
+        for i, item in enumerate(results):
+            if isinstance(item, list):
+                killed = sum(not next(negative_runs).all_passed for _ in item)
+                score = killed / len(item) if item else 0.0
+                units = sum(u for _, u in all_steps[i])
+                results[i] = (score, {"units": units, "killed": killed, "negatives": len(item)})
+        return results
+
+    def negatives(self, problem: CodeProblem) -> list[str]:
+        """Mutants of the reference that fail the ground-truth tests (cached per problem)."""
+        return self._negatives_many([problem])[0]
+
+    def _negatives_many(self, problems: list[CodeProblem]) -> list[list[str]]:
+        """`negatives` of several problems; the new ones are graded in one batched sandbox call."""
+        keys = [(p.id, p.reference_solution) for p in problems]
+        new = list({k: p for k, p in zip(keys, problems) if k not in self._mutants}.items())
+        candidates = [mutate_program(p.reference_solution, p.entry_point, 3 * self.n_mutants,
+                                     seed=f"{self.seed}:{p.id}") for _, p in new]
+        graded = iter(self.runner.ground_truth([(m, p) for (_, p), ms in zip(new, candidates) for m in ms]))
+        for (key, _), mutants in zip(new, candidates):
+            # Looping mutants are wrong too, but each would cost a full timeout per tester candidate.
+            verdicts = [next(graded) for _ in mutants]
+            self._mutants[key] = [m for m, (ratio, status) in zip(mutants, verdicts)
+                                  if ratio < 1.0 and status in ("ok", "error")][:self.n_mutants]
+        while len(self._mutants) > 10_000:
+            self._mutants.popitem(last=False)
+        return [self._mutants[k] for k in keys]
+
+    def _record(self, agent: str, state: CodeState, response: str, value: Any) -> None:
+        state.pending[agent] = value
+        state.transcript.append((agent, response if isinstance(response, str) else ""))
+        if all(a.name in state.pending for a in self.agents):
+            self._close_turn(state)
+
+    def _close_turn(self, state: CodeState) -> None:
+        """Both agents have answered: commit, and check the new program against the new tests."""
+        (state.program, state.program_gt, status), state.steps = state.pending["coder"], state.pending.get("tester", ())
+        state.pending = {}
+        state.turn += 1
+        state.verdict = None
+        if state.program and any(unit for _, unit in state.steps):
+            state.verdict = self.runner.run_units([(state.program, state.steps)])[0]
+        state.passed = state.verdict is not None and state.verdict.all_passed
+        # A program that loops would cost a full timeout per tester candidate: not a negative.
+        known_wrong = state.program_gt < 1.0 and status in ("ok", "error")
+        if state.program and known_wrong and state.program not in state.failed_programs:
+            state.failed_programs = (state.failed_programs + [state.program])[-3:]
+
+    # ------------------------------------------------------------------ end of episode
+
+    def is_done(self, state: CodeState) -> bool:
+        return state.passed or state.turn >= self.max_turns
+
+    def success(self, state: CodeState) -> bool:
+        return state.program_gt >= 1.0
+
+    def _check_agent(self, agent: str) -> None:
+        names = [a.name for a in self.agents]
+        if agent not in names:
+            raise ValueError(f"unknown agent {agent!r}; this code workflow's agents are {' and '.join(names)}")
+
+    def close(self) -> None:
+        """Stop the sandbox workers."""
+        self.runner.close()

@@ -1,0 +1,373 @@
+"""Math with the paper's two roles, answering in parallel until they agree.
+
+reasoner: solves the problem in natural language and ends with a final answer ("answer: 7",
+          "The answer is 7", "\\boxed{7}", or a last line "3+4=7" / "7").
+tool:     writes a Python program; the last line it prints (run in the sandbox) is its answer.
+
+Both agents answer every turn from the same history (`parallel = True`); from the second turn on
+each sees both answers of the previous turn. The episode ends as soon as the two answers of a
+turn agree (math-verify equivalence), or after `max_turns` turns.
+
+Rewards (`Outcome`): the team term of a candidate is the correctness of its *own* answer against
+the ground truth (1.0 or 0.0), so every candidate is judged on its own merit even before the team
+converges; the local term is +format_bonus for a well-formed answer (a reasoner response with a
+parseable final answer; a program that ran and printed something) and -format_bonus otherwise.
+
+Success (held-out metric): the team's final answer is correct. The final answer is the agreed
+answer when the agents agreed, otherwise the last answer of `final_agent` (the reasoner by
+default), or of the other agent when that one gave none.
+
+Problems come from a `ProblemSplits` (train and held-out lists): `arithmetic_problems` for tiny
+models (procedural, disjoint by content) or `dataset_problems` for GSM8K / MATH-500 / AIME;
+`math_problems("arithmetic:1,2")` / `math_problems("gsm8k")` builds either from a short spec;
+`MathTaskConfig` holds the same choices as a config section. `single_agent=True` is the
+single-agent baseline: the reasoner alone, one turn.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from fractions import Fraction
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+from teamrl.tasks.math_answers import answers_match
+from teamrl.tasks.math_data import MathProblem, generate_arithmetic, load_math_dataset
+from teamrl.tasks.parsing import extract_code_block, extract_final_answer
+from teamrl.workflows.base import Agent, Outcome
+from teamrl.workflows.program_runner import ProgramRunner
+
+T = TypeVar("T")
+
+MAX_ANSWER_CHARS = 64  # longer "answers" are cut: they are shown to the other agent every turn
+# Short enough that Fraction() is instant (a bare "1e999999999" would not be).
+_PLAIN_NUMBER_RE = re.compile(r"^-?\d{1,30}(?:\.\d{1,30}|/[1-9]\d{0,29})?$")
+_THOUSANDS_RE = re.compile(r"^-?\d{1,3}(?:,\d{3})+(?=\.|$)")
+_BARE_ANSWER_RE = re.compile(r"^(?:.*=)?\s*-?\d+(?:\.\d+)?(?:/\d+)?\s*$")
+
+
+# ----------------------------------------------------------------------------- problem sources
+
+
+@dataclass
+class ProblemSplits(Generic[T]):
+    """Disjoint training and held-out problem lists; instance `index` wraps around the list."""
+
+    train: list[T]
+    heldout: list[T]
+    name: str = ""
+
+    def __post_init__(self) -> None:
+        for split in ("train", "heldout"):
+            if not getattr(self, split):
+                raise ValueError(f"problem source {self.name or '?'} has no {split} problems")
+
+    def get(self, split: str, index: int) -> T:
+        """Problem `index` of `split`; training indices beyond the list cycle through it."""
+        if split not in ("train", "heldout"):
+            raise ValueError(f"unknown split {split!r}: use 'train' or 'heldout'")
+        if index < 0:
+            raise ValueError(f"instance index must be >= 0, got {index}")
+        problems = getattr(self, split)
+        return problems[index % len(problems)]
+
+
+def hash_partition(items: Sequence[T], key: Callable[[T], str], heldout_fraction: float,
+                   seed: int = 0) -> ProblemSplits[T]:
+    """Split one list into train / held-out by a seeded hash of each item's key.
+
+    The hash (not the list order) decides, so adding records to a file does not move others
+    between the splits.
+    """
+    if not 0.0 < heldout_fraction < 1.0:
+        raise ValueError(f"heldout_fraction must be in (0, 1), got {heldout_fraction}")
+    train, heldout = [], []
+    for item in items:
+        digest = hashlib.sha256(f"teamrl-split:{seed}:{key(item)}".encode()).digest()
+        (heldout if int.from_bytes(digest[:8], "big") / 2**64 < heldout_fraction else train).append(item)
+    return ProblemSplits(train, heldout)
+
+
+def arithmetic_problems(levels: Sequence[int] = (1, 2), seed: int = 0, train_size: int = 2000,
+                        heldout_size: int = 400) -> ProblemSplits[MathProblem]:
+    """Procedural arithmetic (`generate_arithmetic` levels 1-4), levels interleaved.
+
+    The generator keeps the two splits disjoint by question text; repeats within a split are
+    dropped, so a small level yields fewer problems than asked (level 1 has about 150).
+    """
+    if not levels:
+        raise ValueError("arithmetic_problems needs at least one level")
+    splits = {}
+    for split, size in (("train", train_size), ("heldout", heldout_size)):
+        per_level = []
+        for level in levels:
+            drawn = generate_arithmetic(level, size, seed=seed, split=split, unique=False)
+            per_level.append(list({p.question: p for p in drawn}.values()))
+        longest = max(map(len, per_level))
+        splits[split] = [pool[i] for i in range(longest) for pool in per_level if i < len(pool)]
+    return ProblemSplits(splits["train"], splits["heldout"], f"arithmetic:{','.join(map(str, levels))}")
+
+
+def dataset_problems(name: str, seed: int = 0, heldout_fraction: float = 0.2,
+                     data_dir: str | None = None) -> ProblemSplits[MathProblem]:
+    """A named math set: GSM8K uses its train and test files; MATH-500 / AIME (test only) and
+    any file `load_math_dataset` reads are split by `hash_partition` on the problem id."""
+    if name.lower().replace("-", "").replace("_", "") == "gsm8k":
+        return ProblemSplits(load_math_dataset("gsm8k", "train", data_dir),
+                             load_math_dataset("gsm8k", "test", data_dir), "gsm8k")
+    problems = load_math_dataset(name, "test", data_dir)
+    splits = hash_partition(problems, lambda p: p.id, heldout_fraction, seed)
+    splits.name = name
+    return splits
+
+
+def math_problems(spec: str, seed: int = 0, data_dir: str | None = None) -> ProblemSplits[MathProblem]:
+    """`arithmetic` / `arithmetic:1,3` (levels) or a dataset name (`gsm8k`, `math500`, `aime24`...)."""
+    name, _, arg = spec.partition(":")
+    if name == "arithmetic":
+        try:
+            levels = tuple(int(x) for x in arg.split(",")) if arg else (1, 2)
+        except ValueError:
+            raise ValueError(f"bad arithmetic levels in {spec!r}; write e.g. arithmetic:1,2") from None
+        return arithmetic_problems(levels, seed)
+    return dataset_problems(spec, seed, data_dir=data_dir)
+
+
+@dataclass(frozen=True)
+class MathTaskConfig:
+    """The `task:` settings of the math team (a config's `task: {name: math, source: gsm8k}`)."""
+
+    source: str = "arithmetic:1,2"
+    """`arithmetic[:levels]` or a dataset name (gsm8k, math500, aime24, aime25) or file."""
+    seed: int = 0
+    """Seeds the arithmetic stream and the train/held-out partition of test-only sets."""
+    final_agent: str = "reasoner"
+    """Whose last answer counts when the agents never agree: reasoner or tool."""
+    data_dir: str | None = None
+    """Where the dataset files are (default: $TEAMRL_DATA_DIR, else ../shared/datasets)."""
+
+    def __post_init__(self) -> None:
+        if self.final_agent not in ("reasoner", "tool"):
+            raise ValueError(f"math.final_agent must be 'reasoner' or 'tool', got {self.final_agent!r}")
+        if not self.source:
+            raise ValueError("math.source is empty")
+
+
+# ----------------------------------------------------------------------------- answers
+
+
+def reasoner_answer(text: str) -> tuple[str | None, bool]:
+    """(final answer, well formed) of a reasoner response.
+
+    Well formed: an explicit answer (boxed / "answer:" / "The answer is" / "####"), or a last line
+    that is a number or ends in "= number". Otherwise the last number in the text still counts as
+    the answer (so correctness is judged) but the format term is negative.
+    """
+    if not isinstance(text, str):
+        return None, False
+    explicit = extract_final_answer(text, last_number_fallback=False)
+    if explicit is not None:
+        return explicit[:MAX_ANSWER_CHARS], True
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    answer = extract_final_answer(text)
+    well_formed = bool(lines) and _BARE_ANSWER_RE.match(lines[-1]) is not None
+    return (answer[:MAX_ANSWER_CHARS] if answer else None), well_formed and answer is not None
+
+
+def _plain_numbers_equal(a: str, b: str) -> bool | None:
+    """Exact comparison when both answers are plain numbers (most arithmetic and GSM8K answers),
+    sparing a math-verify call; None when either is anything else."""
+    a, b = (_THOUSANDS_RE.sub(lambda m: m.group(0).replace(",", ""), x.strip()) for x in (a, b))
+    if a == b:
+        return True
+    if _PLAIN_NUMBER_RE.match(a) and _PLAIN_NUMBER_RE.match(b):
+        return Fraction(a) == Fraction(b)
+    return None
+
+
+def program_answer(stdout: str) -> str | None:
+    """The tool's answer: its last printed line (or the value after an answer marker in it)."""
+    lines = [line.strip() for line in stdout.splitlines() if line.strip()]
+    if not lines:
+        return None
+    last = lines[-1]
+    return (extract_final_answer(last, last_number_fallback=False) or last)[:MAX_ANSWER_CHARS]
+
+
+# ----------------------------------------------------------------------------- workflow
+
+CHAT_INSTRUCTIONS = {
+    "reasoner": ("You are the reasoning agent of a two-agent math team. Solve the problem step by step "
+                 "and end with a line 'Answer: <final answer>'."),
+    "tool": ("You are the tool agent of a two-agent math team. Write a Python program in a ```python "
+             "block that computes the answer and prints only the final answer."),
+}
+
+
+@dataclass
+class MathState:
+    """One episode. `answers` holds the last finished turn; `pending` the turn being answered."""
+
+    problem: MathProblem
+    turn: int = 0
+    answers: dict[str, str | None] = field(default_factory=dict)
+    correct: dict[str, bool] = field(default_factory=dict)
+    shown: dict[str, str] = field(default_factory=dict)  # each agent's last output, as others see it
+    pending: dict[str, tuple[str | None, bool, str]] = field(default_factory=dict)
+    agreed: bool = False
+    transcript: list[tuple[str, str]] = field(default_factory=list)
+
+
+class MathWorkflow:
+    """reasoner + tool, in parallel, until their answers agree or `max_turns` turns are spent."""
+
+    parallel = True
+
+    def __init__(
+        self,
+        problems: ProblemSplits[MathProblem] | MathTaskConfig | str = "arithmetic:1,2",
+        max_turns: int = 4,
+        prompt_style: str = "compact",
+        format_bonus: float = 0.1,
+        runner: ProgramRunner | None = None,
+        final_agent: str = "reasoner",
+        seed: int = 0,
+        match_timeout_s: float = 1.0,
+        single_agent: bool = False,
+    ) -> None:
+        """`problems`: splits, a source spec (see `math_problems`) or a `MathTaskConfig` (whose
+        seed and final_agent then apply). `single_agent`: the reasoner alone, for one turn (with
+        no partner there is no feedback, so further turns would repeat the same prompt)."""
+        if isinstance(problems, MathTaskConfig):
+            final_agent, seed = problems.final_agent, problems.seed
+            problems = math_problems(problems.source, seed, problems.data_dir)
+        if prompt_style not in ("compact", "chat"):
+            raise ValueError(f"prompt_style must be 'compact' or 'chat', got {prompt_style!r}")
+        if final_agent not in ("reasoner", "tool"):
+            raise ValueError(f"final_agent must be 'reasoner' or 'tool', got {final_agent!r}")
+        if max_turns < 1:
+            raise ValueError(f"max_turns must be >= 1, got {max_turns}")
+        self.problems = math_problems(problems, seed) if isinstance(problems, str) else problems
+        self.single_agent = single_agent
+        self.max_turns = 1 if single_agent else max_turns
+        self.prompt_style = prompt_style
+        self.format_bonus = format_bonus
+        self.final_agent = final_agent
+        # Bounds each math-verify parse; hostile answers like 9^{9^{9^9}} cost up to ~3 timeouts once.
+        self.match_timeout_s = match_timeout_s
+        self.agents = [Agent("reasoner", "reasoner")] if single_agent else [
+            Agent("reasoner", "reasoner"), Agent("tool", "tool")]
+        self.runner = runner or ProgramRunner()
+        # K candidates often give the same answer: math-verify is asked once per (answer, truth).
+        self._match_cache: OrderedDict[tuple[str, str], bool] = OrderedDict()
+
+    def new_state(self, split: str, index: int) -> MathState:
+        return MathState(self.problems.get(split, index))
+
+    # ------------------------------------------------------------------ prompts
+
+    def render(self, agent: str, state: MathState) -> str:
+        self._check_agent(agent)
+        question = state.problem.question
+        if self.prompt_style == "compact":
+            lines = [agent, f"q:{question}"]
+            if state.turn:
+                lines.append(f"r:{state.answers.get('reasoner') or '?'} t:{state.answers.get('tool') or '?'}")
+            return "\n".join(lines) + "\n>"
+        parts = [CHAT_INSTRUCTIONS[agent], f"Problem:\n{question}"]
+        if state.turn:
+            parts.append("Your team's previous answers disagree or are missing. Check them and answer again.")
+            parts.append(f"Reasoning agent wrote:\n{state.shown.get('reasoner', '')}\n"
+                         f"Its answer: {state.answers.get('reasoner') or 'none'}")
+            parts.append(f"Tool agent's program and output:\n{state.shown.get('tool', '')}\n"
+                         f"Its answer: {state.answers.get('tool') or 'none'}")
+        return "\n\n".join(parts)
+
+    # ------------------------------------------------------------------ applying answers
+
+    def apply(self, agent: str, state: MathState, response: str) -> Outcome:
+        return self.apply_many(agent, [state], [response])[0]
+
+    def apply_many(self, agent: str, states: list[MathState], responses: list[str]) -> list[Outcome]:
+        """Score (and record) one response per state; the tool's programs run in one sandbox call."""
+        self._check_agent(agent)
+        responses = [r if isinstance(r, str) else "" for r in responses]
+        if agent == "reasoner":
+            parsed = [(*reasoner_answer(r), r.strip()[-400:]) for r in responses]
+        else:
+            programs = [extract_code_block(r) or "" for r in responses]
+            ran = self.runner.run([p for p in programs if p.strip()])
+            results = iter(ran)
+            parsed = []
+            for program in programs:
+                stdout, ok = next(results) if program.strip() else ("", False)
+                answer = program_answer(stdout) if ok else None
+                shown = (f"{program.strip()[-400:]}\n# printed: {stdout.strip()[-100:] if ok else 'error'}"
+                         if program.strip() else "(no program found)")
+                parsed.append((answer, answer is not None, shown))
+        return [self._record(agent, s, r, p) for s, r, p in zip(states, responses, parsed)]
+
+    def _record(self, agent: str, state: MathState, response: str, parsed: tuple[str | None, bool, str]) -> Outcome:
+        answer, well_formed, shown = parsed
+        correct = answer is not None and self._match(answer, state.problem.answer)
+        state.pending[agent] = (answer, correct, shown)
+        state.transcript.append((agent, response))
+        if all(a.name in state.pending for a in self.agents):
+            self._close_turn(state)
+        local = self.format_bonus if well_formed else -self.format_bonus
+        team = 1.0 if correct else 0.0
+        return Outcome(team, local, {"correct": team, "format": local}, {"answer": answer})
+
+    def _close_turn(self, state: MathState) -> None:
+        """Every agent has answered this turn: publish the answers and check agreement."""
+        state.answers = {name: ans for name, (ans, _, _) in state.pending.items()}
+        state.correct = {name: ok for name, (_, ok, _) in state.pending.items()}
+        state.shown = {name: shown for name, (_, _, shown) in state.pending.items()}
+        state.pending = {}
+        state.turn += 1
+        first, second = state.answers.get("reasoner"), state.answers.get("tool")
+        state.agreed = first is not None and second is not None and self._match(first, second)
+
+    def _match(self, answer: str, truth: str) -> bool:
+        key = (answer, truth)
+        if key not in self._match_cache:
+            quick = _plain_numbers_equal(answer, truth)
+            if quick is not None:
+                self._match_cache[key] = quick
+            else:
+                try:
+                    self._match_cache[key] = answers_match(answer, truth, timeout_seconds=self.match_timeout_s)
+                except ValueError:  # an empty or unparseable "truth" (the other agent's answer)
+                    self._match_cache[key] = False
+            while len(self._match_cache) > 50_000:
+                self._match_cache.popitem(last=False)
+        return self._match_cache[key]
+
+    # ------------------------------------------------------------------ end of episode
+
+    def final_answer(self, state: MathState) -> tuple[str | None, bool]:
+        """(the team's answer, whether it is correct): the agreed one, else `final_agent`'s."""
+        order = [self.final_agent] + [a.name for a in self.agents if a.name != self.final_agent]
+        for name in order:
+            if state.answers.get(name) is not None:
+                return state.answers[name], state.correct.get(name, False)
+        return None, False
+
+    def is_done(self, state: MathState) -> bool:
+        return state.agreed or state.turn >= self.max_turns
+
+    def success(self, state: MathState) -> bool:
+        return self.final_answer(state)[1]
+
+    def _check_agent(self, agent: str) -> None:
+        names = [a.name for a in self.agents]
+        if agent not in names:
+            raise ValueError(f"unknown agent {agent!r}; this math workflow's agents are {' and '.join(names)}")
+
+    def close(self) -> None:
+        """Stop the sandbox workers."""
+        self.runner.close()
+
