@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from transformers import PreTrainedModel
+from transformers import DynamicCache, PreTrainedModel
 
 
 @dataclass
@@ -69,3 +69,52 @@ def response_logprobs(
     if with_entropy:
         entropy = -(logp_all.exp() * logp_all).sum(-1)
     return logp, entropy
+
+
+def shared_prefix_logprobs(
+    model: PreTrainedModel,
+    prompts: list[list[int]],
+    responses: list[list[int]],
+    prompt_index: list[int],
+    pad_id: int,
+    temperature: float = 1.0,
+    with_entropy: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """Like `response_logprobs`, but each distinct prompt is encoded once for all its responses.
+
+    The K candidates of an AT-GRPO group share their prompt, and prompts are most of the tokens:
+    the prompt forward runs on [G, P], its KV cache is gathered to the N responses (the gather is
+    differentiable, so gradients still reach the prompt positions), and only [N, T] is recomputed.
+    prompts: G distinct prompts; responses: N; prompt_index: [N] prompt of each response.
+    Returns log-probs [N, T], the response mask [N, T], and entropies [N, T] when asked.
+    """
+    from teamrl.rollout.engine import _cached_forward_full, _left_pad
+
+    device = next(model.parameters()).device
+    ids, mask = _left_pad(prompts, pad_id)
+    ids, mask = ids.to(device), mask.to(device)
+    positions = (mask.cumsum(-1) - 1).clamp(min=0)
+    cache = DynamicCache()
+    prompt_logits = _cached_forward_full(model, cache, input_ids=ids, attention_mask=mask,
+                                         position_ids=positions)[:, -1, :]  # [G, V]
+    index = torch.tensor(prompt_index, device=device)
+    cache.batch_select_indices(index)
+    t_width = max(len(r) for r in responses)
+    resp = torch.full((len(responses), t_width), pad_id, dtype=torch.long, device=device)
+    resp_mask = torch.zeros((len(responses), t_width), device=device)
+    for i, r in enumerate(responses):
+        resp[i, : len(r)] = torch.tensor(r)
+        resp_mask[i, : len(r)] = 1.0
+    # Padding sits after each response, so the causal mask already keeps real tokens from it.
+    full_mask = torch.cat([mask[index], torch.ones_like(resp)], dim=1)
+    resp_pos = positions[index, -1:] + 1 + torch.arange(t_width, device=device)[None, :]
+    logits = _cached_forward_full(model, cache, input_ids=resp, attention_mask=full_mask,
+                                  position_ids=resp_pos)
+    # token j is predicted by the logits before it: the prompt's last position for j = 0
+    logits = torch.cat([prompt_logits[index][:, None, :], logits[:, :-1, :]], dim=1).float()
+    if temperature > 0:
+        logits = logits / temperature
+    logp_all = torch.log_softmax(logits, dim=-1)
+    logp = logp_all.gather(-1, resp[..., None]).squeeze(-1)
+    entropy = -(logp_all.exp() * logp_all).sum(-1) if with_entropy else None
+    return logp, resp_mask, entropy

@@ -82,12 +82,16 @@ def _left_pad(prompts: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torc
     return ids, mask
 
 
-def _cached_forward(model, cache: DynamicCache, **inputs) -> torch.Tensor:
-    """Forward with a KV cache that the model extends in place; returns last-position logits [B, V]."""
+def _cached_forward_full(model, cache: DynamicCache, **inputs) -> torch.Tensor:
+    """Forward with a KV cache that the model extends in place; returns all logits [B, L, V]."""
     # transformers renamed `past_key_values` to `cache`; pass whichever this version takes.
     key = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
-    out = model(**inputs, use_cache=True, **{key: cache})
-    return out.logits[:, -1, :].float()
+    return model(**inputs, use_cache=True, **{key: cache}).logits
+
+
+def _cached_forward(model, cache: DynamicCache, **inputs) -> torch.Tensor:
+    """Last-position logits [B, V] of a cached forward."""
+    return _cached_forward_full(model, cache, **inputs)[:, -1, :].float()
 
 
 @torch.no_grad()

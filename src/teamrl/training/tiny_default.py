@@ -9,6 +9,7 @@ reuses it, and a changed recipe gets a new folder.
 from __future__ import annotations
 
 import hashlib
+import inspect
 import json
 import os
 import time
@@ -31,7 +32,7 @@ class WarmupRecipe:
     task: tuple[tuple[str, Any], ...] = (("name", "plan_path"),)
     """The task section (name and settings) as sorted pairs, so the recipe is hashable."""
     max_turns: int = 3
-    steps: int = 600
+    steps: int = 400
     batch_size: int = 64
     lr: float = 2e-3
     seed: int = 0
@@ -43,7 +44,16 @@ class WarmupRecipe:
         return cls(task=tuple(sorted(task.items())), max_turns=max_turns, **kwargs)
 
     def digest(self) -> str:
-        return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()[:12]
+        """Hash of the recipe and of the code that makes the demonstrations and the model.
+
+        Editing a scripted agent or the model builder must not silently reuse an old checkpoint.
+        """
+        from teamrl.policies import tiny_model
+        from teamrl.workflows import planning_demos, plan_path_demos
+
+        code = "".join(inspect.getsource(m) for m in (tiny_model, plan_path_demos, planning_demos))
+        payload = json.dumps(asdict(self), sort_keys=True) + code
+        return hashlib.sha256(payload.encode()).hexdigest()[:12]
 
 
 def cache_root() -> Path:

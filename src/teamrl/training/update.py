@@ -11,7 +11,7 @@ import torch
 from teamrl.algorithms.losses import AGGREGATIONS, kl_k3, ppo_clip_loss
 from teamrl.config import AlgorithmConfig, PolicyConfig, TrainConfig
 from teamrl.policies.loading import Policy
-from teamrl.policies.scoring import pack_responses, response_logprobs
+from teamrl.policies.scoring import shared_prefix_logprobs
 from teamrl.rollout.tree import Sample
 
 
@@ -57,11 +57,8 @@ def update_policy(
     model.train()
     totals: dict[str, float] = {}
     steps = 0
-    order = list(range(len(samples)))
     for _ in range(algo.ppo_epochs):
-        rng.shuffle(order)
-        for start in range(0, len(order), algo.minibatch_size):
-            chunk = [samples[i] for i in order[start: start + algo.minibatch_size]]
+        for chunk in _minibatches(samples, algo.minibatch_size, rng):
             metrics = _minibatch_step(state, chunk, algo, temperature, grad_clip, tok.pad_token_id)
             for key, value in metrics.items():
                 totals[key] = totals.get(key, 0.0) + value
@@ -73,16 +70,37 @@ def update_policy(
     return out
 
 
+def _minibatches(samples: list[Sample], size: int, rng: random.Random) -> list[list[Sample]]:
+    """Shuffled minibatches that keep samples of one prompt together, so the prompt is encoded once."""
+    by_prompt: dict[tuple[int, ...], list[Sample]] = {}
+    for s in samples:
+        by_prompt.setdefault(tuple(s.generation.prompt_ids), []).append(s)
+    groups = list(by_prompt.values())
+    rng.shuffle(groups)
+    batches, current = [], []
+    for group in groups:
+        if current and len(current) + len(group) > size:
+            batches.append(current)
+            current = []
+        current.extend(group)
+    if current:
+        batches.append(current)
+    return batches
+
+
 def _minibatch_step(state: PolicyOptimizer, chunk: list[Sample], algo: AlgorithmConfig,
                     temperature: float, grad_clip: float, pad_id: int) -> dict[str, float]:
     gens = [s.generation for s in chunk]
-    batch = pack_responses([g.prompt_ids for g in gens], [g.response_ids for g in gens], pad_id)
-    mask = batch.response_mask
+    prompt_slot: dict[tuple[int, ...], int] = {}
+    index = [prompt_slot.setdefault(tuple(g.prompt_ids), len(prompt_slot)) for g in gens]
+    prompts = [list(p) for p in prompt_slot]
+    responses = [g.response_ids for g in gens]
+    logp, mask, entropy = shared_prefix_logprobs(state.policy.model, prompts, responses, index, pad_id,
+                                                 temperature, with_entropy=True)
     old = torch.zeros_like(mask)
     for i, g in enumerate(gens):
         old[i, : len(g.logprobs)] = torch.tensor(g.logprobs)
     adv = torch.tensor([s.advantage for s in chunk])
-    logp, entropy = response_logprobs(state.policy.model, batch, temperature, with_entropy=True)
     loss, metrics = ppo_clip_loss(logp, old, adv, mask, algo.clip_low, algo.clip_high, algo.aggregation)
     aggregate = AGGREGATIONS.get(algo.aggregation)
     ent = aggregate(entropy, mask)
@@ -90,7 +108,8 @@ def _minibatch_step(state: PolicyOptimizer, chunk: list[Sample], algo: Algorithm
         loss = loss - algo.entropy_coef * ent
     if state.reference is not None:
         with torch.no_grad():
-            ref_logp, _ = response_logprobs(state.reference, batch, temperature)
+            ref_logp, _, _ = shared_prefix_logprobs(state.reference, prompts, responses, index, pad_id,
+                                                    temperature)
         kl = aggregate(kl_k3(logp, ref_logp), mask)
         loss = loss + algo.kl_coef * kl
         metrics["kl_ref"] = float(kl)

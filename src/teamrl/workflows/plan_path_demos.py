@@ -1,10 +1,14 @@
 """Imperfect scripted Plan-Path agents, whose transcripts warm up the tiny default model.
 
-They are imperfect on purpose and in a *systematic* way, so that a model imitating them is weak
+The tool is imperfect on purpose and in a *systematic* way, so that a model imitating it is weak
 even under greedy decoding (random noise would average out: the most likely token stays right):
-- the scripted tool passes (goal, start) instead of (start, goal) most of the time;
-- the scripted planner copies a tool proposal that reached the goal only sometimes; otherwise it
-  plans in its head: the true shortest path or a wall-blind "rows first, then columns" walk.
+- the scripted tool calls `bfs(grid,goal,start)` instead of `bfs(grid,start,goal)` most of the
+  time (a path that, walked from the start, goes wrong);
+- the scripted planner usually copies a tool proposal whose simulation reached the goal (so the
+  warmed-up planner knows how to copy one), and otherwise plans in its head: the true shortest
+  path or a wall-blind "rows first, then columns" walk, which fails on long or walled paths.
+So the untrained team is about as weak as a planner alone; it becomes strong when the tool learns
+its arguments and the planner learns to rely on it.
 """
 
 from __future__ import annotations
@@ -24,8 +28,8 @@ class ScriptedSkill:
     """How often each scripted agent does the right thing."""
 
     tool_correct: float = 0.3
-    """Probability that the tool passes (start, goal) rather than (goal, start)."""
-    plan_trust: float = 0.3
+    """Probability that the tool calls bfs(grid,start,goal) rather than bfs(grid,goal,start)."""
+    plan_trust: float = 0.8
     """Probability that the planner copies a tool proposal whose simulation reached the goal."""
     plan_shortest: float = 0.5
     """When planning in its head: probability of the true shortest path (else the wall-blind walk)."""
@@ -51,10 +55,9 @@ def wall_blind_walk(env: PlanPathEnv) -> str:
 
 
 def scripted_tool(state: PlanPathState, rng: random.Random, skill: ScriptedSkill) -> str:
-    start, goal = state.env.position, state.env.goal
-    if rng.random() >= skill.tool_correct:
-        start, goal = goal, start
-    return f"print(bfs(grid,({start[0]},{start[1]}),({goal[0]},{goal[1]})))"
+    if rng.random() < skill.tool_correct:
+        return "print(bfs(grid,start,goal))"
+    return "print(bfs(grid,goal,start))"
 
 
 def scripted_plan(state: PlanPathState, rng: random.Random, skill: ScriptedSkill, with_tool: bool) -> str:

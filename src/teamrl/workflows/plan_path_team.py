@@ -1,9 +1,10 @@
 """Plan-Path with the paper's two roles, and the single-agent baseline.
 
 tool: writes a short Python program whose printed output is a proposed move list. The program runs
-      in the sandbox with `grid` (list of row strings, '#' = wall) and `bfs(grid, start, goal)`
-      (returns a move string, '' when unreachable) in its namespace; a real LLM can write its own
-      search, a tiny model calls the helper but must pass the right (row, col) arguments.
+      in the sandbox with `grid` (list of row strings, '#' = wall), `start` and `goal` ((row, col)
+      tuples) and `bfs(grid, start, goal)` (returns a move string, '' when unreachable) in its
+      namespace; a real LLM can write its own search, a tiny model calls the helper but must pass
+      the right arguments in the right order (literal coordinates work too).
       The proposal is simulated on a copy of the environment; the real environment is not moved.
 plan: sees the grid, the tool's program, its output and the simulation result, and emits the moves
       that step the real environment.
@@ -51,8 +52,8 @@ CHAT_INSTRUCTIONS = {
     "tool": (
         "You are the tool agent of a two-agent team on a grid path-finding task. Write a short "
         "Python program in a ```python block that prints the moves from S to G as a string of "
-        "U/D/L/R. The variable `grid` (list of row strings, '#' is a wall) and the helper "
-        "`bfs(grid, start, goal)` with (row, col) tuples are available."
+        "U/D/L/R. The variables `grid` (list of row strings, '#' is a wall), `start` and `goal` "
+        "((row, col) tuples) and the helper `bfs(grid, start, goal)` are available."
     ),
     "plan": (
         "You are the plan agent of a two-agent team on a grid path-finding task. Reply with the "
@@ -137,7 +138,9 @@ class PlanPathWorkflow:
         return prompt
 
     def _program_source(self, state: PlanPathState, program: str) -> str:
-        return f"{TOOL_HELPERS}\ngrid = {list(state.env.grid)!r}\n{program}\n"
+        env = state.env
+        return (f"{TOOL_HELPERS}\ngrid = {list(env.grid)!r}\nstart = {env.position!r}\n"
+                f"goal = {env.goal!r}\n{program}\n")
 
     def apply_many(self, agent: str, states: list[PlanPathState], responses: list[str]) -> list[Outcome]:
         if agent == "plan":

@@ -16,6 +16,8 @@ from teamrl.tasks.sokoban import SokobanConfig
 from teamrl.tasks.sudoku import SudokuConfig
 from teamrl.workflows import planning_demos, plan_path_demos
 from teamrl.workflows.base import Workflow
+from teamrl.workflows.code_team import CodeTaskConfig, CodeWorkflow
+from teamrl.workflows.math_team import MathTaskConfig, MathWorkflow
 from teamrl.workflows.plan_path_team import PlanPathWorkflow
 from teamrl.workflows.sokoban_team import SokobanWorkflow
 from teamrl.workflows.sudoku_team import SudokuWorkflow
@@ -45,6 +47,9 @@ TASKS: dict[str, TaskEntry] = {
     "sudoku": TaskEntry(
         SudokuConfig, SudokuWorkflow,
         lambda wf, seed: planning_demos.demonstrations(wf, seed, planning_demos.PlanningSkill())),
+    # No scripted demonstrations yet: these train a model given by path (policy.model).
+    "math": TaskEntry(MathTaskConfig, MathWorkflow),
+    "code": TaskEntry(CodeTaskConfig, CodeWorkflow),
 }
 
 
