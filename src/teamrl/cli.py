@@ -1,4 +1,4 @@
-"""`teamrl` command line: quickstart, warmup, train, eval."""
+"""`teamrl` command line: quickstart, warmup, train, eval, report."""
 
 from __future__ import annotations
 
@@ -66,6 +66,17 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_report(args: argparse.Namespace) -> int:
+    from teamrl.report import ReportError, report_command
+
+    try:
+        print(f"report written: {report_command(args.run_dirs, args.out)}")
+    except ReportError as err:
+        print(f"teamrl: error: {err}", file=sys.stderr)
+        return 2
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="teamrl", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -90,6 +101,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--checkpoint", help="a checkpoint folder (checkpoints/<tag>) or a model folder")
     p.add_argument("--instances", type=int, default=0, help="held-out instances (default: train.eval_instances)")
     p.set_defaults(func=cmd_eval)
+    p = sub.add_parser("report", help="HTML report of a run (RUN_DIR/report/index.html), or a comparison of several")
+    p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="run directories written by train")
+    p.add_argument("--out", help="output folder (default: RUN_DIR/report; ./teamrl-compare for several runs)")
+    p.set_defaults(func=cmd_report)
     return parser
 
 

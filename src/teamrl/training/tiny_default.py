@@ -32,7 +32,7 @@ class WarmupRecipe:
     task: tuple[tuple[str, Any], ...] = (("name", "plan_path"),)
     """The task section (name and settings) as sorted pairs, so the recipe is hashable."""
     max_turns: int = 3
-    steps: int = 400
+    steps: int = 500
     batch_size: int = 64
     lr: float = 2e-3
     seed: int = 0
@@ -49,9 +49,12 @@ class WarmupRecipe:
         Editing a scripted agent or the model builder must not silently reuse an old checkpoint.
         """
         from teamrl.policies import tiny_model
-        from teamrl.workflows import planning_demos, plan_path_demos
+        from teamrl.workflows import (plan_path_demos, plan_path_team, planning_demos, sokoban_team,
+                                      sudoku_team, tool_plan)
 
-        code = "".join(inspect.getsource(m) for m in (tiny_model, plan_path_demos, planning_demos))
+        modules = (tiny_model, plan_path_demos, plan_path_team, planning_demos, sokoban_team,
+                   sudoku_team, tool_plan)
+        code = "".join(inspect.getsource(m) for m in modules)
         payload = json.dumps(asdict(self), sort_keys=True) + code
         return hashlib.sha256(payload.encode()).hexdigest()[:12]
 

@@ -20,7 +20,8 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass, field
 
-from teamrl.tasks.plan_path import MOVES, PlanPathConfig, PlanPathEnv, make_instance
+from teamrl.tasks.parsing import parse_action_list
+from teamrl.tasks.plan_path import PlanPathConfig, PlanPathEnv, make_instance
 from teamrl.workflows.base import Agent, Outcome
 from teamrl.workflows.program_runner import ProgramRunner
 
@@ -63,17 +64,13 @@ CHAT_INSTRUCTIONS = {
 }
 
 
+MOVE_ALIASES = {"U": "U", "D": "D", "L": "L", "R": "R",
+                "UP": "U", "DOWN": "D", "LEFT": "L", "RIGHT": "R"}
+
+
 def parse_moves(text: str) -> list[str]:
-    """Moves from the first line that has any: 'RRD', 'R R D', 'right, down' -> ['R','R','D']."""
-    words = {"UP": "U", "DOWN": "D", "LEFT": "L", "RIGHT": "R"}
-    for line in text.strip().splitlines():
-        upper = line.upper()
-        for word, symbol in words.items():
-            upper = upper.replace(word, symbol)
-        moves = [ch for ch in upper if ch in MOVES]
-        if moves:
-            return moves
-    return []
+    """Moves written as 'RRD', 'R R D', 'right, down' or 'Moves: U,L'; [] when there are none."""
+    return parse_action_list(text, MOVE_ALIASES)
 
 
 def extract_program(text: str) -> str:
@@ -131,7 +128,8 @@ class PlanPathWorkflow:
     def render(self, agent: str, state: PlanPathState) -> str:
         lines = [agent, self.observation(state)]
         if agent == "plan" and not self.single_agent:
-            lines += [f"code:{state.program.strip()}", f"out:{state.output}", f"sim:{state.simulation}"]
+            # the proposal comes last, right before the answer, where copying it is easiest
+            lines += [f"code:{state.program.strip()}", f"sim:{state.simulation}", f"out:{state.output}"]
         prompt = "\n".join(lines) + "\n>"
         if self.prompt_style == "chat":
             return f"{CHAT_INSTRUCTIONS[agent]}\n\n{prompt[len(agent) + 1:-2]}"
