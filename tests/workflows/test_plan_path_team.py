@@ -20,7 +20,7 @@ def test_tool_simulates_on_a_copy_and_plan_steps_the_real_env():
     assert state.env.position == start and state.simulation == "goal"
     assert out.team > 1.0 and out.local > 0
     assert "out:" + state.output in wf.render("plan", state)
-    result = wf.apply("plan", state, state.output)
+    result = wf.apply("plan", state, "follow")
     assert state.env.success and result.terms["goal"] == CONFIG.goal_bonus and wf.is_done(state)
 
 
@@ -45,11 +45,13 @@ def test_garbage_never_raises_in_the_sandbox(garbage):
         runner.close()
 
 
-def test_empty_plan_costs_the_turn_with_negative_local_reward():
+def test_a_plan_without_moves_forfeits_the_episode():
+    # saying nothing must not be cheaper than trying (a single-agent run learned exactly that)
     wf = _team()
     state = wf.new_state("heldout", 3)
     out = wf.apply("plan", state, "no moves here?")
-    assert out.local < 0 and state.env.steps_taken == 1
+    assert out.local < 0 and out.team == -CONFIG.invalid_penalty
+    assert wf.is_done(state) and not wf.success(state)
 
 
 def test_single_agent_has_only_the_plan_role_and_no_tool_lines():
@@ -67,3 +69,13 @@ def test_parse_moves_tolerates_llm_phrasing():
     assert parse_moves("right, right, down") == ["R", "R", "D"]
     assert parse_moves("RRDD") == ["R", "R", "D", "D"]
     assert parse_moves("") == []
+
+
+def test_plan_can_copy_the_proposal_too_and_follow_without_proposal_is_malformed():
+    wf = _team()
+    state = wf.new_state("heldout", 4)
+    wf.apply("tool", state, "print(bfs(grid,start,goal))")
+    assert wf.apply("plan", state, state.output).terms["goal"] == CONFIG.goal_bonus
+    fresh = wf.new_state("heldout", 5)
+    out = wf.apply("plan", fresh, "follow")
+    assert out.local < 0 and not fresh.env.success

@@ -122,10 +122,13 @@ def sample(
     if num_samples > 1:
         logits = logits.repeat_interleave(num_samples, dim=0)  # [B*K, V]
         cache.batch_repeat_interleave(num_samples)
-    mask = mask.repeat_interleave(num_samples, dim=0)  # [B*K, L]
-    next_pos = positions[:, -1].repeat_interleave(num_samples) + 1  # [B*K]
-
     rows, width = len(prompts) * num_samples, params.max_new_tokens
+    prompt_width = mask.shape[1]
+    # The mask of every step is a prefix of one preallocated [B*K, L + T] buffer: no per-step copy.
+    mask = torch.cat([mask.repeat_interleave(num_samples, dim=0),
+                      torch.ones((rows, width), dtype=mask.dtype, device=device)], dim=1)
+    next_pos = positions[:, -1].repeat_interleave(num_samples) + 1  # [B*K]
+    truncated = params.top_k > 0 or params.top_p < 1.0
     tokens = torch.full((rows, width), tok.pad_token_id, dtype=torch.long, device=device)
     logps = torch.zeros((rows, width), device=device)
     sampler_logps = torch.zeros((rows, width), device=device)
@@ -142,7 +145,8 @@ def sample(
             chosen = scaled.argmax(dim=-1)
             sampler_logp = torch.zeros(len(chosen), device=device)
         else:
-            filtered_logp = torch.log_softmax(_filter_logits(scaled, params.top_k, params.top_p), -1)
+            filtered_logp = (torch.log_softmax(_filter_logits(scaled, params.top_k, params.top_p), -1)
+                             if truncated else logp)
             chosen = torch.multinomial(filtered_logp.exp(), 1, generator=generator).squeeze(-1)
             sampler_logp = filtered_logp.gather(-1, chosen[:, None]).squeeze(-1)
         tokens[active, step] = chosen
@@ -163,8 +167,8 @@ def sample(
             keep = (~done).nonzero().squeeze(-1)
             cache.batch_select_indices(keep)
             active, chosen, mask, next_pos = active[keep], chosen[keep], mask[keep], next_pos[keep]
-        mask = torch.cat([mask, torch.ones((len(active), 1), dtype=mask.dtype, device=device)], 1)
-        logits = _cached_forward(model, cache, input_ids=chosen[:, None], attention_mask=mask,
+        logits = _cached_forward(model, cache, input_ids=chosen[:, None],
+                                 attention_mask=mask[:, : prompt_width + step + 1],
                                  position_ids=next_pos[:, None])
         next_pos = next_pos + 1
 

@@ -206,6 +206,16 @@ class PlanPathEnv:
         info["executed"] = executed
         return StepResult(reward=sum(terms.values()), done=self.done, terms=terms, info=info)
 
+    def forfeit(self) -> StepResult:
+        """End the episode as failed, with the invalid-move penalty (for an action with no moves).
+
+        Without it, answering nothing would be a safe harbour: cheaper than a move that might be
+        invalid, and a policy learns to say nothing (seen in a single-agent GRPO run).
+        """
+        self.hit_invalid = True
+        penalty = -self.config.invalid_penalty
+        return StepResult(reward=penalty, done=True, terms={"invalid": penalty}, info={"executed": 0})
+
     def render(self) -> str:
         """Rows of the grid with S (current position) and G marked."""
         rows = [list(row) for row in self.grid]

@@ -4,8 +4,8 @@ The tool is imperfect on purpose and in a *systematic* way, so that a model imit
 even under greedy decoding (random noise would average out: the most likely token stays right):
 - the scripted tool calls `bfs(grid,goal,start)` instead of `bfs(grid,start,goal)` most of the
   time (a path that, walked from the start, goes wrong);
-- the scripted planner copies a tool proposal whose simulation reached the goal (so the warmed-up
-  planner knows how to copy one), and otherwise plans in its head: the true shortest
+- the scripted planner follows a tool proposal whose simulation reached the goal (so the warmed-up
+  planner knows how to rely on one), and otherwise plans in its head: the true shortest
   path or a wall-blind "rows first, then columns" walk, which fails on long or walled paths.
 So the untrained team is about as weak as a planner alone; it becomes strong when the tool learns
 its arguments and the planner learns to rely on it.
@@ -30,7 +30,7 @@ class ScriptedSkill:
     tool_correct: float = 0.35
     """Probability that the tool calls bfs(grid,start,goal) rather than bfs(grid,goal,start)."""
     plan_trust: float = 1.0
-    """Probability that the planner copies a tool proposal whose simulation reached the goal."""
+    """Probability that the planner follows a tool proposal whose simulation reached the goal."""
     plan_shortest: float = 0.5
     """When planning in its head: probability of the true shortest path (else the wall-blind walk)."""
 
@@ -62,7 +62,7 @@ def scripted_tool(state: PlanPathState, rng: random.Random, skill: ScriptedSkill
 
 def scripted_plan(state: PlanPathState, rng: random.Random, skill: ScriptedSkill, with_tool: bool) -> str:
     if with_tool and state.simulation == "goal" and rng.random() < skill.plan_trust:
-        return state.output
+        return "follow"
     if rng.random() < skill.plan_shortest:
         return state.env.shortest_path()
     return wall_blind_walk(state.env)

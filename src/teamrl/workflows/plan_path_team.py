@@ -7,7 +7,10 @@ tool: writes a short Python program whose printed output is a proposed move list
       the right arguments in the right order (literal coordinates work too).
       The proposal is simulated on a copy of the environment; the real environment is not moved.
 plan: sees the grid, the tool's program, its output and the simulation result, and emits the moves
-      that step the real environment.
+      that step the real environment, or `follow` to execute the tool's proposed moves as they are.
+      (`follow` spares a tiny model from copying a long move string character by character, which
+      it does poorly; a real LLM can copy or answer `follow` alike. Whether to trust the tool is
+      still the planner's decision.)
 
 Rewards (one formula, see `Outcome`): the team term of a candidate is the environment's shaped
 reward of its moves on the current state (for the tool: of its proposal, simulated on a copy);
@@ -59,7 +62,8 @@ CHAT_INSTRUCTIONS = {
     "plan": (
         "You are the plan agent of a two-agent team on a grid path-finding task. Reply with the "
         "moves from S to G only, as a string of U/D/L/R (U = row-1, D = row+1, L = col-1, "
-        "R = col+1). A move into '#' or off the grid ends the episode."
+        "R = col+1), or with the single word follow to execute the tool agent's proposed moves. "
+        "A move into '#' or off the grid ends the episode."
     ),
 }
 
@@ -89,6 +93,7 @@ class PlanPathState:
     program: str = ""
     output: str = ""
     simulation: str = ""
+    proposal: list[str] = field(default_factory=list)  # the tool's parsed moves, for `follow`
     transcript: list[tuple[str, str]] = field(default_factory=list)
 
 
@@ -154,13 +159,12 @@ class PlanPathWorkflow:
             return self._apply_tool(state, program, out, ok)
         if agent != "plan":
             raise ValueError(f"unknown agent {agent!r}; Plan-Path agents are tool and plan")
-        moves = parse_moves(response)
+        follows = response.strip().lower().startswith("follow") and not self.single_agent
+        moves = list(state.proposal) if follows else parse_moves(response)
         state.transcript.append((agent, response))
+        result = state.env.step(moves) if moves else state.env.forfeit()
         if not moves:
-            # An empty plan still spends the turn: nothing moves, the local term says why.
-            state.env.steps_taken += 1
-            return Outcome(0.0, -self.format_bonus, {"format": -self.format_bonus})
-        result = state.env.step(moves)
+            return Outcome(result.reward, -self.format_bonus, {**result.terms, "format": -self.format_bonus})
         local = -self.format_bonus if "invalid_at" in result.info else self.format_bonus
         return Outcome(result.reward, local, {**result.terms, "format": local}, result.info)
 
@@ -168,6 +172,7 @@ class PlanPathWorkflow:
         state.program, state.output = program, output.strip()[:64]
         state.transcript.append(("tool", program))
         moves = parse_moves(output) if ran else []
+        state.proposal = moves
         if not moves:
             state.simulation = "error" if not ran else "none"
             return Outcome(0.0, -self.format_bonus, {"format": -self.format_bonus})
