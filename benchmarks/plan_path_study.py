@@ -35,9 +35,11 @@ def main() -> None:
     parser.add_argument("--only", nargs="*", default=list(RUNS), help=f"subset of {list(RUNS)}")
     parser.add_argument("--output-dir", default="runs/study")
     parser.add_argument("--out", default="", help="write the results as JSON here")
+    parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
+                        help="config overrides for every run, e.g. task.size=7")
     args = parser.parse_args()
 
-    base = [f"seed={args.seed}", f"train.steps={args.steps}", f"output_dir={args.output_dir}"]
+    base = [f"seed={args.seed}", f"train.steps={args.steps}", f"output_dir={args.output_dir}", *args.set]
     started = time.time()
     model = resolve_model_path(load_config(CONFIG, base))
     print(f"warm-up ready after {time.time() - started:.0f}s: {model}")
@@ -62,7 +64,8 @@ def main() -> None:
                         "best": summary["best_success"], "steps": summary["steps"],
                         "train_seconds": summary["train_seconds"], "run_dir": str(run_dir)})
         print(results[-1], flush=True)
-    print(f"\nPlan-Path {load_config(CONFIG).task_settings().size}x{load_config(CONFIG).task_settings().size}, "
+    size = load_config(CONFIG, base).task_settings().size
+    print(f"\nPlan-Path {size}x{size}, "
           f"tiny default model, seed {args.seed}, {args.steps} steps, held-out success (greedy, 200 instances)")
     print(f"{'run':22s} {'before':>7s} {'after':>7s} {'best':>7s} {'train s':>8s}")
     for r in results:
