@@ -201,3 +201,13 @@ def test_forked_copy_refuses_to_use_the_pool(sandbox):
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
     assert sandbox.run("print(2)").stdout == "2\n"
+
+
+def test_a_grader_started_in_tmp_can_run_programs(tmp_path, monkeypatch):
+    # default_hide_paths() includes the cwd; /tmp itself must not be hidden (it is the scratch).
+    from teamrl.sandbox import Sandbox, default_hide_paths
+
+    monkeypatch.chdir("/tmp")
+    assert "/tmp" not in default_hide_paths()
+    with Sandbox(workers=1) as box:
+        assert box.run("print(6 * 7)").stdout.strip() == "42"

@@ -54,8 +54,9 @@ def ppo_clip_loss(
         n = mask.sum().clamp(min=1.0)
         clip_frac = (((clipped < unclipped).float()) * mask).sum() / n
         approx_kl = ((old_logp - logp) * mask).sum() / n
+        ratio_max = (ratio * mask).max()
     return loss, {"clip_frac": float(clip_frac), "approx_kl_old": float(approx_kl),
-                  "ratio_max": float((ratio * mask).max())}
+                  "ratio_max": float(ratio_max)}
 
 
 def kl_k3(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:

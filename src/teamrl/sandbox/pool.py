@@ -51,7 +51,8 @@ def default_hide_paths() -> list[str]:
     """Directories programs must not see: the grader's cwd and home, the data sets, this repo.
 
     Paths that contain the Python installation (or are "/") are left out, since programs need
-    the standard library.
+    the standard library; so is /tmp itself (a grader started in /tmp), which the workers replace
+    with their own private tmpfs.
     """
     candidates = [os.getcwd(), os.path.expanduser("~")]
     data_dir = os.environ.get("TEAMRL_DATA_DIR")
@@ -67,6 +68,8 @@ def default_hide_paths() -> list[str]:
         real = os.path.realpath(cand)
         if real == "/" or any(n == real or n.startswith(real + "/") for n in needed):
             continue
+        if real == "/tmp" or "/tmp".startswith(real + "/"):
+            continue  # /tmp is replaced by the workers' private tmpfs anyway; hiding it breaks that
         if real not in result:
             result.append(real)
     return result
