@@ -28,7 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-DATA_DIR_ENV = "TEAMRL_DATA_DIR"
+from teamrl.tasks.datafiles import DATA_DIR_ENV, default_data_dir
+
 
 
 class DataFormatError(ValueError):
@@ -76,14 +77,6 @@ class CodeProblem:
 
 
 # ----------------------------------------------------------------------------- files
-
-
-def default_data_dir() -> Path:
-    """$TEAMRL_DATA_DIR, else `../shared/datasets` next to the repository root."""
-    env = os.environ.get(DATA_DIR_ENV)
-    if env:
-        return Path(env)
-    return Path(__file__).resolve().parents[3].parent / "shared" / "datasets"
 
 
 def _resolve(path: str | os.PathLike[str] | None, default_name: str) -> Path:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from teamrl.tasks.base import HELD_OUT_SEED_OFFSET, split_seed
+from teamrl.tasks.datafiles import default_data_dir
 from teamrl.tasks.parsing import extract_boxed
 
 __all__ = [
@@ -34,7 +35,6 @@ __all__ = [
     "load_math_dataset",
 ]
 
-DATA_DIR_ENV = "TEAMRL_DATA_DIR"
 
 
 @dataclass(frozen=True)
@@ -60,29 +60,6 @@ class DatasetFormatError(ValueError):
 
 
 # --------------------------------------------------------------------------- locating files
-
-
-def default_data_dir() -> Path:
-    """The shared dataset directory: ``$TEAMRL_DATA_DIR``, else ``<repo>/../shared/datasets``."""
-    env = os.environ.get(DATA_DIR_ENV)
-    if env:
-        path = Path(env).expanduser()
-        if not path.is_dir():
-            raise FileNotFoundError(f"{DATA_DIR_ENV}={env!r} is not a directory")
-        return path
-    tried = []
-    # The repository root is the first ancestor of this file holding pyproject.toml.
-    for parent in Path(__file__).resolve().parents:
-        if (parent / "pyproject.toml").is_file():
-            candidate = parent.parent / "shared" / "datasets"
-            if candidate.is_dir():
-                return candidate
-            tried.append(str(candidate))
-            break
-    raise FileNotFoundError(
-        f"no math data directory found (tried: {', '.join(tried) or 'no repository root above this package'}); "
-        f"set {DATA_DIR_ENV} to the folder holding gsm8k_test.jsonl etc."
-    )
 
 
 def _data_file(name: str, data_dir: str | os.PathLike[str] | None) -> Path:
