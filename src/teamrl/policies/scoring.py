@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 
 import torch
@@ -71,6 +72,29 @@ def response_logprobs(
     return logp, entropy
 
 
+def left_pad(prompts: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Token ids [B, L] and attention mask [B, L], padded on the left so prompts end together."""
+    width = max(len(p) for p in prompts)
+    ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(prompts), width), dtype=torch.long)
+    for i, p in enumerate(prompts):
+        ids[i, width - len(p):] = torch.tensor(p, dtype=torch.long)
+        mask[i, width - len(p):] = 1
+    return ids, mask
+
+
+def cached_forward_full(model, cache: DynamicCache, **inputs) -> torch.Tensor:
+    """Forward with a KV cache that the model extends in place; returns all logits [B, L, V]."""
+    # transformers renamed `past_key_values` to `cache`; pass whichever this version takes.
+    key = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+    return model(**inputs, use_cache=True, **{key: cache}).logits
+
+
+def cached_forward(model, cache: DynamicCache, **inputs) -> torch.Tensor:
+    """Last-position logits [B, V] of a cached forward."""
+    return cached_forward_full(model, cache, **inputs)[:, -1, :].float()
+
+
 def shared_prefix_logprobs(
     model: PreTrainedModel,
     prompts: list[list[int]],
@@ -88,14 +112,12 @@ def shared_prefix_logprobs(
     prompts: G distinct prompts; responses: N; prompt_index: [N] prompt of each response.
     Returns log-probs [N, T], the response mask [N, T], and entropies [N, T] when asked.
     """
-    from teamrl.rollout.engine import _cached_forward_full, _left_pad
-
     device = next(model.parameters()).device
-    ids, mask = _left_pad(prompts, pad_id)
+    ids, mask = left_pad(prompts, pad_id)
     ids, mask = ids.to(device), mask.to(device)
     positions = (mask.cumsum(-1) - 1).clamp(min=0)
     cache = DynamicCache()
-    prompt_logits = _cached_forward_full(model, cache, input_ids=ids, attention_mask=mask,
+    prompt_logits = cached_forward_full(model, cache, input_ids=ids, attention_mask=mask,
                                          position_ids=positions)[:, -1, :]  # [G, V]
     index = torch.tensor(prompt_index, device=device)
     cache.batch_select_indices(index)
@@ -108,7 +130,7 @@ def shared_prefix_logprobs(
     # Padding sits after each response, so the causal mask already keeps real tokens from it.
     full_mask = torch.cat([mask[index], torch.ones_like(resp)], dim=1)
     resp_pos = positions[index, -1:] + 1 + torch.arange(t_width, device=device)[None, :]
-    logits = _cached_forward_full(model, cache, input_ids=resp, attention_mask=full_mask,
+    logits = cached_forward_full(model, cache, input_ids=resp, attention_mask=full_mask,
                                   position_ids=resp_pos)
     # token j is predicted by the logits before it: the prompt's last position for j = 0
     logits = torch.cat([prompt_logits[index][:, None, :], logits[:, :-1, :]], dim=1).float()

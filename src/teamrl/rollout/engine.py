@@ -12,13 +12,13 @@ top_k=0 and top_p=1 the two are identical and the sampler is exactly the trained
 
 from __future__ import annotations
 
-import inspect
 from dataclasses import dataclass
 
 import torch
 from transformers import DynamicCache
 
 from teamrl.policies.loading import Policy
+from teamrl.policies.scoring import cached_forward, left_pad
 
 
 @dataclass(frozen=True)
@@ -72,28 +72,6 @@ def _filter_logits(logits: torch.Tensor, top_k: int, top_p: float) -> torch.Tens
     return logits
 
 
-def _left_pad(prompts: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
-    width = max(len(p) for p in prompts)
-    ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(prompts), width), dtype=torch.long)
-    for i, p in enumerate(prompts):
-        ids[i, width - len(p):] = torch.tensor(p, dtype=torch.long)
-        mask[i, width - len(p):] = 1
-    return ids, mask
-
-
-def _cached_forward_full(model, cache: DynamicCache, **inputs) -> torch.Tensor:
-    """Forward with a KV cache that the model extends in place; returns all logits [B, L, V]."""
-    # transformers renamed `past_key_values` to `cache`; pass whichever this version takes.
-    key = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
-    return model(**inputs, use_cache=True, **{key: cache}).logits
-
-
-def _cached_forward(model, cache: DynamicCache, **inputs) -> torch.Tensor:
-    """Last-position logits [B, V] of a cached forward."""
-    return _cached_forward_full(model, cache, **inputs)[:, -1, :].float()
-
-
 @torch.no_grad()
 def sample(
     policy: Policy,
@@ -113,11 +91,11 @@ def sample(
     was_training = model.training
     model.eval()
 
-    ids, mask = _left_pad(prompts, tok.pad_token_id)
+    ids, mask = left_pad(prompts, tok.pad_token_id)
     ids, mask = ids.to(device), mask.to(device)
     positions = (mask.cumsum(-1) - 1).clamp(min=0)
     cache = DynamicCache()
-    logits = _cached_forward(model, cache, input_ids=ids, attention_mask=mask, position_ids=positions)
+    logits = cached_forward(model, cache, input_ids=ids, attention_mask=mask, position_ids=positions)
     # The shared prefix is encoded once; its cache is copied for the K samples.
     if num_samples > 1:
         logits = logits.repeat_interleave(num_samples, dim=0)  # [B*K, V]
@@ -167,7 +145,7 @@ def sample(
             keep = (~done).nonzero().squeeze(-1)
             cache.batch_select_indices(keep)
             active, chosen, mask, next_pos = active[keep], chosen[keep], mask[keep], next_pos[keep]
-        logits = _cached_forward(model, cache, input_ids=chosen[:, None],
+        logits = cached_forward(model, cache, input_ids=chosen[:, None],
                                  attention_mask=mask[:, : prompt_width + step + 1],
                                  position_ids=next_pos[:, None])
         next_pos = next_pos + 1

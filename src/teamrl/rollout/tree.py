@@ -11,6 +11,7 @@ One path serves every use:
 from __future__ import annotations
 
 import copy
+import math
 import random
 from dataclasses import dataclass, field
 from typing import Any
@@ -75,7 +76,7 @@ def _commit_index(rewards: list[float], rule: str, rng: random.Random) -> int:
         return rng.choice([i for i, r in enumerate(rewards) if r == best])
     if rule == "sample":
         top = max(rewards)
-        return rng.choices(range(len(rewards)), weights=[2.718281828 ** (r - top) for r in rewards])[0]
+        return rng.choices(range(len(rewards)), weights=[math.exp(r - top) for r in rewards])[0]
     raise ValueError(f"unknown commit rule {rule!r}; use 'greedy' or 'sample'")
 
 
