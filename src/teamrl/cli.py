@@ -21,7 +21,8 @@ def cmd_warmup(args: argparse.Namespace) -> int:
     from teamrl.training.tiny_default import WarmupRecipe, warm_up
 
     config = _load(args)
-    recipe = WarmupRecipe.for_task(config.task, config.workflow.max_turns)
+    kind = "team" if config.workflow.name == "single" else config.workflow.name
+    recipe = WarmupRecipe.for_task(config.task, config.workflow.max_turns, kind)
     started = time.time()
     path = warm_up(recipe, force=args.force)
     print(f"tiny default model ready in {time.time() - started:.1f}s: {path}")

@@ -42,7 +42,8 @@ class WorkflowConfig:
     """Which team plays the task."""
 
     name: str = "team"
-    """team (the task's multi-agent workflow, e.g. tool + plan) or single (its single-agent baseline)."""
+    """team (the task's own multi-agent workflow, e.g. tool + plan), single (its single-agent baseline),
+    or a further kind the task defines (e.g. voting)."""
     max_turns: int = 3
     """Turns before the episode is cut."""
     prompt_style: str = "compact"
@@ -152,12 +153,15 @@ class RunConfig:
     def __post_init__(self) -> None:
         check = _require
         check(self.regime in ("shared", "per_role"), "regime", self.regime, "shared or per_role")
-        check(self.workflow.name in ("team", "single"), "workflow.name", self.workflow.name,
-              "team or single")
         try:
             self.task_settings()
         except (KeyError, ValueError, TypeError) as err:
             raise ConfigError(f"task: {str(err).strip(chr(34))}") from err
+        from teamrl.workflows.registry import task_entry
+
+        kinds = ("team", "single", *sorted(task_entry(self.task["name"]).workflows))
+        check(self.workflow.name in kinds, "workflow.name", self.workflow.name,
+              f"one of {', '.join(kinds)} for task {self.task['name']!r}")
         check(self.workflow.prompt_style in ("compact", "chat"), "workflow.prompt_style",
               self.workflow.prompt_style, "compact or chat")
         check(self.workflow.max_turns >= 1, "workflow.max_turns", self.workflow.max_turns, ">= 1")

@@ -14,16 +14,16 @@ TINY_DEFAULT = "tiny-default"
 def build_workflow(config: RunConfig) -> Workflow:
     wf = config.workflow
     entry = task_entry(config.task["name"])
-    return entry.workflow(config.task_settings(), max_turns=wf.max_turns,
-                          single_agent=wf.name == "single", prompt_style=wf.prompt_style,
-                          format_bonus=wf.format_bonus)
+    return entry.build(wf.name, config.task_settings(), max_turns=wf.max_turns,
+                       prompt_style=wf.prompt_style, format_bonus=wf.format_bonus)
 
 
 def resolve_model_path(config: RunConfig) -> str:
     """A model path; 'tiny-default' is warmed up (or taken from the cache) for this task."""
     if config.policy.model != TINY_DEFAULT:
         return config.policy.model
-    return str(warm_up(WarmupRecipe.for_task(config.task, config.workflow.max_turns)))
+    kind = "team" if config.workflow.name == "single" else config.workflow.name
+    return str(warm_up(WarmupRecipe.for_task(config.task, config.workflow.max_turns, kind)))
 
 
 def role_mapping(config: RunConfig, workflow: Workflow) -> dict[str, str]:

@@ -12,6 +12,7 @@ import hashlib
 import inspect
 import json
 import os
+import sys
 import time
 from dataclasses import asdict, dataclass
 from collections.abc import Iterator
@@ -31,6 +32,8 @@ class WarmupRecipe:
 
     task: tuple[tuple[str, Any], ...] = (("name", "plan_path"),)
     """The task section (name and settings) as sorted pairs, so the recipe is hashable."""
+    workflow: str = "team"
+    """The task's team workflow kind whose transcripts (with the single agent's) are demonstrated."""
     max_turns: int = 3
     steps: int = 500
     batch_size: int = 64
@@ -40,8 +43,9 @@ class WarmupRecipe:
     num_layers: int = 4
 
     @classmethod
-    def for_task(cls, task: dict[str, Any], max_turns: int, **kwargs: Any) -> "WarmupRecipe":
-        return cls(task=tuple(sorted(task.items())), max_turns=max_turns, **kwargs)
+    def for_task(cls, task: dict[str, Any], max_turns: int, workflow: str = "team",
+                 **kwargs: Any) -> "WarmupRecipe":
+        return cls(task=tuple(sorted(task.items())), workflow=workflow, max_turns=max_turns, **kwargs)
 
     def digest(self) -> str:
         """Hash of the recipe and of the code that makes the demonstrations and the model.
@@ -52,10 +56,15 @@ class WarmupRecipe:
         from teamrl.workflows import (plan_path_demos, plan_path_team, planning_demos, sokoban_team,
                                       sudoku_team, tool_plan)
 
-        modules = (tiny_model, plan_path_demos, plan_path_team, planning_demos, sokoban_team,
-                   sudoku_team, tool_plan)
+        modules = [tiny_model, plan_path_demos, plan_path_team, planning_demos, sokoban_team,
+                   sudoku_team, tool_plan]
+        entry = task_entry(dict(self.task)["name"])
+        modules += [sys.modules[name] for name in entry.sources if sys.modules[name] not in modules]
         code = "".join(inspect.getsource(m) for m in modules)
-        payload = json.dumps(asdict(self), sort_keys=True) + code
+        fields = asdict(self)
+        if fields["workflow"] == "team":
+            del fields["workflow"]  # recipes from before the field existed keep their cache key
+        payload = json.dumps(fields, sort_keys=True) + code
         return hashlib.sha256(payload.encode()).hexdigest()[:12]
 
 
@@ -68,7 +77,7 @@ def recipe_dir(recipe: WarmupRecipe) -> Path:
 
 
 def demo_batches(recipe: WarmupRecipe) -> Iterator[list[tuple[str, str]]]:
-    """Batches of one prompt kind each (team tool, team plan, single plan), in turn.
+    """Batches of one prompt kind each (every team agent, then the single agent), in turn.
 
     One kind per batch keeps prompt lengths alike, so little compute goes to padding.
     """
@@ -78,11 +87,12 @@ def demo_batches(recipe: WarmupRecipe) -> Iterator[list[tuple[str, str]]]:
         raise ValueError(f"task {task['name']!r} has no scripted demonstrations to warm up the tiny "
                          "default model; set policy.model to a model folder instead")
     runner = TrustedRunner()
-    team = entry.workflow(settings, max_turns=recipe.max_turns, single_agent=False, runner=runner)
-    single = entry.workflow(settings, max_turns=recipe.max_turns, single_agent=True, runner=runner)
+    team = entry.build(recipe.workflow, settings, max_turns=recipe.max_turns, runner=runner)
+    single = entry.build("single", settings, max_turns=recipe.max_turns, runner=runner)
     streams = {"team": entry.demos(team, recipe.seed), "single": entry.demos(single, recipe.seed + 1)}
     buffers: dict[tuple[str, str], list[tuple[str, str]]] = {}
-    order = [("team", "tool"), ("team", "plan"), ("single", "plan")]
+    order = [(stream, agent.name) for stream, wf in (("team", team), ("single", single))
+             for agent in wf.agents]
     turn = 0
     while True:
         wanted = order[turn % len(order)]

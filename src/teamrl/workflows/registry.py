@@ -35,6 +35,19 @@ class TaskEntry:
     """(settings, max_turns=, single_agent=, prompt_style=, format_bonus=, runner=) -> Workflow."""
     demos: Demos | None = None
     """Scripted (agent, prompt, response) triples for warming up the tiny default model."""
+    sources: tuple[str, ...] = ()
+    """Modules whose code shapes the demonstrations; hashed into the warm-up cache key."""
+    workflows: dict[str, Callable[..., Workflow]] = dataclasses.field(default_factory=dict)
+    """Further workflow kinds of this task by name (e.g. voting), built like `workflow`."""
+
+    def build(self, kind: str, settings: Any, **kwargs: Any) -> Workflow:
+        """The workflow `kind`: team (the task's own team), single (its single agent), or an extra kind."""
+        if kind in ("team", "single"):
+            return self.workflow(settings, single_agent=kind == "single", **kwargs)
+        if kind not in self.workflows:
+            kinds = ", ".join(["team", "single", *sorted(self.workflows)])
+            raise ValueError(f"workflow {kind!r} is not defined for this task; available: {kinds}")
+        return self.workflows[kind](settings, **kwargs)
 
 
 TASKS: dict[str, TaskEntry] = {
