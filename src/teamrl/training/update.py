@@ -10,9 +10,11 @@ import torch
 
 from teamrl.algorithms.losses import AGGREGATIONS, kl_k3, ppo_clip_loss
 from teamrl.config import AlgorithmConfig, PolicyConfig, TrainConfig
+from teamrl.diagnostics.gradients import RoleGradients
 from teamrl.policies.loading import Policy
 from teamrl.policies.scoring import shared_prefix_logprobs
 from teamrl.rollout.tree import Sample
+from teamrl.training.data_parallel import GradSync
 
 
 @dataclass
@@ -23,6 +25,7 @@ class PolicyOptimizer:
     optimizer: torch.optim.Optimizer
     scheduler: torch.optim.lr_scheduler.LambdaLR
     reference: torch.nn.Module | None
+    grad_sync: GradSync | None = None  # set on each worker of a data-parallel group
 
 
 def make_optimizer(policy: Policy, pcfg: PolicyConfig, tcfg: TrainConfig, kl_coef: float) -> PolicyOptimizer:
@@ -51,15 +54,23 @@ def update_policy(
     temperature: float,
     grad_clip: float,
     rng: random.Random,
+    tracker: RoleGradients | None = None,
 ) -> dict[str, float]:
-    """Run `ppo_epochs` passes of minibatch updates over `samples`; returns averaged metrics."""
+    """Run `ppo_epochs` passes of minibatch updates over `samples`; returns averaged metrics.
+
+    With a `tracker` (or a per-role mitigation on) each minibatch is backpropagated agent by agent
+    so the tracker sees every role's own gradient; read its per-role metrics with
+    `tracker.end_step()` afterwards. Without one, each minibatch takes a single backward.
+    """
     model, tok = state.policy.model, state.policy.tokenizer
     model.train()
+    if tracker is not None:
+        tracker.begin_step()
     totals: dict[str, float] = {}
     steps = 0
     for _ in range(algo.ppo_epochs):
         for chunk in _minibatches(samples, algo.minibatch_size, rng):
-            metrics = _minibatch_step(state, chunk, algo, temperature, grad_clip, tok.pad_token_id)
+            metrics = _minibatch_step(state, chunk, algo, temperature, grad_clip, tok.pad_token_id, tracker)
             for key, value in metrics.items():
                 totals[key] = totals.get(key, 0.0) + value
             steps += 1
@@ -88,9 +99,74 @@ def _minibatches(samples: list[Sample], size: int, rng: random.Random) -> list[l
     return batches
 
 
-def _minibatch_step(state: PolicyOptimizer, chunk: list[Sample], algo: AlgorithmConfig,
-                    temperature: float, grad_clip: float, pad_id: int) -> dict[str, float]:
-    gens = [s.generation for s in chunk]
+def role_parts(chunk: list[Sample]) -> list[tuple[str, list[tuple[str, list[Sample]]]]]:
+    """[(role, [(agent, samples), ...]), ...] in first-appearance order.
+
+    A prompt belongs to one agent, so the split keeps each prompt's candidates together.
+    """
+    roles: dict[str, dict[str, list[Sample]]] = {}
+    for s in chunk:
+        roles.setdefault(s.role, {}).setdefault(s.agent, []).append(s)
+    return [(role, list(agents.items())) for role, agents in roles.items()]
+
+
+def _units(samples: list[Sample], aggregation: str) -> float:
+    """What the aggregation averages over: tokens (token-mean) or sequences (the seq-mean ones)."""
+    if aggregation == "token-mean":
+        return float(sum(len(s.generation.response_ids) for s in samples))
+    return float(len(samples))
+
+
+def _kl_coef(algo: AlgorithmConfig, role: str | None) -> float:
+    return float(algo.kl_coef_by_role.get(role, algo.kl_coef)) if role is not None else algo.kl_coef
+
+
+def _minibatch_step(state: PolicyOptimizer, chunk: list[Sample], algo: AlgorithmConfig, temperature: float,
+                    grad_clip: float, pad_id: int, tracker: RoleGradients | None = None) -> dict[str, float]:
+    """One optimizer step on `chunk`, backpropagated part by part.
+
+    The loss of a part is its aggregate times the part's weight: its share of the chunk's tokens
+    (token-mean) or sequences (seq-mean-*), so the parts' gradients sum to the one-backward
+    gradient; with `role_balanced` every role present gets weight 1/R, split among its agents
+    by their share of the role's tokens/sequences.
+    """
+    split = tracker is not None or algo.role_balanced or bool(algo.kl_coef_by_role)
+    parts = role_parts(chunk) if split else [(None, [(None, chunk)])]
+    total_units = max(_units(chunk, algo.aggregation), 1.0)
+    state.optimizer.zero_grad(set_to_none=True)
+    sums: dict[str, float] = {}
+    ratio_max, tokens = 0.0, 0.0
+    for role, agents in parts:
+        role_units = max(sum(_units(part, algo.aggregation) for _, part in agents), 1.0)
+        for agent, part in agents:
+            units = _units(part, algo.aggregation)
+            weight = units / role_units / len(parts) if algo.role_balanced else units / total_units
+            loss, metrics = _part_loss(state, part, algo, temperature, pad_id, weight, _kl_coef(algo, role))
+            loss.backward()
+            n = metrics.pop("tokens")
+            ratio_max = max(ratio_max, metrics.pop("ratio_max"))
+            sums["loss"] = sums.get("loss", 0.0) + float(loss)
+            for key, value in metrics.items():
+                sums[key] = sums.get(key, 0.0) + value * n
+            tokens += n
+            if tracker is not None:
+                tracker.agent_done(role, agent, metrics, n, len(part))
+        if tracker is not None:
+            tracker.role_done(role)
+    if tracker is not None:
+        tracker.finish_minibatch()
+    params = [p for p in state.policy.model.parameters() if p.grad is not None]
+    norm = torch.nn.utils.clip_grad_norm_(params, grad_clip if grad_clip > 0 else float("inf"))
+    state.optimizer.step()
+    out = {key: (value if key == "loss" else value / max(tokens, 1.0)) for key, value in sums.items()}
+    out.update(ratio_max=ratio_max, grad_norm=float(norm), response_tokens=tokens)
+    return out
+
+
+def _part_loss(state: PolicyOptimizer, part: list[Sample], algo: AlgorithmConfig, temperature: float,
+               pad_id: int, weight: float, kl_coef: float) -> tuple[torch.Tensor, dict[str, float]]:
+    """weight * (PPO surrogate - entropy_coef * entropy + kl_coef * KL(pi || ref)) of one part."""
+    gens = [s.generation for s in part]
     prompt_slot: dict[tuple[int, ...], int] = {}
     index = [prompt_slot.setdefault(tuple(g.prompt_ids), len(prompt_slot)) for g in gens]
     prompts = [list(p) for p in prompt_slot]
@@ -100,27 +176,24 @@ def _minibatch_step(state: PolicyOptimizer, chunk: list[Sample], algo: Algorithm
     old = torch.zeros_like(mask)
     for i, g in enumerate(gens):
         old[i, : len(g.logprobs)] = torch.tensor(g.logprobs)
-    adv = torch.tensor([s.advantage for s in chunk])
+    adv = torch.tensor([s.advantage for s in part])
     loss, metrics = ppo_clip_loss(logp, old, adv, mask, algo.clip_low, algo.clip_high, algo.aggregation)
     aggregate = AGGREGATIONS.get(algo.aggregation)
     ent = aggregate(entropy, mask)
     if algo.entropy_coef:
         loss = loss - algo.entropy_coef * ent
+    if kl_coef > 0 and state.reference is None:
+        raise ValueError(f"policy {state.policy.name}: a KL coefficient is set (kl_coef or kl_coef_by_role) "
+                         "but the optimizer has no reference model; create it with a reference")
     if state.reference is not None:
         with torch.no_grad():
             ref_logp, _, _ = shared_prefix_logprobs(state.reference, prompts, responses, index, pad_id,
                                                     temperature)
         kl = aggregate(kl_k3(logp, ref_logp), mask)
-        loss = loss + algo.kl_coef * kl
+        loss = loss + kl_coef * kl
         metrics["kl_ref"] = float(kl)
     if not torch.isfinite(loss):
         raise FloatingPointError(
             f"policy {state.policy.name}: loss is {loss.item()}; lower the learning rate or check rewards")
-    state.optimizer.zero_grad(set_to_none=True)
-    loss.backward()
-    params = [p for p in state.policy.model.parameters() if p.grad is not None]
-    norm = torch.nn.utils.clip_grad_norm_(params, grad_clip if grad_clip > 0 else float("inf"))
-    state.optimizer.step()
-    metrics.update(loss=float(loss), entropy=float(ent), grad_norm=float(norm),
-                   response_tokens=float(mask.sum()))
-    return metrics
+    metrics.update(entropy=float(ent), tokens=float(mask.sum()))
+    return loss * weight, metrics
