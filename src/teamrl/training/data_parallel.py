@@ -1,31 +1,28 @@
 """Data parallelism within one policy: several workers share each minibatch, gradients all-reduced.
 
 Every worker of a group holds the same weights and the same optimizer state, receives the *same*
-samples and the same shuffling seed, so `update_policy` forms the same minibatches everywhere. Each
-worker then scores only its contiguous share of a minibatch and the gradients are summed with one
-`torch.distributed.all_reduce` (gloo on CPU, nccl on GPUs). Identical gradients on every worker
-mean identical clipping and identical optimizer steps, so the replicas never drift apart.
+samples and the same shuffling seed, so `update_policy` forms the same minibatches and the same
+loss parts everywhere. Each worker then scores only its contiguous share of every part and the
+gradients are summed with one `torch.distributed.all_reduce` per minibatch (gloo on CPU, nccl on
+GPUs). Identical gradients on every worker mean identical clipping and identical optimizer steps,
+so the replicas never drift apart.
 
-Why the shares are weighted: the loss of a minibatch is an aggregation (a mean over tokens, or over
-sequences) of per-token terms. A worker's loss is that aggregation over its share only, so it is
-multiplied by the share's weight in the minibatch, tokens_mine / tokens_all for token-mean and
-sequences_mine / sequences_all for the sequence means, before the backward pass. The summed
-gradients are then exactly the gradient of the whole minibatch's loss, whatever the sizes of the
-shares. (Plain DDP averages gradients, which is only right when every share has equal weight.)
+Why the shares are weighted: a part's loss is an aggregation (a mean over tokens, or over
+sequences) of per-token terms, times the part's weight in the minibatch. A worker's share is that
+aggregation over its samples only, so its weight is the part's weight times the share's fraction of
+the part's units (tokens for token-mean, sequences for the sequence means). The summed gradients
+are then exactly the gradient of the whole minibatch's loss, whatever the sizes of the shares.
+(Plain DDP averages gradients, which is only right when every share has equal weight.)
 """
 
 from __future__ import annotations
+
+from typing import Callable
 
 import torch
 import torch.distributed as dist
 
 from teamrl.rollout.tree import Sample
-
-# How each metric of `update_policy` combines over the workers of a group; the rest (loss, entropy,
-# kl_ref and any metric added later) are aggregations like the loss and use the loss weights.
-SUMMED_METRICS = frozenset({"response_tokens"})
-MAX_METRICS = frozenset({"ratio_max"})
-TOKEN_MEAN_METRICS = frozenset({"clip_frac", "approx_kl_old"})
 
 
 def share_bounds(n: int, rank: int, world_size: int) -> tuple[int, int]:
@@ -34,7 +31,7 @@ def share_bounds(n: int, rank: int, world_size: int) -> tuple[int, int]:
 
 
 class GradSync:
-    """One worker's part in a data-parallel group; `update_policy` calls it once per minibatch.
+    """One worker's part in a data-parallel group; `update_policy` calls it for every minibatch.
 
     Needs an initialised torch.distributed process group (see `init_group`).
     """
@@ -43,24 +40,19 @@ class GradSync:
         if not 0 <= rank < world_size:
             raise ValueError(f"rank {rank} is outside a group of {world_size} workers")
         self.rank, self.world_size = rank, world_size
-        self.weight = 1.0  # weight of this worker's share in the current minibatch's loss
-        self.token_weight = 1.0  # its share of the minibatch's response tokens
 
-    def shard(self, chunk: list[Sample], aggregation: str) -> list[Sample]:
-        """This worker's share of a minibatch; sets `weight` (and `token_weight`) for it.
+    def shard(self, part: list[Sample], weight: float, units: Callable[[list[Sample]], float]
+              ) -> tuple[list[Sample], float]:
+        """This worker's share of a loss part and the share's weight in the minibatch's loss.
 
-        A worker left without samples (a minibatch smaller than the group) still runs one sample
-        with weight 0, so that it joins the gradient all-reduce and contributes nothing to it.
+        `weight` is the whole part's weight, `units` what the loss aggregation averages over. The
+        share may be empty (a part with fewer samples than workers): the worker skips it.
         """
-        start, end = share_bounds(len(chunk), self.rank, self.world_size)
-        mine = chunk[start:end]
-        tokens_all = sum(len(s.generation.response_ids) for s in chunk)
-        tokens_mine = sum(len(s.generation.response_ids) for s in mine)
-        self.token_weight = tokens_mine / tokens_all if tokens_all else len(mine) / len(chunk)
-        self.weight = self.token_weight if aggregation == "token-mean" else len(mine) / len(chunk)
-        if not mine:
-            mine, self.weight, self.token_weight = chunk[:1], 0.0, 0.0
-        return mine
+        start, end = share_bounds(len(part), self.rank, self.world_size)
+        share = part[start:end]
+        total = units(part)
+        fraction = units(share) / total if total else len(share) / len(part)
+        return share, weight * fraction
 
     def reduce_gradients(self, model: torch.nn.Module) -> None:
         """Sum the (already weighted) gradients of the trainable parameters over the group.
@@ -71,8 +63,7 @@ class GradSync:
         params = [p for p in model.parameters() if p.requires_grad]
         if not params:
             return
-        reference = params[0]
-        has_grad = torch.tensor([float(p.grad is not None) for p in params], device=reference.device)
+        has_grad = torch.tensor([float(p.grad is not None) for p in params], device=params[0].device)
         flat = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1)
                           for p in params])
         dist.all_reduce(flat)
@@ -83,21 +74,19 @@ class GradSync:
             p.grad = flat[offset: offset + size].view_as(p).clone() if present else None
             offset += size
 
-    def reduce_metrics(self, metrics: dict[str, float]) -> dict[str, float]:
-        """The minibatch's metrics over the whole group (identical on every worker)."""
-        keys = sorted(metrics)
-        weighted = torch.tensor([metrics[k] * self._metric_weight(k) for k in keys], dtype=torch.float64)
-        dist.all_reduce(weighted)
-        maxima = torch.tensor([metrics[k] for k in keys], dtype=torch.float64)
-        dist.all_reduce(maxima, op=dist.ReduceOp.MAX)
-        return {k: float(maxima[i] if k in MAX_METRICS else weighted[i]) for i, k in enumerate(keys)}
+    def reduce_sums(self, sums: dict[str, float], tokens: float, ratio_max: float
+                    ) -> tuple[dict[str, float], float, float]:
+        """The minibatch's metric sums, token count and max ratio over the whole group.
 
-    def _metric_weight(self, key: str) -> float:
-        if key in SUMMED_METRICS:
-            return 1.0 if self.weight or self.token_weight else 0.0
-        if key in TOKEN_MEAN_METRICS:
-            return self.token_weight
-        return self.weight
+        Keys are gathered, not assumed: a worker whose shares were all empty has no sums.
+        """
+        gathered: list = [None] * self.world_size
+        dist.all_gather_object(gathered, (sums, tokens, ratio_max))
+        total: dict[str, float] = {}
+        for worker_sums, _, _ in gathered:
+            for key, value in worker_sums.items():
+                total[key] = total.get(key, 0.0) + value
+        return total, sum(g[1] for g in gathered), max(g[2] for g in gathered)
 
 
 def init_group(rank: int, world_size: int, master_addr: str, master_port: int,

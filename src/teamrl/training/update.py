@@ -141,6 +141,10 @@ def _minibatch_step(state: PolicyOptimizer, chunk: list[Sample], algo: Algorithm
         for agent, part in agents:
             units = _units(part, algo.aggregation)
             weight = units / role_units / len(parts) if algo.role_balanced else units / total_units
+            if state.grad_sync is not None:  # data parallel: score only this worker's share
+                part, weight = state.grad_sync.shard(part, weight, lambda p: _units(p, algo.aggregation))
+                if not part:
+                    continue
             loss, metrics = _part_loss(state, part, algo, temperature, pad_id, weight, _kl_coef(algo, role))
             loss.backward()
             n = metrics.pop("tokens")
@@ -155,6 +159,9 @@ def _minibatch_step(state: PolicyOptimizer, chunk: list[Sample], algo: Algorithm
             tracker.role_done(role)
     if tracker is not None:
         tracker.finish_minibatch()
+    if state.grad_sync is not None:
+        state.grad_sync.reduce_gradients(state.policy.model)
+        sums, tokens, ratio_max = state.grad_sync.reduce_sums(sums, tokens, ratio_max)
     params = [p for p in state.policy.model.parameters() if p.grad is not None]
     norm = torch.nn.utils.clip_grad_norm_(params, grad_clip if grad_clip > 0 else float("inf"))
     state.optimizer.step()
