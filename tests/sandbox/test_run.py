@@ -157,7 +157,7 @@ def test_throughput_is_milliseconds_per_program(sandbox):
 def test_workers_exit_when_the_grader_dies(tmp_path):
     script = ("import os, sys, time\nfrom teamrl.sandbox import Sandbox, SandboxLimits\n"
               "box = Sandbox(SandboxLimits(wall_time_s=1.0), workers=2)\n"
-              "print(' '.join(str(w.proc.pid) for w in box._all), flush=True)\n"
+              "print(' '.join(f'{w.proc.pid} {w.worker_pid}' for w in box._all), flush=True)\n"
               "box.run('import time; time.sleep(30)') if len(sys.argv) > 1 else None\nos._exit(0)\n")
     import subprocess
     import sys

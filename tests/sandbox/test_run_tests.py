@@ -266,7 +266,7 @@ def test_fork_bomb_in_program_then_clean(box):
     res = box.run_tests(program, MBPP_TESTS)
     assert res.total == 4  # forked copies share the channel; whatever happens, nothing is left over
     for worker in box._all:
-        assert descendants(worker.proc.pid) == []
+        assert descendants(worker.worker_pid) == []
     assert box.run_tests(GOOD, MBPP_TESTS).all_passed
 
 

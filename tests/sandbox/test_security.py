@@ -16,7 +16,7 @@ SECRET = "teamrl-test-secret-4f7c1e"
 
 
 def _worker_pids(box: Sandbox) -> list[int]:
-    return [w.proc.pid for w in box._all]
+    return [w.worker_pid for w in box._all]
 
 
 def assert_clean(box: Sandbox) -> None:

@@ -12,7 +12,9 @@ allow and returns a report of what is active:
 * user id: programs run under a user id of their own (one per worker), which makes
   RLIMIT_NPROC effective and lets the worker kill every process of a program in one atomic
   `kill(-1)` from that user id.
-* without root, an unprivileged user namespace is tried to get the network and mount
+* processes: the worker becomes pid 1 of a PID namespace of its own (pidns.py), so every
+  process a program starts dies with the worker, however the worker ends.
+* without root, an unprivileged user namespace is tried to get the network, PID and mount
   namespaces anyway.
 """
 
@@ -45,7 +47,7 @@ PR_SET_DUMPABLE = 4
 PR_SET_CHILD_SUBREAPER = 36
 PR_SET_NO_NEW_PRIVS = 38
 
-# Programs of the worker with pid P run as uid/gid SANDBOX_ID_BASE + P: unique among live workers
+# Programs of the worker with (host) pid P run as uid/gid SANDBOX_ID_BASE + P: unique among live workers
 # and far above the ids that real accounts or container sub-id ranges use.
 SANDBOX_ID_BASE = 3_000_000_000
 
@@ -241,7 +243,7 @@ def _probe_uid(uid: int, must_read: list[str]) -> bool:
 
 
 def setup_worker(fallback_scratch: str, hide_paths: list[str], parent_pid: int, mode: str,
-                 tmpfs_mb: int, python_paths: list[str]) -> dict[str, Any]:
+                 tmpfs_mb: int, python_paths: list[str], pid_namespace: bool = True) -> dict[str, Any]:
     """Apply process-wide isolation to the worker; return what is active.
 
     mode: "auto" (namespaces and a separate uid when root, else an unprivileged user namespace),
@@ -249,10 +251,13 @@ def setup_worker(fallback_scratch: str, hide_paths: list[str], parent_pid: int, 
         or "off" (in-process guards only).
     python_paths: the interpreter's installation and sys.path directories, which programs must be
     able to read whatever user id they run under.
+    pid_namespace: try to become pid 1 of a PID namespace of our own (False: for testing what
+    machines without one get).
 
     The report has keys: network ("netns" | "python-socket-block"), filesystem
     ("readonly-mount-namespace" | "python-audit-hook"), sandbox_uid (int or None),
-    user_namespace (bool), hidden_paths (list), scratch (the directory per-program directories
+    user_namespace (bool), pid_namespace (bool: the worker is pid 1 of its own PID namespace, see
+    pidns.py), host_pid (the worker's pid outside that namespace), hidden_paths (list), scratch (the directory per-program directories
     are made in: the private /tmp, or `fallback_scratch` without a mount namespace), notes.
     """
     notes: list[str] = []
@@ -268,7 +273,8 @@ def setup_worker(fallback_scratch: str, hide_paths: list[str], parent_pid: int, 
     prctl(PR_SET_NO_NEW_PRIVS, 1)
 
     report: dict[str, Any] = {"network": "python-socket-block", "filesystem": "python-audit-hook",
-                              "sandbox_uid": None, "user_namespace": False, "hidden_paths": [], "exposed_paths": [],
+                              "sandbox_uid": None, "user_namespace": False, "pid_namespace": False,
+                              "host_pid": os.getpid(), "hidden_paths": [], "exposed_paths": [],
                               "scratch": fallback_scratch, "notes": notes}
     if mode == "off":
         notes.append("OS isolation disabled by configuration")
@@ -282,6 +288,14 @@ def setup_worker(fallback_scratch: str, hide_paths: list[str], parent_pid: int, 
         except OSError as exc:
             notes.append(f"no user namespace ({exc.strerror}); using in-process guards only")
             return report
+    from . import pidns  # imported here: pidns itself imports this module
+
+    why_not = pidns.probe() if pid_namespace else "disabled by configuration"
+    if why_not is None:
+        report["host_pid"] = pidns.enter()  # from here on we are pid 1 of a namespace of our own
+        report["pid_namespace"] = True
+    else:
+        notes.append(f"no PID namespace: {why_not}; leftovers are found through the process tree")
     try:
         unshare(CLONE_NEWNET)
         report["network"] = "netns"
@@ -296,7 +310,7 @@ def setup_worker(fallback_scratch: str, hide_paths: list[str], parent_pid: int, 
     except OSError as exc:
         notes.append(f"no mount namespace ({exc.strerror})")
     if is_root:
-        uid = SANDBOX_ID_BASE + os.getpid()
+        uid = SANDBOX_ID_BASE + report["host_pid"]  # os.getpid() is 1 in every PID namespace
         if _probe_uid(uid, [p for p in python_paths if os.path.exists(p)]):
             report["sandbox_uid"] = uid
         else:

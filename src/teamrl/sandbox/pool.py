@@ -10,11 +10,9 @@ from __future__ import annotations
 import os
 import queue
 import shutil
-import subprocess
 import sys
 import tempfile
 import threading
-import time
 import uuid
 import weakref
 from concurrent.futures import ThreadPoolExecutor
@@ -22,29 +20,18 @@ from pathlib import Path
 from typing import Any
 
 from . import protocol
+from .handle import PACKAGE_DIR, SandboxError, WorkerHandle
 from .iotests import outputs_match
 from .spec import ProgramResult, SandboxLimits, TestCaseResult, TestResult
 
-_PACKAGE_DIR = str(Path(__file__).resolve().parent)
-# Loads this directory as a stand-alone package named `_teamrl_sandbox`, so the worker does not
-# import `teamrl` (and whatever heavy modules its __init__ pulls in).
-_BOOTSTRAP = (
-    "import sys,types;p=types.ModuleType('_teamrl_sandbox');p.__path__=[sys.argv[1]];"
-    "sys.modules['_teamrl_sandbox']=p;from _teamrl_sandbox import worker;worker.main(sys.argv[2])"
-)
 # Imported once in each worker so programs that use them start without import cost.
 DEFAULT_PREIMPORT = (
     "collections", "itertools", "functools", "math", "heapq", "bisect", "re", "string", "random",
     "typing", "dataclasses", "copy", "operator", "fractions", "decimal", "json", "datetime",
     "enum", "array", "statistics", "traceback", "tempfile", "threading", "queue", "io",
 )
-_WORKER_START_TIMEOUT_S = 30.0
 # Extra time the grader waits for a worker beyond the program's wall limit (fork, cleanup).
 _REPLY_GRACE_S = 15.0
-
-
-class SandboxError(RuntimeError):
-    """The sandbox machinery itself failed (e.g. a worker could not start)."""
 
 
 def default_hide_paths() -> list[str]:
@@ -58,7 +45,7 @@ def default_hide_paths() -> list[str]:
     data_dir = os.environ.get("TEAMRL_DATA_DIR")
     if data_dir:
         candidates.append(data_dir)
-    repo_root = Path(_PACKAGE_DIR).parents[2]  # src/teamrl/sandbox -> repo root (source checkout)
+    repo_root = Path(PACKAGE_DIR).parents[2]  # src/teamrl/sandbox -> repo root (source checkout)
     if (repo_root / "pyproject.toml").exists():
         candidates += [str(repo_root), str(repo_root.parent / "shared" / "datasets")]
     needed = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, os.path.dirname(os.__file__),
@@ -75,59 +62,6 @@ def default_hide_paths() -> list[str]:
     return result
 
 
-class _Worker:
-    """One worker process and its two pipes."""
-
-    def __init__(self, config: dict[str, Any]):
-        self.proc = subprocess.Popen(
-            [sys.executable, "-I", "-c", _BOOTSTRAP, _PACKAGE_DIR, _json(config)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env={"PATH": "/usr/local/bin:/usr/bin:/bin"},
-            cwd="/", close_fds=True, start_new_session=True,  # Ctrl-C in the grader's terminal stays ours
-        )
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        self.in_fd = self.proc.stdin.fileno()
-        self.out_fd = self.proc.stdout.fileno()
-        self.pid = self.proc.pid
-        self.isolation: dict[str, Any] = {}
-
-    def wait_ready(self) -> _Worker:
-        """Wait for the worker's start-up report (started workers come up in parallel)."""
-        try:
-            ready = protocol.recv_message(self.out_fd, time.monotonic() + _WORKER_START_TIMEOUT_S)
-        except protocol.ProtocolError as exc:
-            self.kill()
-            raise SandboxError(f"sandbox worker failed to start: {exc} (its stderr is the grader's)") from None
-        self.isolation = ready["isolation"]
-        return self
-
-    def request(self, msgs: list[dict[str, Any]], timeout_s: float) -> dict[str, Any]:
-        for msg in msgs:
-            protocol.send_message(self.in_fd, msg)
-        return protocol.recv_message(self.out_fd, time.monotonic() + timeout_s)
-
-    def alive(self) -> bool:
-        return self.proc.poll() is None
-
-    def close(self, timeout_s: float = 5.0) -> None:
-        try:
-            protocol.send_message(self.in_fd, {"op": "quit"})
-            self.proc.wait(timeout_s)
-        except (OSError, subprocess.TimeoutExpired):
-            pass
-        self.kill()
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()  # its programs die with it (parent-death signal)
-            self.proc.wait()
-        for stream in (self.proc.stdin, self.proc.stdout):
-            if stream is not None:
-                try:
-                    stream.close()
-                except OSError:
-                    pass
-
-
 def _fast_tmp_dir() -> str:
     """Where per-program directories go when the worker has no private tmpfs.
 
@@ -138,11 +72,6 @@ def _fast_tmp_dir() -> str:
     if os.path.isdir(shm) and os.access(shm, os.W_OK | os.X_OK):
         return shm
     return tempfile.gettempdir()
-
-
-def _json(obj: Any) -> str:
-    import json
-    return json.dumps(obj)
 
 
 class Sandbox:
@@ -156,6 +85,9 @@ class Sandbox:
         forces the in-process guards only; "userns" forces the unprivileged user-namespace path
         even as root. The last two exist to test what other machines get.
     """
+
+    # Tests turn this off to exercise what machines without PID namespaces get.
+    _pid_namespace = True
 
     def __init__(self, limits: SandboxLimits = SandboxLimits(), workers: int = 2,
                  hide_paths: list[str] | None = None, os_isolation: bool | str = True,
@@ -176,15 +108,16 @@ class Sandbox:
             "hide_paths": [os.path.realpath(p) for p in (default_hide_paths() if hide_paths is None else hide_paths)],
             "os_isolation": {True: "auto", False: "off"}.get(os_isolation, "userns"), "tmpfs_mb": int(tmpfs_mb),
             "fallback_scratch": self._scratch, "preimport": list(preimport),
+            "pid_namespace": self._pid_namespace,
         }
         self._lock = threading.Lock()
         self._closed = False
-        self._all: list[_Worker] = []
-        self._idle: queue.Queue[_Worker] = queue.Queue()
+        self._all: list[WorkerHandle] = []
+        self._idle: queue.Queue[WorkerHandle] = queue.Queue()
         self._executor: ThreadPoolExecutor | None = None
         self._owner_pid = os.getpid()
         try:
-            self._all.extend(_Worker(self._config) for _ in range(workers))
+            self._all.extend(WorkerHandle(self._config) for _ in range(workers))
             for worker in self._all:
                 self._idle.put(worker.wait_ready())
         except BaseException:
@@ -311,7 +244,7 @@ class Sandbox:
     # ------------------------------------------------------------------ internals
 
     @staticmethod
-    def _shutdown(workers: list[_Worker], scratch: str, owner_pid: int) -> None:
+    def _shutdown(workers: list[WorkerHandle], scratch: str, owner_pid: int) -> None:
         if os.getpid() != owner_pid:
             return  # a forked copy of the grader exiting: the workers belong to the original
         for worker in workers:
@@ -345,10 +278,10 @@ class Sandbox:
         finally:
             self._idle.put(worker)
 
-    def _replace(self, worker: _Worker) -> _Worker:
+    def _replace(self, worker: WorkerHandle) -> WorkerHandle:
         """Kill a broken worker and start a fresh one in its place."""
         worker.kill()
-        fresh = _Worker(self._config).wait_ready()
+        fresh = WorkerHandle(self._config).wait_ready()
         with self._lock:
             self._all[self._all.index(worker)] = fresh
         return fresh

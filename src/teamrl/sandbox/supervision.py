@@ -2,8 +2,8 @@
 
 `supervise` watches one forked process (feeding stdin, collecting capped output, enforcing the
 wall clock); `kill_leftovers` then kills and reaps every other descendant of the worker (the
-worker is a child subreaper, so nothing a program starts can escape being its descendant);
-`remove_files` deletes what the program wrote.
+worker is pid 1 of its own PID namespace, or else a child subreaper, so nothing a program starts
+can escape being its descendant); `remove_files` deletes what the program wrote.
 """
 
 from __future__ import annotations
@@ -30,6 +30,8 @@ class WorkerState:
         self.user_namespace: bool = report["user_namespace"]
         self.private_tmp = report["filesystem"] == "readonly-mount-namespace"
         self.pid = os.getpid()
+        # pid 1 of a namespace of our own: kill(-1) then reaches exactly the programs' processes.
+        self.pid_namespace: bool = report["pid_namespace"] and self.pid == 1
         self.counter = 0
         self.tainted = False  # set when leftovers could not be cleaned; the grader restarts us
         self.guard_template: dict[str, Any] | None = None
@@ -118,7 +120,13 @@ def kill_leftovers(state: WorkerState, deadline_s: float = 5.0) -> None:
         if time.monotonic() > give_up:
             state.tainted = True
             return
-        if state.uid is not None:
+        if state.pid_namespace:
+            # Atomic like _kill_uid (kill(-1) holds the tasklist lock), and needs no user id.
+            try:
+                os.kill(-1, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        elif state.uid is not None:
             _kill_uid(state.uid)
         for kid in kids:
             for kill in (os.killpg, os.kill):

@@ -9,7 +9,8 @@ fast, and then for each request:
 2. forks; the child confines itself (child.py) and runs the program,
 3. supervises it: feeds stdin, collects stdout/stderr up to the caps, enforces the wall clock,
 4. kills the program's process group, reaps it, then kills and reaps anything else the program
-   left behind (the worker is a child subreaper, so every leftover process is its descendant),
+   left behind (the worker is pid 1 of its own PID namespace where the kernel allows, else a
+   child subreaper, so every leftover process is its descendant; see pidns.py),
 5. deletes the program's files and answers with the result.
 """
 
@@ -77,7 +78,8 @@ def main(config_json: str) -> None:
             pass
     python_paths = [sys.prefix, sys.base_prefix, os.path.dirname(os.__file__)] + [p for p in sys.path if p]
     report = isolation.setup_worker(config["fallback_scratch"], config["hide_paths"], config["parent_pid"],
-                                    config["os_isolation"], config["tmpfs_mb"], python_paths)
+                                    config["os_isolation"], config["tmpfs_mb"], python_paths,
+                                    config["pid_namespace"])
     state = WorkerState(report, report["hidden_paths"] or config["hide_paths"])
     os.makedirs(state.scratch, mode=0o711, exist_ok=True)
     os.chmod(state.scratch, 0o711 if state.uid is not None else 0o700)

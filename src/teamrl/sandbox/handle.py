@@ -1,0 +1,104 @@
+"""The grader's handle on one worker process: start it, talk to it, stop it and all its programs."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from . import protocol
+
+PACKAGE_DIR = str(Path(__file__).resolve().parent)
+# Loads this directory as a stand-alone package named `_teamrl_sandbox`, so the worker does not
+# import `teamrl` (and whatever heavy modules its __init__ pulls in).
+_BOOTSTRAP = (
+    "import sys,types;p=types.ModuleType('_teamrl_sandbox');p.__path__=[sys.argv[1]];"
+    "sys.modules['_teamrl_sandbox']=p;from _teamrl_sandbox import worker;worker.main(sys.argv[2])"
+)
+_WORKER_START_TIMEOUT_S = 30.0
+_MINIMAL_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin"}
+
+
+class SandboxError(RuntimeError):
+    """The sandbox machinery itself failed (e.g. a worker could not start)."""
+
+
+def kill_user_processes(uid: int) -> None:
+    """SIGKILL every process of `uid` at once, from a `kill` started as that uid.
+
+    The fallback for a worker that died without a PID namespace: detached processes its program
+    started are no longer its descendants, but they still run under the worker's own user id.
+    Run as `uid` (never as root), kill(-1) reaches only that user's processes.
+    """
+    try:
+        subprocess.run(["kill", "-KILL", "-1"], user=uid, group=uid, extra_groups=[],
+                       env=_MINIMAL_ENV, cwd="/", stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL, timeout=10, check=False)
+    except (OSError, subprocess.SubprocessError):
+        pass  # no `kill` binary, or the id switch failed: nothing was signalled
+
+
+class WorkerHandle:
+    """One worker process and its two pipes.
+
+    proc: the process the pool started. With a PID namespace (isolation["pid_namespace"]) that is
+    a thin parent outside the namespace, and `worker_pid` is the worker itself (pid 1 inside).
+    """
+
+    def __init__(self, config: dict[str, Any]):
+        self.proc = subprocess.Popen(
+            [sys.executable, "-I", "-c", _BOOTSTRAP, PACKAGE_DIR, json.dumps(config)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=dict(_MINIMAL_ENV),
+            cwd="/", close_fds=True, start_new_session=True,  # Ctrl-C in the grader's terminal stays ours
+        )
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.in_fd = self.proc.stdin.fileno()
+        self.out_fd = self.proc.stdout.fileno()
+        self.worker_pid = self.proc.pid
+        self.isolation: dict[str, Any] = {}
+
+    def wait_ready(self) -> WorkerHandle:
+        """Wait for the worker's start-up report (started workers come up in parallel)."""
+        try:
+            ready = protocol.recv_message(self.out_fd, time.monotonic() + _WORKER_START_TIMEOUT_S)
+        except protocol.ProtocolError as exc:
+            self.kill()
+            raise SandboxError(f"sandbox worker failed to start: {exc} (its stderr is the grader's)") from None
+        self.isolation = ready["isolation"]
+        self.worker_pid = int(self.isolation["host_pid"])
+        return self
+
+    def request(self, msgs: list[dict[str, Any]], timeout_s: float) -> dict[str, Any]:
+        for msg in msgs:
+            protocol.send_message(self.in_fd, msg)
+        return protocol.recv_message(self.out_fd, time.monotonic() + timeout_s)
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def close(self, timeout_s: float = 5.0) -> None:
+        try:
+            protocol.send_message(self.in_fd, {"op": "quit"})
+            self.proc.wait(timeout_s)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+        self.kill()
+
+    def kill(self) -> None:
+        """Kill the worker and every process its programs started, then close the pipes."""
+        if self.proc.poll() is None:
+            # With a PID namespace, the worker (its init) and everything in it die with this process.
+            self.proc.kill()
+            self.proc.wait()
+        uid = self.isolation.get("sandbox_uid")
+        if uid is not None and not self.isolation.get("pid_namespace"):
+            kill_user_processes(uid)
+        for stream in (self.proc.stdin, self.proc.stdout):
+            if stream is not None:
+                try:
+                    stream.close()
+                except OSError:
+                    pass

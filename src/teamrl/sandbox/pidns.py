@@ -1,0 +1,113 @@
+"""Run the worker as the init process (pid 1) of a PID namespace of its own.
+
+When the init process of a PID namespace dies, for whatever reason, the kernel kills every other
+process in that namespace. So once the worker is that init, nothing a program starts can outlive
+the worker: not a double-forked, `setsid`-detached daemon, not a fork bomb, not even when the
+worker itself is SIGKILLed mid-program by the pool or the grader dies. (Without it, such a daemon
+would re-parent to the machine's init when the worker is killed, and live on.)
+
+`enter` leaves the process the pool started behind as a thin parent that only waits for the
+worker and exits with its status; the worker gets a parent-death signal from that parent, so
+killing the process the pool knows about kills the worker, and with it the namespace.
+
+The worker also mounts a fresh /proc for the namespace, so programs see only the namespace's own
+processes (not the grader's command lines) and /proc lookups by pid agree with `os.getpid()`.
+Stdlib only: this module is loaded inside the bare worker interpreter.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+
+from .isolation import CLONE_NEWNS, MS_NODEV, MS_NOEXEC, MS_NOSUID, MS_PRIVATE, MS_REC, PR_SET_PDEATHSIG, mount, prctl, unshare
+
+CLONE_NEWPID = 0x20000000
+
+
+def _mount_proc() -> None:
+    """A private mount namespace with a /proc that shows this PID namespace."""
+    unshare(CLONE_NEWNS)
+    mount(None, "/", None, MS_REC | MS_PRIVATE)  # never propagate our mounts to the host
+    mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+
+
+def probe() -> str | None:
+    """None when a PID namespace with its own /proc can be made here, else the reason why not.
+
+    Tried in a throw-away child: unshare(CLONE_NEWPID) changes the namespace of the caller's
+    *future* children for good (in a user namespace it cannot be undone), so the worker only
+    calls it once it knows the whole sequence works.
+    """
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read_end)
+        code = 1
+        try:
+            unshare(CLONE_NEWPID)
+            init = os.fork()
+            if init == 0:
+                try:
+                    _mount_proc()
+                    os._exit(0)
+                except BaseException as exc:  # noqa: BLE001 - report whatever failed
+                    os.write(write_end, f"cannot mount /proc ({exc})".encode())
+                    os._exit(1)
+            _, status = os.waitpid(init, 0)
+            code = os.waitstatus_to_exitcode(status)
+        except BaseException as exc:  # noqa: BLE001
+            os.write(write_end, f"cannot unshare the PID namespace ({exc})".encode())
+        os._exit(code)
+    os.close(write_end)
+    _, status = os.waitpid(pid, 0)
+    with os.fdopen(read_end, "rb") as fh:
+        why = fh.read().decode("utf-8", "replace")
+    if os.waitstatus_to_exitcode(status) == 0:
+        return None
+    return why or f"PID namespace probe exited with status {status}"
+
+
+def _stay_behind(worker: int, keep_fd: int) -> None:
+    """The parent left outside the namespace: hold no pipes, wait, exit like the worker. Never returns."""
+    for entry in os.listdir("/proc/self/fd"):
+        fd = int(entry)
+        if fd > 2 and fd != keep_fd:
+            try:
+                os.close(fd)
+            except OSError:
+                pass  # the directory listing's own descriptor
+    while True:
+        try:
+            _, status = os.waitpid(worker, 0)
+            break
+        except InterruptedError:
+            continue
+    if os.WIFSIGNALED(status):
+        os._exit(128 + os.WTERMSIG(status))
+    os._exit(os.WEXITSTATUS(status))
+
+
+def enter() -> int:
+    """Continue as pid 1 of a new PID namespace; return this process's pid as the host sees it.
+
+    Call only after `probe()` returned None. The caller's process stays behind (see
+    `_stay_behind`) and never returns from here.
+    """
+    alive_r, alive_w = os.pipe()  # closes (EOF) when the parent left behind dies
+    unshare(CLONE_NEWPID)
+    pid = os.fork()
+    if pid != 0:
+        os.close(alive_r)
+        _stay_behind(pid, alive_w)
+    os.close(alive_w)
+    prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    # getppid() is 0 here (the parent is outside the namespace): check the pipe instead, in case
+    # the parent was killed before the death signal was armed.
+    if select.select([alive_r], [], [], 0)[0]:
+        os._exit(1)
+    os.close(alive_r)
+    host_pid = int(os.readlink("/proc/self"))  # still the host's /proc
+    _mount_proc()
+    return host_pid
