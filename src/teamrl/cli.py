@@ -1,4 +1,4 @@
-"""`teamrl` command line: quickstart, warmup, train, eval, report."""
+"""`teamrl` command line: quickstart, warmup, train, eval, export, report."""
 
 from __future__ import annotations
 
@@ -43,27 +43,26 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from teamrl.policies.loading import load_policy
-    from teamrl.training.build import build_policies, build_workflow, role_mapping
+    from teamrl.training.build import build_policies, build_workflow, policies_from_checkpoint
     from teamrl.training.evaluate import evaluate
 
     config = _load(args)
     workflow = build_workflow(config)
     if args.checkpoint:
-        folder = Path(args.checkpoint)
-        if not folder.is_dir():
-            raise ConfigError(f"--checkpoint {folder} is not a folder")
-        mapping = role_mapping(config, workflow)
-        policies = {}
-        for name in dict.fromkeys(mapping.values()):
-            sub = folder / name if (folder / name / "config.json").exists() else folder
-            policies[name] = load_policy(name, str(sub), config.policy.dtype, config.policy.device,
-                                         config.policy.chat_template)
+        policies, mapping = policies_from_checkpoint(config, workflow, Path(args.checkpoint))
     else:
         policies, mapping = build_policies(config, workflow)
     metrics, _ = evaluate(workflow, policies, mapping, args.instances or config.train.eval_instances,
                           config.rollout.eval_temperature, config.rollout.max_new_tokens, config.seed)
     print(json.dumps(metrics, indent=2))
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from teamrl.policies.storage import export_checkpoint
+
+    for source, target in export_checkpoint(Path(args.checkpoint), Path(args.merged), args.base):
+        print(f"{source} -> {target}")
     return 0
 
 
@@ -102,6 +101,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--checkpoint", help="a checkpoint folder (checkpoints/<tag>) or a model folder")
     p.add_argument("--instances", type=int, default=0, help="held-out instances (default: train.eval_instances)")
     p.set_defaults(func=cmd_eval)
+    p = sub.add_parser("export", help="write a checkpoint's policies as plain HF models (LoRA adapters merged)")
+    p.add_argument("checkpoint", help="checkpoints/<tag> of a run, or one policy's folder in it")
+    p.add_argument("--merged", required=True, metavar="OUT", help="output folder (one sub-folder per policy)")
+    p.add_argument("--base", help="base model folder of the adapters (default: the one their config names)")
+    p.set_defaults(func=cmd_export)
     p = sub.add_parser("report", help="HTML report of a run (RUN_DIR/report/index.html), or a comparison of several")
     p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="run directories written by train")
     p.add_argument("--out", help="output folder (default: RUN_DIR/report; ./teamrl-compare for several runs)")

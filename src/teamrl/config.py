@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
+import typing
 from typing import Any, get_type_hints
 
 import yaml
@@ -19,12 +20,39 @@ class ConfigError(ValueError):
     """A configuration value is missing, unknown or invalid."""
 
 
+REGIMES = ("shared", "per_role", "per_agent")
+
+
+@dataclass
+class LoraConfig:
+    """LoRA adapter settings of a policy (PEFT). Policies with `lora` on one base share that base in memory."""
+
+    r: int = 8
+    """Adapter rank."""
+    alpha: float = 16.0
+    """Scale numerator: the adapter's update is scaled by alpha / r."""
+    dropout: float = 0.0
+    """Dropout on the adapter's input during updates (0 keeps sampler and trainer distributions equal)."""
+    target_modules: list = field(default_factory=lambda: ["q_proj", "v_proj"])
+    """Names (last component) of the base model's linear layers that get an adapter."""
+
+    def __post_init__(self) -> None:
+        _require(self.r >= 1, "r", self.r, "an integer >= 1")
+        _require(self.alpha > 0, "alpha", self.alpha, "> 0")
+        _require(0 <= self.dropout < 1, "dropout", self.dropout, "0 <= dropout < 1")
+        _require(bool(self.target_modules) and all(isinstance(m, str) and m for m in self.target_modules),
+                 "target_modules", self.target_modules,
+                 "a non-empty list of module names, e.g. [q_proj, v_proj]")
+
+
 @dataclass
 class PolicyConfig:
     """Where a policy's weights come from and how it is optimised."""
 
     model: str = "tiny-default"
     """A local folder written by save_pretrained, a hub name, or 'tiny-default' (built and warmed up by teamrl)."""
+    tokenizer: str = ""
+    """Tokenizer folder or hub name; empty: the model's own."""
     dtype: str = "float32"
     """float32, bfloat16 or float16."""
     device: str = "cpu"
@@ -35,6 +63,16 @@ class PolicyConfig:
     """Peak learning rate of this policy's AdamW."""
     weight_decay: float = 0.01
     """AdamW weight decay."""
+    lora: LoraConfig | None = None
+    """LoRA settings (train an adapter on a frozen base); absent: train the full model."""
+
+    def __post_init__(self) -> None:
+        _require(self.lr > 0, "lr", self.lr, "> 0")
+        _require(self.weight_decay >= 0, "weight_decay", self.weight_decay, ">= 0")
+        _require(self.dtype in ("float32", "bfloat16", "float16"), "dtype", self.dtype,
+                 "float32, bfloat16 or float16")
+        _require(self.chat_template in ("auto", "on", "off"), "chat_template", self.chat_template,
+                 "auto, on or off")
 
 
 @dataclass
@@ -141,18 +179,24 @@ class RunConfig:
     run_name: str = ""
     """Run directory name (default: workflow-regime-seed-time)."""
     regime: str = "shared"
-    """shared (one policy for all roles) or per_role (one full model per role)."""
+    """Preset used when `roles` is empty: shared (one policy 'shared' for every agent), per_role (a
+    policy per role, named after it) or per_agent (a policy per agent, named after it)."""
     task: dict = field(default_factory=lambda: {"name": "plan_path"})
     """The task: `name` (plan_path, sokoban, sudoku, ...) plus that task's own settings."""
     workflow: WorkflowConfig = field(default_factory=WorkflowConfig)
     policy: PolicyConfig = field(default_factory=PolicyConfig)
+    policies: dict = field(default_factory=dict)
+    """Named policies: name -> fields of `policy` to override (model, lr, lora, ...); the rest is inherited."""
+    roles: dict = field(default_factory=dict)
+    """Role or agent name -> policy name; an agent's own entry wins over its role's. Empty: the `regime` preset."""
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
     algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
 
     def __post_init__(self) -> None:
         check = _require
-        check(self.regime in ("shared", "per_role"), "regime", self.regime, "shared or per_role")
+        check(self.regime in REGIMES, "regime", self.regime, " or ".join(REGIMES))
+        self._check_policies()
         try:
             self.task_settings()
         except (KeyError, ValueError, TypeError) as err:
@@ -181,12 +225,35 @@ class RunConfig:
               self.train.batch_size, ">= 1 (and steps >= 0)")
         check(self.train.schedule in ("constant", "cosine"), "train.schedule", self.train.schedule,
               "constant or cosine")
-        check(self.policy.lr > 0, "policy.lr", self.policy.lr, "> 0")
         check(self.rollout.temperature > 0, "rollout.temperature", self.rollout.temperature,
               "> 0 for training samples (use eval_temperature: 0 for greedy evaluation)")
         check(self.rollout.eval_temperature >= 0, "rollout.eval_temperature",
               self.rollout.eval_temperature, ">= 0")
 
+
+    def _check_policies(self) -> None:
+        """Named policies build into valid PolicyConfigs; `roles` maps names to names."""
+        for name, entry in self.policies.items():
+            if not isinstance(name, str) or not name.isidentifier():
+                raise ConfigError(f"policies: policy name {name!r} must be an identifier (letters, digits, _)")
+            if entry is not None and not isinstance(entry, dict):
+                raise ConfigError(f"policies.{name} must be a mapping of policy fields, got {entry!r}")
+            self.policy_config(name)
+        for key, value in self.roles.items():
+            if not isinstance(value, str) or not value.isidentifier():
+                raise ConfigError(f"roles.{key} = {value!r} must be a policy name (an identifier)")
+            if self.policies and value not in self.policies:
+                raise ConfigError(f"roles.{key} = {value!r} is not defined under `policies` "
+                                  f"(defined: {', '.join(sorted(self.policies))}); add policies.{value} "
+                                  "or map to a defined policy")
+
+    def policy_config(self, name: str) -> PolicyConfig:
+        """The settings of policy `name`: `policy` overridden by `policies[name]` (when present)."""
+        base = dataclasses.asdict(self.policy)
+        entry = dict(self.policies.get(name) or {})
+        if isinstance(entry.get("lora"), dict) and isinstance(base.get("lora"), dict):
+            entry["lora"] = {**base["lora"], **entry["lora"]}  # a policy may change only the rank
+        return _build(PolicyConfig, {**base, **entry}, f"policies.{name}." if name in self.policies else "policy.")
 
     def task_settings(self) -> Any:
         """The task section as the task's typed, validated settings object."""
@@ -212,7 +279,7 @@ def _build(cls: type, data: dict[str, Any], where: str) -> Any:
                           f"{where or 'the top level'}: {', '.join(sorted(names))}")
     kwargs = {}
     for name, value in data.items():
-        hint = hints[name]
+        hint = _optional_dataclass(hints[name], value)
         if hint is dict:
             if not isinstance(value, dict):
                 raise ConfigError(f"{where}{name} must be a mapping, got {type(value).__name__}")
@@ -225,9 +292,17 @@ def _build(cls: type, data: dict[str, Any], where: str) -> Any:
     try:
         return cls(**kwargs)
     except (ValueError, TypeError) as err:
-        if isinstance(err, ConfigError):
-            raise
+        if isinstance(err, ConfigError):  # a field check of `cls`: name the field's full key
+            raise ConfigError(f"{where}{err}") from err
         raise ConfigError(f"{where.rstrip('.') or 'config'}: {err}") from err
+
+
+def _optional_dataclass(hint: Any, value: Any) -> Any:
+    """`X | None` with X a dataclass: X for a mapping, NoneType for None; other hints unchanged."""
+    args = [a for a in typing.get_args(hint) if a is not type(None)]
+    if len(args) == 1 and type(None) in typing.get_args(hint) and dataclasses.is_dataclass(args[0]):
+        return type(None) if value is None else args[0]
+    return hint
 
 
 def _coerce(value: Any, hint: Any, key: str) -> Any:

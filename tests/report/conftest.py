@@ -81,7 +81,7 @@ def write_run(root: Path, name: str, eval_success: list[float], *, steps: int = 
         (run / "summary.json").write_text(json.dumps(
             {"initial_success": eval_success[0], "final_success": eval_success[-1], "best_success": best,
              "best_step": best_step, "steps": steps, "train_seconds": train_seconds,
-             "role_to_policy": {a: policies[0] for a in AGENTS}}, indent=2))
+             "agent_to_policy": {a: policies[0] for a in AGENTS}}, indent=2))
     return run
 
 

@@ -15,7 +15,7 @@ PARAMS = SamplingParams(temperature=1.5, max_new_tokens=6)
 
 def _rollout(workflow, k=6, instances=(0, 1, 2), seed=0):
     policy = tiny_policy("llama", seed=seed)
-    return run_episodes(workflow, list(instances), "train", {"p": policy}, {"writer": "p", "critic": "p"},
+    return run_episodes(workflow, list(instances), "train", {"p": policy}, {"a": "p", "b": "p"},
                         PARAMS, k, RewardWeights(1.0, 1.0), torch.Generator().manual_seed(seed),
                         random.Random(seed))
 

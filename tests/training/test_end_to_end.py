@@ -47,7 +47,7 @@ def test_train_writes_a_complete_run(tmp_path, warm_model, regime):
     summary = json.loads((run_dir / "summary.json").read_text())
     assert 0.0 <= summary["final_success"] <= 1.0
     expected = {"shared"} if regime == "shared" else {"tool", "plan"}
-    assert set(summary["role_to_policy"].values()) == expected
+    assert set(summary["agent_to_policy"].values()) == expected
     for name in expected:
         assert (run_dir / "checkpoints" / "final" / name / "config.json").exists()
     for key in ("adv/zero_signal_frac", "role/tool/reward", "role/plan/reward", "time/tokens_per_s"):

@@ -40,6 +40,6 @@ def test_custom_workflow_trains_one_step():
     assert {s.agent for s in samples} == {"proposer", "checker"}
     algo = AlgorithmConfig(k=4)
     assign_advantages(samples, episodes, algo)
-    opt = make_optimizer(policy, PolicyConfig(), TrainConfig(), 0.0)
+    opt = make_optimizer(policy, PolicyConfig(), TrainConfig(), with_reference=False)
     stats = update_policy(opt, samples, algo, 1.0, 1.0, random.Random(0))
     assert stats["samples"] == len(samples)

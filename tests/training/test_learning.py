@@ -19,13 +19,13 @@ def test_tree_grpo_raises_an_easy_reward_for_both_agents():
     policy = tiny_policy("llama", seed=0)
     workflow = ToyWorkflow(max_turns=1)
     algo = AlgorithmConfig(k=8, minibatch_size=64)
-    opt = make_optimizer(policy, PolicyConfig(lr=3e-3), TrainConfig(steps=30, warmup_steps=1), 0.0)
+    opt = make_optimizer(policy, PolicyConfig(lr=3e-3), TrainConfig(steps=30, warmup_steps=1), False)
     params = SamplingParams(temperature=1.0, max_new_tokens=4)
     gen, rng = torch.Generator().manual_seed(0), random.Random(0)
     per_step = []
     for step in range(30):
         samples, episodes = run_episodes(workflow, list(range(8)), "train", {"p": policy},
-                                         {"writer": "p", "critic": "p"}, params, algo.k,
+                                         {"a": "p", "b": "p"}, params, algo.k,
                                          RewardWeights(1.0, 0.0), gen, rng)
         assign_advantages(samples, episodes, algo)
         stats = update_policy(opt, trainable(samples, True), algo, 1.0, 1.0, rng)
@@ -43,7 +43,7 @@ def test_trajectory_grouping_gives_every_sample_its_episode_advantage():
     algo = AlgorithmConfig(grouping="trajectory", k=4)
     instances = [i for i in range(3) for _ in range(algo.k)]
     samples, episodes = run_episodes(workflow, instances, "train", {"p": policy},
-                                     {"writer": "p", "critic": "p"}, SamplingParams(max_new_tokens=4), 1,
+                                     {"a": "p", "b": "p"}, SamplingParams(max_new_tokens=4), 1,
                                      RewardWeights(), torch.Generator().manual_seed(0), random.Random(0))
     assign_advantages(samples, episodes, algo)
     returns = [sum(e.rewards_by_agent.values()) for e in episodes]

@@ -13,12 +13,27 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch
 
 @dataclass
 class Policy:
-    """A trainable model with its tokenizer; several roles may share one."""
+    """A trainable model with its tokenizer; several agents may share one.
+
+    A LoRA policy (`adapter` set) shares `network`, a PEFT model, with the other adapters on its
+    base; reading `model` switches that network to this policy's adapter, so whatever runs
+    `policy.model` (sampling, scoring, updates, saving) runs this policy and no other.
+    """
 
     name: str
-    model: PreTrainedModel
+    network: PreTrainedModel  # the full model, or the PEFT model shared by the adapters on one base
     tokenizer: PreTrainedTokenizerBase
     use_chat_template: bool
+    adapter: str | None = None  # the PEFT adapter of this policy; None: the whole network is the policy
+
+    @property
+    def model(self) -> PreTrainedModel:
+        """The network to run, with this policy's adapter active."""
+        if self.adapter is not None:
+            from teamrl.policies.lora import activate
+
+            activate(self.network, self.adapter)
+        return self.network
 
     @property
     def device(self) -> torch.device:
@@ -45,41 +60,66 @@ class Policy:
         return sorted(i for i in ids if i is not None)
 
 
+def _source(name: str, path: str, what: str) -> str:
+    local = Path(path).expanduser()
+    if what == "model" and local.exists() and not (local / "config.json").exists():
+        raise FileNotFoundError(
+            f"policy {name!r}: {local} exists but has no config.json; point model at a folder "
+            "written by save_pretrained (or run `teamrl warmup` for the tiny default)"
+        )
+    return str(local) if local.exists() else path
+
+
+def _not_found(name: str, what: str, path: str, err: OSError) -> FileNotFoundError:
+    return FileNotFoundError(
+        f"policy {name!r}: could not load {what} {path!r} ({err}). Give a local folder "
+        "written by save_pretrained; this machine cannot download from a hub.")
+
+
+def load_tokenizer(name: str, path: str) -> PreTrainedTokenizerBase:
+    """AutoTokenizer from a folder or hub name, with a pad token (EOS when the tokenizer has none)."""
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(_source(name, path, "tokenizer"))
+    except OSError as err:
+        raise _not_found(name, "tokenizer", path, err) from err
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return tokenizer
+
+
+def load_model(name: str, path: str, dtype: str = "float32", device: str = "cpu") -> PreTrainedModel:
+    """AutoModelForCausalLM from a folder (or hub name) in `dtype` on `device`."""
+    if dtype not in DTYPES:
+        raise ValueError(f"policy {name!r}: dtype {dtype!r} unknown; use one of {sorted(DTYPES)}")
+    try:
+        model = AutoModelForCausalLM.from_pretrained(_source(name, path, "model"), dtype=DTYPES[dtype])
+    except OSError as err:
+        raise _not_found(name, "model", path, err) from err
+    return model.to(device)
+
+
+def uses_chat_template(name: str, tokenizer: PreTrainedTokenizerBase, chat_template: str, source: str) -> bool:
+    """chat_template: 'auto' uses the tokenizer's template when it has one, 'on' requires it, 'off' never."""
+    if chat_template not in ("auto", "on", "off"):
+        raise ValueError(f"policy {name!r}: chat_template must be auto, on or off, got {chat_template!r}")
+    has_template = bool(getattr(tokenizer, "chat_template", None))
+    if chat_template == "on" and not has_template:
+        raise ValueError(f"policy {name!r}: chat_template: on, but {source} has no chat template")
+    return has_template and chat_template != "off"
+
+
 def load_policy(
     name: str,
     model_path: str,
     dtype: str = "float32",
     device: str = "cpu",
     chat_template: str = "auto",
+    tokenizer_path: str = "",
 ) -> Policy:
-    """Load `model_path` (a local folder or a hub name) with AutoModelForCausalLM/AutoTokenizer.
+    """Load a full (every weight trainable) policy from `model_path`, a local folder or a hub name.
 
-    chat_template: 'auto' uses the tokenizer's template when it has one, 'on' requires it,
-    'off' feeds the raw prompt text.
+    tokenizer_path: where the tokenizer comes from when not from `model_path`.
     """
-    if dtype not in DTYPES:
-        raise ValueError(f"policy {name!r}: dtype {dtype!r} unknown; use one of {sorted(DTYPES)}")
-    if chat_template not in ("auto", "on", "off"):
-        raise ValueError(f"policy {name!r}: chat_template must be auto, on or off, got {chat_template!r}")
-    local = Path(model_path).expanduser()
-    if (local.exists() and not (local / "config.json").exists()):
-        raise FileNotFoundError(
-            f"policy {name!r}: {local} exists but has no config.json; point model at a folder "
-            "written by save_pretrained (or run `teamrl warmup` for the tiny default)"
-        )
-    source = str(local) if local.exists() else model_path
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(source)
-        model = AutoModelForCausalLM.from_pretrained(source, dtype=DTYPES[dtype])
-    except OSError as err:
-        raise FileNotFoundError(
-            f"policy {name!r}: could not load model {model_path!r} ({err}). Give a local folder "
-            "with config.json and weights; this machine cannot download from a hub."
-        ) from err
-    if tokenizer.pad_token_id is None:
-        tokenizer.pad_token = tokenizer.eos_token
-    has_template = bool(getattr(tokenizer, "chat_template", None))
-    if chat_template == "on" and not has_template:
-        raise ValueError(f"policy {name!r}: chat_template: on, but {model_path} has no chat template")
-    model.to(device)
-    return Policy(name, model, tokenizer, use_chat_template=has_template and chat_template != "off")
+    tokenizer = load_tokenizer(name, tokenizer_path or model_path)
+    use_template = uses_chat_template(name, tokenizer, chat_template, tokenizer_path or model_path)
+    return Policy(name, load_model(name, model_path, dtype, device), tokenizer, use_template)

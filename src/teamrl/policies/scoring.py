@@ -85,8 +85,10 @@ def left_pad(prompts: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch
 
 def cached_forward_full(model, cache: DynamicCache, **inputs) -> torch.Tensor:
     """Forward with a KV cache that the model extends in place; returns all logits [B, L, V]."""
-    # transformers renamed `past_key_values` to `cache`; pass whichever this version takes.
-    key = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+    # transformers renamed `past_key_values` to `cache`; pass whichever this version takes. A PEFT
+    # wrapper forwards keyword arguments to the model it wraps: ask that model.
+    inner = model.get_base_model() if hasattr(model, "get_base_model") else model
+    key = "cache" if "cache" in inspect.signature(inner.forward).parameters else "past_key_values"
     return model(**inputs, use_cache=True, **{key: cache}).logits
 
 

@@ -57,7 +57,8 @@ def _summary_html(run: RunData) -> str:
             ["Step of the best", fmt(h.best_step, "int")],
             ["Training steps", fmt(h.steps, "int")],
             ["Training time (without the first and final evaluation)", fmt(h.train_seconds, "sec")]]
-    mapping = (run.summary or {}).get("role_to_policy")
+    summary = run.summary or {}
+    mapping = summary.get("agent_to_policy", summary.get("role_to_policy"))  # role_to_policy: older runs
     if isinstance(mapping, dict):
         rows.append(["Agent → policy", "<br>".join(f"{esc(a)} → {esc(p)}" for a, p in mapping.items())])
     note = ("" if h.from_summary else

@@ -85,7 +85,7 @@ def run_episodes(
     instances: list[int],
     split: str,
     policies: dict[str, Policy],
-    role_to_policy: dict[str, str],
+    agent_to_policy: dict[str, str],
     params: SamplingParams,
     branches: int,
     weights: RewardWeights,
@@ -93,7 +93,14 @@ def run_episodes(
     rng: random.Random,
     commit_rule: str = "greedy",
 ) -> tuple[list[Sample], list[Episode]]:
-    """Play one episode per entry of `instances`; return every candidate sample and the episodes."""
+    """Play one episode per entry of `instances`; return every candidate sample and the episodes.
+
+    agent_to_policy: agent name -> name in `policies` of the policy that speaks for that agent.
+    """
+    unmapped = [a.name for a in workflow.agents if agent_to_policy.get(a.name) not in policies]
+    if unmapped:
+        raise ValueError(f"agents {', '.join(unmapped)} have no policy in agent_to_policy={agent_to_policy} "
+                       f"(policies: {', '.join(policies)}); map every agent name to a loaded policy")
     episodes = [Episode(i, workflow.new_state(split, i)) for i in instances]
     samples: list[Sample] = []
     for turn in range(workflow.max_turns):
@@ -111,7 +118,7 @@ def run_episodes(
             if not live:
                 break
             source = {e: (pre_turn[e] if pre_turn else episodes[e].state) for e in live}
-            policy_name = role_to_policy[agent.role]
+            policy_name = agent_to_policy[agent.name]
             policy = policies[policy_name]
             prompts = [policy.encode_prompt(workflow.render(agent.name, source[e])) for e in live]
             groups = sample(policy, prompts, branches, params, generator)

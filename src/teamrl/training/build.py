@@ -1,11 +1,17 @@
-"""Config -> workflow, policies and the role -> policy mapping."""
+"""Config -> workflow, policies and the agent -> policy mapping."""
 
 from __future__ import annotations
 
-from teamrl.config import RunConfig
-from teamrl.policies.loading import Policy, load_policy
+import dataclasses
+from pathlib import Path
+
+from teamrl.config import ConfigError, PolicyConfig, RunConfig
+from teamrl.policies.assemble import load_policies
+from teamrl.policies.loading import Policy
+from teamrl.policies.mapping import agent_policy_mapping
+from teamrl.policies.storage import load_policy_weights
 from teamrl.training.tiny_default import WarmupRecipe, warm_up
-from teamrl.workflows.base import Workflow, role_names
+from teamrl.workflows.base import Workflow
 from teamrl.workflows.registry import task_entry
 
 TINY_DEFAULT = "tiny-default"
@@ -18,30 +24,66 @@ def build_workflow(config: RunConfig) -> Workflow:
                        prompt_style=wf.prompt_style, format_bonus=wf.format_bonus)
 
 
-def resolve_model_path(config: RunConfig) -> str:
-    """A model path; 'tiny-default' is warmed up (or taken from the cache) for this task."""
-    if config.policy.model != TINY_DEFAULT:
-        return config.policy.model
+def resolve_model_path(config: RunConfig, model: str | None = None) -> str:
+    """A loadable model path for `model` (default: policy.model); 'tiny-default' is warmed up
+    (or taken from the cache) for this task."""
+    model = model or config.policy.model
+    if model != TINY_DEFAULT:
+        return model
     kind = "team" if config.workflow.name == "single" else config.workflow.name
     return str(warm_up(WarmupRecipe.for_task(config.task, config.workflow.max_turns, kind)))
 
 
-def role_mapping(config: RunConfig, workflow: Workflow) -> dict[str, str]:
-    """shared: every role -> 'shared'; per_role: every role -> a policy named after it."""
-    roles = role_names(workflow)
-    if config.regime == "shared":
-        return {role: "shared" for role in roles}
-    return {role: role for role in roles}
+def agent_mapping(config: RunConfig, workflow: Workflow) -> dict[str, str]:
+    """Agent name -> policy name: the `roles:` mapping, or the `regime` preset when it is empty."""
+    return agent_policy_mapping(config.regime, config.roles, config.policies, workflow.agents)
+
+
+def policy_settings(config: RunConfig, mapping: dict[str, str], model_path: str | None = None
+                    ) -> dict[str, PolicyConfig]:
+    """Each used policy's settings with `model` resolved to a loadable path.
+
+    model_path: used instead of warming up wherever a policy's model is 'tiny-default'.
+    """
+    settings, resolved = {}, {}
+    for name in dict.fromkeys(mapping.values()):
+        cfg = config.policy_config(name)
+        if cfg.model not in resolved:
+            use = model_path if model_path and cfg.model == TINY_DEFAULT else None
+            resolved[cfg.model] = use or resolve_model_path(config, cfg.model)
+        settings[name] = dataclasses.replace(cfg, model=resolved[cfg.model])
+    return settings
 
 
 def build_policies(config: RunConfig, workflow: Workflow, model_path: str | None = None
                    ) -> tuple[dict[str, Policy], dict[str, str]]:
-    """Load one policy per distinct name in the role mapping (per_role: one full copy per role)."""
-    path = model_path or resolve_model_path(config)
-    mapping = role_mapping(config, workflow)
-    policies = {
-        name: load_policy(name, path, config.policy.dtype, config.policy.device,
-                          config.policy.chat_template)
-        for name in dict.fromkeys(mapping.values())
-    }
+    """The policies of the agent -> policy mapping, loaded; LoRA policies on one base share it.
+
+    Returns (policies by name, agent name -> policy name).
+    """
+    mapping = agent_mapping(config, workflow)
+    return load_policies(policy_settings(config, mapping, model_path)), mapping
+
+
+def policies_from_checkpoint(config: RunConfig, workflow: Workflow, folder: Path
+                             ) -> tuple[dict[str, Policy], dict[str, str]]:
+    """The configured policies with the weights of a checkpoint (checkpoints/<tag>/<policy>/).
+
+    `folder` may instead be one HF model folder: then every policy is a full copy of it.
+    """
+    if not folder.is_dir():
+        raise ConfigError(f"--checkpoint {folder} is not a folder")
+    mapping = agent_mapping(config, workflow)
+    if (folder / "config.json").is_file():
+        settings = {name: dataclasses.replace(config.policy_config(name), model=str(folder), tokenizer="",
+                                              lora=None)
+                    for name in dict.fromkeys(mapping.values())}
+        return load_policies(settings), mapping
+    missing = [name for name in dict.fromkeys(mapping.values()) if not (folder / name).is_dir()]
+    if missing:
+        raise ConfigError(f"--checkpoint {folder} has no folder for policies {', '.join(missing)}; "
+                          "it was written for another regime or `roles:` mapping")
+    policies, mapping = build_policies(config, workflow)
+    for name, policy in policies.items():
+        load_policy_weights(policy, folder / name)
     return policies, mapping

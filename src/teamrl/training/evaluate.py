@@ -16,21 +16,24 @@ from teamrl.workflows.base import Workflow
 def evaluate(
     workflow: Workflow,
     policies: dict[str, Policy],
-    role_to_policy: dict[str, str],
+    agent_to_policy: dict[str, str],
     instances: int,
     temperature: float = 0.0,
     max_new_tokens: int = 40,
     seed: int = 0,
     batch: int = 100,
 ) -> tuple[dict[str, float], list[Episode]]:
-    """Success rate and returns on the first `instances` held-out instances."""
+    """Success rate and returns on the first `instances` held-out instances.
+
+    agent_to_policy: agent name -> policy name (see `teamrl.training.build.agent_mapping`).
+    """
     params = SamplingParams(temperature=temperature, max_new_tokens=max_new_tokens)
     generator = torch.Generator().manual_seed(seed)
     rng = random.Random(seed)
     episodes: list[Episode] = []
     for start in range(0, instances, batch):
         ids = list(range(start, min(instances, start + batch)))
-        _, eps = run_episodes(workflow, ids, "heldout", policies, role_to_policy, params, 1,
+        _, eps = run_episodes(workflow, ids, "heldout", policies, agent_to_policy, params, 1,
                               RewardWeights(), generator, rng)
         episodes.extend(eps)
     metrics = {

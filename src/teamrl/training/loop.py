@@ -62,7 +62,8 @@ def train(config: RunConfig, model_path: str | None = None, progress: bool = Tru
     seed_everything(config.seed)
     workflow = build_workflow(config)
     policies, mapping = build_policies(config, workflow, model_path)
-    optimizers = {name: make_optimizer(p, config.policy, config.train, config.algorithm.kl_coef)
+    optimizers = {name: make_optimizer(p, config.policy_config(name), config.train,
+                                       config.algorithm.kl_coef > 0)
                   for name, p in policies.items()}
     run = RunDirectory(config)
     generator = torch.Generator().manual_seed(config.seed)
@@ -121,7 +122,7 @@ def train(config: RunConfig, model_path: str | None = None, progress: bool = Tru
     run.save_checkpoint("final", policies)
     summary = {"initial_success": history["initial"], "final_success": final, "best_success": best,
                "best_step": best_step, "steps": step, "train_seconds": train_seconds,
-               "role_to_policy": mapping}
+               "agent_to_policy": mapping}
     run.write_json("summary.json", summary)
     run.close()
     return run.path

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import math
 import random
 from dataclasses import dataclass
@@ -12,6 +13,7 @@ from teamrl.algorithms.losses import AGGREGATIONS, kl_k3, ppo_clip_loss
 from teamrl.config import AlgorithmConfig, PolicyConfig, TrainConfig
 from teamrl.diagnostics.gradients import RoleGradients
 from teamrl.policies.loading import Policy
+from teamrl.policies.lora import AdaptersDisabled, adapter_parameters
 from teamrl.policies.scoring import shared_prefix_logprobs
 from teamrl.rollout.tree import Sample
 from teamrl.training.data_parallel import GradSync
@@ -28,8 +30,16 @@ class PolicyOptimizer:
     grad_sync: GradSync | None = None  # set on each worker of a data-parallel group
 
 
-def make_optimizer(policy: Policy, pcfg: PolicyConfig, tcfg: TrainConfig, kl_coef: float) -> PolicyOptimizer:
-    params = [p for p in policy.model.parameters() if p.requires_grad]
+def make_optimizer(policy: Policy, pcfg: PolicyConfig, tcfg: TrainConfig, with_reference: bool) -> PolicyOptimizer:
+    """AdamW over what `policy` trains (a LoRA policy: only its own adapter) with the LR schedule.
+
+    with_reference: keep a frozen copy of the initial policy for a KL anchor. A LoRA policy's
+    reference is its base with the adapters switched off, which costs no memory.
+    """
+    if policy.adapter is not None:
+        params = adapter_parameters(policy.model, policy.adapter)
+    else:
+        params = [p for p in policy.model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=pcfg.lr, weight_decay=pcfg.weight_decay)
 
     def lr_factor(step: int) -> float:
@@ -41,8 +51,9 @@ def make_optimizer(policy: Policy, pcfg: PolicyConfig, tcfg: TrainConfig, kl_coe
         return 1.0
 
     reference = None
-    if kl_coef > 0:
-        import copy
+    if with_reference and policy.adapter is not None:
+        reference = AdaptersDisabled(policy.model)
+    elif with_reference:
         reference = copy.deepcopy(policy.model).eval().requires_grad_(False)
     return PolicyOptimizer(policy, optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, lr_factor), reference)
 
