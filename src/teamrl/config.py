@@ -142,6 +142,15 @@ class AlgorithmConfig:
     """Passes over each step's samples."""
     minibatch_size: int = 256
     """Samples per optimizer step (several minibatches make the PPO clip act)."""
+    kl_coef_by_role: dict = field(default_factory=dict)
+    """Per-role KL anchor {role: coef}; listed roles use their coef instead of kl_coef (needs a reference)."""
+    coherence_damping: float = 0.0
+    """lambda: scale each role's gradient by 1 - lambda * clamp(cos(g, EMA(g)), 0, 1) (0 = off; <= 0.3)."""
+    coherence_tau: float = 0.9
+    """EMA decay of each role's gradient, ema <- tau * ema + (1 - tau) * g (damping and the coherence metric)."""
+    role_balanced: bool = False
+    """Each role contributes equally to a minibatch's loss (instead of in proportion to its tokens/samples)."""
+
 
 
 @dataclass
@@ -169,6 +178,43 @@ class TrainConfig:
 
 
 @dataclass
+class DiagnosticsConfig:
+    """Role-aware diagnostics and the alerts they raise (see teamrl.diagnostics)."""
+
+    level: str = "cheap"
+    """off, cheap (per-role stats and exact per-role gradient norms) or full (+ gradient cosines,
+    coherence and output diversity)."""
+    sketch_dim: int = 4096
+    """Size of the random projection of gradients used for cosines when the model is too big for exact vectors."""
+    exact_max_params: int = 4_000_000
+    """Keep exact gradient vectors (no projection) for policies with at most this many trainable parameters."""
+    alerts: bool = True
+    """Raise dominant-role, echo-chamber and collapse alerts (printed and written to alerts.jsonl)."""
+    baseline_steps: int = 3
+    """Steps averaged into each metric's step-0 baseline (drift is measured against it)."""
+    window: int = 5
+    """Trailing steps averaged before an alert condition is checked."""
+    dominant_share: float = 0.6
+    """Dominant role: a role's share of its shared policy's gradient norm at or above this..."""
+    drift_toward: float = 0.3
+    """...while another role's response length moved this fraction of the way toward the dominant role's..."""
+    min_length_gap: float = 2.0
+    """(lengths closer than this many tokens at baseline are not compared)..."""
+    format_drop: float = 0.2
+    """...or that role's format adherence fell by at least this much."""
+    echo_cosine: float = 0.8
+    """Echo chamber: gradient cosine between duplicated agents of a role at or above this..."""
+    diversity_drop: float = 0.5
+    """...while their output diversity fell by this fraction of its baseline..."""
+    diversity_floor: float = 0.05
+    """...or below this absolute level."""
+    collapse_drop: float = 0.2
+    """Collapse: the held-out success fell this much (absolute) below its peak."""
+    train_transcripts: int = 4
+    """Training episodes (with each turn's reward and advantage) saved at every evaluation step."""
+
+
+@dataclass
 class RunConfig:
     """A whole run. `teamrl train CONFIG.yaml key.sub=value ...`"""
 
@@ -192,6 +238,7 @@ class RunConfig:
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
     algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
+    diagnostics: DiagnosticsConfig = field(default_factory=DiagnosticsConfig)
 
     def __post_init__(self) -> None:
         check = _require
@@ -229,6 +276,8 @@ class RunConfig:
               "> 0 for training samples (use eval_temperature: 0 for greedy evaluation)")
         check(self.rollout.eval_temperature >= 0, "rollout.eval_temperature",
               self.rollout.eval_temperature, ">= 0")
+        _check_mitigations(self.algorithm)
+        _check_diagnostics(self.diagnostics)
 
 
     def _check_policies(self) -> None:
@@ -260,6 +309,27 @@ class RunConfig:
         from teamrl.workflows.registry import task_settings
 
         return task_settings(self.task)
+
+
+def _check_mitigations(algo: AlgorithmConfig) -> None:
+    for role, coef in algo.kl_coef_by_role.items():
+        _require(isinstance(coef, (int, float)) and not isinstance(coef, bool) and coef >= 0,
+                 f"algorithm.kl_coef_by_role.{role}", coef, "a number >= 0")
+    _require(0 <= algo.coherence_damping <= 1, "algorithm.coherence_damping", algo.coherence_damping,
+             "0 <= lambda <= 1 (0 = off; at 1 a fully coherent role's update freezes)")
+    _require(0 <= algo.coherence_tau < 1, "algorithm.coherence_tau", algo.coherence_tau, "0 <= tau < 1")
+
+
+def _check_diagnostics(diag: DiagnosticsConfig) -> None:
+    _require(diag.level in ("off", "cheap", "full"), "diagnostics.level", diag.level, "off, cheap or full")
+    _require(diag.sketch_dim >= 16, "diagnostics.sketch_dim", diag.sketch_dim, ">= 16")
+    _require(diag.baseline_steps >= 1 and diag.window >= 1, "diagnostics.window", diag.window,
+             ">= 1 (and baseline_steps >= 1)")
+    for name in ("dominant_share", "drift_toward", "format_drop", "echo_cosine", "diversity_drop",
+                 "diversity_floor", "collapse_drop"):
+        value = getattr(diag, name)
+        _require(0 <= value <= 1, f"diagnostics.{name}", value, "a fraction between 0 and 1")
+    _require(diag.train_transcripts >= 0, "diagnostics.train_transcripts", diag.train_transcripts, ">= 0")
 
 
 def _require(ok: bool, key: str, value: Any, expected: str) -> None:

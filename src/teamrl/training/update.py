@@ -209,9 +209,9 @@ def _part_loss(state: PolicyOptimizer, part: list[Sample], algo: AlgorithmConfig
                                                     temperature)
         kl = aggregate(kl_k3(logp, ref_logp), mask)
         loss = loss + kl_coef * kl
-        metrics["kl_ref"] = float(kl)
+        metrics["kl_ref"] = float(kl.detach())
     if not torch.isfinite(loss):
         raise FloatingPointError(
             f"policy {state.policy.name}: loss is {loss.item()}; lower the learning rate or check rewards")
-    metrics.update(entropy=float(ent), tokens=float(mask.sum()))
+    metrics.update(entropy=float(ent.detach()), tokens=float(mask.sum()))
     return loss * weight, metrics

@@ -1,0 +1,141 @@
+"""Alerts raised from the stream of per-step metrics, in plain words.
+
+- dominant role: in a policy shared by several roles, one role carries at least `dominant_share`
+  of the gradient mass (trailing mean) while another role of that policy drifts toward it: its
+  response length moved `drift_toward` of the way to the dominant role's baseline length, or its
+  format adherence fell by `format_drop`;
+- echo chamber: duplicated agents of one role push the policy the same way (mean pairwise
+  gradient cosine >= `echo_cosine`) while their outputs converge (diversity fell by
+  `diversity_drop` of its baseline, or below `diversity_floor`);
+- collapse: held-out success fell `collapse_drop` below its peak; names the checkpoint to keep.
+
+An alert fires when its condition becomes true and again only after the condition cleared, so a
+persisting problem is reported once, not every step. Thresholds live in `DiagnosticsConfig`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from teamrl.config import DiagnosticsConfig
+from teamrl.diagnostics.drift import Baselines, Windows
+
+
+@dataclass(frozen=True)
+class Alert:
+    """One alert: what (kind), about whom (subject), when, and the message a person reads."""
+
+    step: int
+    kind: str  # dominant_role, echo_chamber or collapse
+    subject: str
+    message: str
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class AlertMonitor:
+    """Watches the metrics of each step; `observe` returns the alerts that fire at that step."""
+
+    def __init__(self, config: DiagnosticsConfig, role_policy: dict[str, str]) -> None:
+        self.config = config
+        self.shared = _shared_roles(role_policy)
+        self.baselines = Baselines(config.baseline_steps)
+        self.windows = Windows(config.window)
+        self.peak: tuple[float, int] | None = None  # (held-out success, step)
+        self._active: set[tuple[str, str]] = set()
+
+    def observe(self, step: int, metrics: dict[str, float]) -> list[Alert]:
+        self.baselines.observe(metrics)
+        self.windows.observe(metrics)
+        found = self._dominant(step) + self._echo(step, metrics) + self._collapse(step, metrics)
+        fired = [a for a in found if (a.kind, a.subject) not in self._active]
+        # Conditions that no longer hold are re-armed; collapse only re-arms on held-out steps.
+        evaluated = "eval/success" in metrics
+        self._active = {key for key in self._active if key[0] == "collapse" and not evaluated}
+        self._active |= {(a.kind, a.subject) for a in found}
+        return fired
+
+    def _dominant(self, step: int) -> list[Alert]:
+        c, out = self.config, []
+        for policy, roles in self.shared.items():
+            shares = {r: self.windows.mean(f"diag/role/{r}/grad_share") for r in roles}
+            shares = {r: v for r, v in shares.items() if v is not None}
+            if not shares:
+                continue
+            top = max(shares, key=shares.get)
+            if shares[top] < c.dominant_share:
+                continue
+            for other in roles:
+                if other == top:
+                    continue
+                why = self._drift_toward(other, top)
+                if why:
+                    out.append(Alert(step, "dominant_role", f"{top}>{other}", (
+                        f"Dominant role: role '{top}' carries {shares[top]:.0%} of the gradient of "
+                        f"policy '{policy}' (threshold {c.dominant_share:.0%}), and role '{other}' is "
+                        f"drifting toward it: {why}. The shared policy may be teaching every role to "
+                        f"act like '{top}'. Mitigations: algorithm.role_balanced: true, a KL anchor for "
+                        f"'{other}' (algorithm.kl_coef_by_role), or separate policies per role.")))
+        return out
+
+    def _drift_toward(self, other: str, top: str) -> str:
+        c, reasons = self.config, []
+        base_o = self.baselines.get(f"diag/role/{other}/response_len")
+        base_t = self.baselines.get(f"diag/role/{top}/response_len")
+        now_o = self.windows.mean(f"diag/role/{other}/response_len")
+        if None not in (base_o, base_t, now_o) and abs(base_t - base_o) >= c.min_length_gap:
+            moved = (now_o - base_o) / (base_t - base_o)
+            if moved >= c.drift_toward:
+                reasons.append(f"its responses went from {base_o:.1f} to {now_o:.1f} tokens on average "
+                               f"('{top}' started at {base_t:.1f})")
+        fmt_base = self.baselines.get(f"diag/role/{other}/format_ok")
+        fmt_now = self.windows.mean(f"diag/role/{other}/format_ok")
+        if None not in (fmt_base, fmt_now) and fmt_base - fmt_now >= c.format_drop:
+            reasons.append(f"its well-formed answers fell from {fmt_base:.0%} to {fmt_now:.0%}")
+        return "; ".join(reasons)
+
+    def _echo(self, step: int, metrics: dict[str, float]) -> list[Alert]:
+        c, out = self.config, []
+        roles = [k.split("/")[2] for k in metrics if k.startswith("diag/role/") and k.endswith("/dup_grad_cos")]
+        for role in roles:
+            cos = self.windows.mean(f"diag/role/{role}/dup_grad_cos")
+            base = self.baselines.get(f"diag/role/{role}/diversity")
+            now = self.windows.mean(f"diag/role/{role}/diversity")
+            if None in (cos, base, now) or cos < c.echo_cosine:
+                continue
+            if now <= max(c.diversity_floor, (1 - c.diversity_drop) * base):
+                out.append(Alert(step, "echo_chamber", role, (
+                    f"Echo chamber: the duplicated '{role}' agents push the policy the same way "
+                    f"(gradient cosine {cos:.2f}, threshold {c.echo_cosine:.2f}) and their outputs are "
+                    f"converging (diversity {base:.2f} at the start, {now:.2f} now). They may become "
+                    f"confidently wrong together. Mitigations: separate policies per agent, per-agent "
+                    f"rewards (algorithm.local_weight with each agent's own correctness), or "
+                    f"algorithm.coherence_damping.")))
+        return out
+
+    def _collapse(self, step: int, metrics: dict[str, float]) -> list[Alert]:
+        value = metrics.get("eval/success")
+        if value is None:
+            return []
+        if self.peak is None or value > self.peak[0]:
+            self.peak = (value, step)
+            return []
+        peak, at = self.peak
+        if peak - value < self.config.collapse_drop:
+            return []
+        kept = (f"checkpoints/best (saved at step {at})" if at > 0 else
+                "the initial model (step 0; policy.model), since training never beat it")
+        return [Alert(step, "collapse", "eval/success", (
+            f"Collapse: held-out success fell to {value:.1%}, {peak - value:.1%} below its peak of "
+            f"{peak:.1%} at step {at} (threshold {self.config.collapse_drop:.0%}). The best model is "
+            f"{kept}; use it rather than the final weights."))]
+
+
+def _shared_roles(role_policy: dict[str, str]) -> dict[str, list[str]]:
+    """{policy: its roles} for the policies that serve more than one role."""
+    by_policy: dict[str, list[str]] = {}
+    for role, policy in role_policy.items():
+        by_policy.setdefault(policy, []).append(role)
+    return {p: roles for p, roles in by_policy.items() if len(roles) > 1}

@@ -1,0 +1,59 @@
+"""Each metric against its own start-of-training baseline (the mean of its first few values)."""
+
+from __future__ import annotations
+
+from collections import deque
+
+# Behaviour metrics whose drift from step 0 is logged: a role's length and format adherence.
+DRIFTING = ("response_len", "format_ok")
+
+
+class Baselines:
+    """Remembers the mean of the first `steps` values of every metric it is shown."""
+
+    def __init__(self, steps: int) -> None:
+        if steps < 1:
+            raise ValueError(f"baseline needs at least one step, got {steps}")
+        self.steps = steps
+        self._seen: dict[str, list[float]] = {}
+
+    def observe(self, metrics: dict[str, float]) -> None:
+        for key, value in metrics.items():
+            if value is None:
+                continue
+            seen = self._seen.setdefault(key, [])
+            if len(seen) < self.steps:
+                seen.append(float(value))
+
+    def get(self, key: str) -> float | None:
+        """The baseline of `key`, or None until `steps` values of it were seen."""
+        seen = self._seen.get(key, [])
+        return sum(seen) / len(seen) if len(seen) == self.steps else None
+
+    def drift(self, metrics: dict[str, float]) -> dict[str, float]:
+        """`<key>_drift` = value - baseline for each role/agent length and format metric present."""
+        out = {}
+        for key, value in metrics.items():
+            if key.startswith("diag/") and key.rsplit("/", 1)[-1] in DRIFTING:
+                base = self.get(key)
+                if base is not None and value is not None:
+                    out[key + "_drift"] = value - base
+        return out
+
+
+class Windows:
+    """Trailing mean of the last `size` values of each metric."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._values: dict[str, deque[float]] = {}
+
+    def observe(self, metrics: dict[str, float]) -> None:
+        for key, value in metrics.items():
+            if value is not None:
+                self._values.setdefault(key, deque(maxlen=self.size)).append(float(value))
+
+    def mean(self, key: str) -> float | None:
+        """Mean of the last `size` values, or None until that many were seen."""
+        values = self._values.get(key)
+        return sum(values) / len(values) if values and len(values) == self.size else None
