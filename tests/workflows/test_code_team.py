@@ -114,7 +114,13 @@ def test_programs_cannot_forge_test_verdicts(runner):
     steps, _ = parse_tests(GOOD_TESTS, "f")
     forgers = ["import sys\nfor i in range(2): print('0 pass'); print(i, 'pass')\ndef f(x): return 0",
                "import os\nos._exit(0)", "def f(x):\n    import os; os._exit(0)",
-               "import sys\nnonce = sys.stdin.readline()\ndef f(x): return 0"]
+               "import sys\nnonce = sys.stdin.readline()\ndef f(x): return 0",
+               # Walks up to whatever called it and reuses its reporting (this forged a pass when
+               # program and tests shared one process behind a nonce).
+               "import sys, os\nframe = sys._getframe()\nwhile frame is not None:\n"
+               "    names = frame.f_locals\n    if 'nonce' in names and 'out' in names:\n"
+               "        for i in range(20):\n            os.write(names['out'], (names['nonce'] + ' ' + str(i) + ' pass\\n').encode())\n"
+               "        os._exit(0)\n    frame = frame.f_back\ndef f(x): return 0"]
     for run in runner.run_units([(program, steps) for program in forgers]):
         assert not run.all_passed, run
     (ok,) = runner.run_units([(REFERENCE, steps)])

@@ -49,9 +49,14 @@ def remap_fds(fd_map: dict[int, int]) -> None:
 
 
 def confine(fd_map: dict[int, int], workdir: str, limits: dict[str, Any], uid: int | None,
-            worker_pid: int, user_namespace: bool) -> None:
-    """Process-level confinement; `fd_map` maps target fd -> current fd (all others get closed)."""
-    os.setsid()  # own session and process group: the worker kills the whole group afterwards
+            worker_pid: int, user_namespace: bool, new_session: bool = True) -> None:
+    """Process-level confinement; `fd_map` maps target fd -> current fd (all others get closed).
+
+    new_session: start a session and process group of our own (False for a caller that already
+    did, such as the test judge).
+    """
+    if new_session:
+        os.setsid()  # own session and process group: the worker kills the whole group afterwards
     remap_fds(fd_map)
     os.chdir(workdir)
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))

@@ -53,24 +53,58 @@ def _contains_assert(node: ast.AST) -> bool:
     return False
 
 
+def _recorded(stmts: list[ast.stmt], index: int | None) -> ast.Try:
+    """try/<stmts>/except: record(index, exc)/else: record(index, None); index None: failures are ignored."""
+    call = lambda arg: ast.Expr(ast.Call(ast.Name(RECORD_NAME, ast.Load()),  # noqa: E731
+                                         [ast.Constant(index), arg], []))
+    if index is None:
+        handler, orelse = [ast.Pass()], []
+    else:
+        handler, orelse = [call(ast.Name("__teamrl_exc__", ast.Load()))], [call(ast.Constant(None))]
+    wrapped = ast.Try(body=stmts, handlers=[ast.ExceptHandler(ast.Name("BaseException", ast.Load()), "__teamrl_exc__",
+                                                              handler)], orelse=orelse, finalbody=[])
+    return ast.copy_location(wrapped, stmts[0])
+
+
 def _wrap_units(body: list[ast.stmt], source: str, units: list[str]) -> list[ast.stmt]:
-    """Replace each assert-containing statement by try/<stmt>/except: record(i, exc)/else: record(i, None)."""
-    new_body = []
+    """Replace each assert-containing statement by a recorded one (see `_recorded`)."""
+    new_body: list[ast.stmt] = []
     for stmt in body:
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) or not _contains_assert(stmt):
             new_body.append(stmt)
             continue
-        index = len(units)
         units.append(ast.get_source_segment(source, stmt) or ast.unparse(stmt))
-        call = lambda arg: ast.Expr(ast.Call(ast.Name(RECORD_NAME, ast.Load()),  # noqa: E731
-                                             [ast.Constant(index), arg], []))
-        wrapped = ast.Try(
-            body=[stmt],
-            handlers=[ast.ExceptHandler(ast.Name("BaseException", ast.Load()), "__teamrl_exc__",
-                                        [call(ast.Name("__teamrl_exc__", ast.Load()))])],
-            orelse=[call(ast.Constant(None))], finalbody=[])
-        new_body.append(ast.copy_location(wrapped, stmt))
+        new_body.append(_recorded([stmt], len(units) - 1))
     return new_body
+
+
+def plan_steps(steps: Any) -> tuple[Any, list[str]]:
+    """Compile model-written tests given as [source, is_unit] steps: (code object, unit sources).
+
+    Each step runs in order in one namespace; a unit step records its verdict, and a failing
+    helper step (an import, a definition) does not stop the steps after it.
+    Raises ValueError with a clear message for unusable steps.
+    """
+    if not isinstance(steps, list) or not all(
+            isinstance(step, list) and len(step) == 2 and isinstance(step[0], str) and isinstance(step[1], bool)
+            for step in steps):
+        raise ValueError("steps must be a list of [statement source, is a unit] pairs")
+    body: list[ast.stmt] = []
+    units: list[str] = []
+    for source, counted in steps:
+        try:
+            stmts = ast.parse(source, "<tests>").body
+        except SyntaxError as exc:
+            raise ValueError(f"a test step does not parse: {exc}") from None
+        if not stmts:
+            continue
+        if counted:
+            units.append(source)
+        body.append(_recorded(stmts, len(units) - 1 if counted else None))
+    if not units:
+        raise ValueError("no unit steps in the tests")
+    tree = ast.fix_missing_locations(ast.Module(body=body, type_ignores=[]))
+    return compile(tree, "<tests>", "exec", dont_inherit=True), units
 
 
 def plan_tests(tests: str, entry_point: str | None) -> tuple[Any, list[str], bool]:
@@ -273,14 +307,22 @@ class _Namespace(dict):
 # ----------------------------------------------------------------------------- main
 
 
-def run_judge(tests: str, setup: str, entry_point: str | None, req_fd: int, resp_fd: int, result_fd: int) -> int:
-    """Run the tests against the candidate; stream results to `result_fd`; return an exit code."""
+def run_judge(tests: str, setup: str, entry_point: str | None, req_fd: int, resp_fd: int, result_fd: int,
+              steps: Any = None) -> int:
+    """Run the tests against the candidate; stream results to `result_fd`; return an exit code.
+
+    steps: model-written tests as [source, is_unit] pairs (see `plan_steps`), used instead of
+    `tests` when given.
+    """
 
     def report(msg: dict[str, Any]) -> None:
         protocol.send_message(result_fd, msg)
 
     try:
-        code, units, calls_check = plan_tests(tests, entry_point)
+        if steps is not None:
+            (code, units), calls_check = plan_steps(steps), False
+        else:
+            code, units, calls_check = plan_tests(tests, entry_point)
     except ValueError as exc:
         report({"units": [], "done": True, "status": "error", "error": str(exc)})
         return 0
@@ -288,7 +330,8 @@ def run_judge(tests: str, setup: str, entry_point: str | None, req_fd: int, resp
     client = Client(req_fd, resp_fd)
     hello = client.hello()
     if "load_error" in hello or not isinstance(hello.get("names"), dict):
-        report({"done": True, "status": "error", "error": str(hello.get("load_error", "bad hello"))[:2000]})
+        report({"done": True, "status": "error", "error": str(hello.get("load_error", "bad hello"))[:2000],
+                "program_loaded": False})
         return 0
     names = {str(k): str(v) for k, v in hello["names"].items()}
     namespace = _Namespace(client, names)
@@ -297,7 +340,7 @@ def run_judge(tests: str, setup: str, entry_point: str | None, req_fd: int, resp
 
     def record(index: int, exc: BaseException | None) -> None:
         recorded.add(index)
-        error = "" if exc is None else f"{type(exc).__name__}: {exc}"[:500]
+        error = "" if exc is None else (f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)[:500]
         report({"unit": index, "passed": exc is None, "error": error})
 
     try:

@@ -17,7 +17,7 @@ import uuid
 import weakref
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from . import protocol
 from .handle import PACKAGE_DIR, SandboxError, WorkerHandle
@@ -181,6 +181,38 @@ class Sandbox:
             {"op": "run_tests", "program": program, "entry_point": entry_point, "limits": self.limits.to_wire()},
             {"tests": tests, "setup": setup},
         )
+        return self._test_result(reply)
+
+    def run_untrusted_tests(self, program: str, steps: Sequence[tuple[str, bool]]) -> TestResult:
+        """Grade `program` against tests that are themselves untrusted (e.g. written by a model).
+
+        steps: (statement source, is a unit) pairs run in order in one namespace, where the
+            program's top-level names are proxies as in `run_tests`; each unit records a verdict,
+            and a failing non-unit step (an import, a helper) does not stop the steps after it.
+
+        As in `run_tests`, the tests run in a judge process apart from the program and report
+        over a pipe the program cannot reach, so the program cannot learn or forge a verdict.
+        Unlike there, the judge confines itself like a program before it runs these tests.
+        A step that does not parse makes the status "error" with no units.
+        """
+        if not isinstance(program, str):
+            raise TypeError(f"program must be a str, got {type(program).__name__}")
+        wire_steps = []
+        for step in steps:
+            if not (isinstance(step, (tuple, list)) and len(step) == 2 and isinstance(step[0], str)
+                    and isinstance(step[1], bool)):
+                raise TypeError(f"each step must be a (source str, is_unit bool) pair, got {step!r:.80}")
+            wire_steps.append([step[0], step[1]])
+        reply = self._call({"op": "run_tests", "program": program, "entry_point": None, "untrusted": True,
+                            "limits": self.limits.to_wire()}, {"steps": wire_steps})
+        return self._test_result(reply)
+
+    def run_untrusted_tests_many(self, jobs: list[tuple[str, Sequence[tuple[str, bool]]]]) -> list[TestResult]:
+        """`run_untrusted_tests` for many (program, steps) jobs over the pool, in input order."""
+        return list(self._pool().map(lambda job: self.run_untrusted_tests(*job), jobs))
+
+    @staticmethod
+    def _test_result(reply: dict[str, Any]) -> TestResult:
         if "results" not in reply:
             return TestResult(0, 0, "sandbox_error", error=reply.get("error", "no reply"), wall_s=reply.get("wall_s", 0.0))
         cases = []
@@ -191,7 +223,7 @@ class Sandbox:
         return TestResult(
             passed=sum(c.passed for c in cases), total=len(cases), status=reply["status"], cases=cases,
             program_stdout=reply["program_stdout"], program_stderr=reply["program_stderr"], error=reply["error"],
-            wall_s=reply["wall_s"])
+            wall_s=reply["wall_s"], program_loaded=reply.get("program_loaded", True))
 
     def run_io_tests(self, program: str, cases: list[Any]) -> TestResult:
         """Grade a stdin/stdout program: one unit per case, each run as its own program.

@@ -133,6 +133,8 @@ class TestResult:
     program_stdout, program_stderr: what the candidate program printed (capped).
     error: a short explanation when status is not "ok".
     wall_s: wall-clock seconds for the whole run.
+    program_loaded: False when the program itself failed before the tests could call it (raised
+        or exited at top level); True otherwise, including when that is unknown (a timeout).
     """
 
     passed: int
@@ -143,6 +145,7 @@ class TestResult:
     program_stderr: str = ""
     error: str = ""
     wall_s: float = 0.0
+    program_loaded: bool = True
 
     __test__ = False  # keep pytest from collecting this class because of its name
 

@@ -10,6 +10,11 @@ memory, and therefore never in the memory of any candidate process forked from i
 
 The judge reports through a pipe only the worker holds the other end of; the candidate has no
 way to reach it (different uid, or a non-dumpable judge in the fallback mode).
+
+Model-written tests (request field "untrusted") are not trusted code: once it has read them, the
+judge confines itself exactly like a program (same user id, rlimits, guards), and stays
+non-dumpable, so the candidate (same uid) can neither ptrace it nor open its descriptors through
+/proc. The candidate can at most kill it, which fails the units it did not report yet.
 """
 
 from __future__ import annotations
@@ -24,32 +29,42 @@ import time
 import traceback
 from typing import Any
 
-from . import candidate, child, isolation, judge, protocol
+from . import candidate, child, guards, isolation, judge, protocol
 from .supervision import WorkerState, classify, kill_leftovers, remove_files, supervise
 
 _RESULT_CAP = 8 * 1024 * 1024
 _JUDGE_MEMORY_MB = 1024
 
 
-def _judge_main(req: dict[str, Any], in_fd: int, fds: dict[int, int], limits: dict[str, Any], worker_pid: int) -> None:
+def _judge_main(req: dict[str, Any], in_fd: int, fds: dict[int, int], state: WorkerState, workdir: str) -> None:
     """Entry point of the forked judge. Never returns."""
     code = 3
+    limits = req["limits"]
     try:
         os.setsid()
         isolation.prctl(isolation.PR_SET_PDEATHSIG, signal.SIGKILL)
-        if os.getppid() != worker_pid:
+        if os.getppid() != state.pid:
             os._exit(3)
-        # Not dumpable: a candidate with the same uid (fallback mode) cannot ptrace us or open
-        # our descriptors through /proc.
+        # Not dumpable: a candidate with the same uid (fallback mode, or untrusted tests) cannot
+        # ptrace us or open our descriptors through /proc.
         isolation.prctl(isolation.PR_SET_DUMPABLE, 0)
         second = protocol.recv_message(in_fd)  # frame 2: the tests, read by us alone
-        child.remap_fds(fds)  # closes the grader pipe too
-        cpu = max(1, int(-(-limits["cpu_time_s"] // 1)))
-        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
-        memory = _JUDGE_MEMORY_MB * 1024 * 1024
-        resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+        if req.get("untrusted"):
+            # Closes the grader pipe too; the id change resets dumpable, so clear it again.
+            child.confine(fds, workdir, limits, state.uid, state.pid, state.user_namespace, new_session=False)
+            isolation.prctl(isolation.PR_SET_DUMPABLE, 0)
+            guard_config = state.guard_config(workdir)
+            if guard_config is not None:
+                guards.install(**guard_config)
+        else:
+            child.remap_fds(fds)  # closes the grader pipe too
+            cpu = max(1, int(-(-limits["cpu_time_s"] // 1)))
+            resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+            memory = _JUDGE_MEMORY_MB * 1024 * 1024
+            resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
         code = judge.run_judge(str(second.get("tests", "")), str(second.get("setup", "") or ""),
-                               req.get("entry_point"), req_fd=4, resp_fd=3, result_fd=5)
+                               req.get("entry_point"), req_fd=4, resp_fd=3, result_fd=5,
+                               steps=second.get("steps") if req.get("untrusted") else None)
     except BaseException:  # noqa: BLE001 - anything here is a sandbox bug: say so on our stderr
         try:
             os.write(2, traceback.format_exc().encode()[-4000:])
@@ -106,7 +121,7 @@ def run_tests_request(state: WorkerState, req: dict[str, Any], in_fd: int) -> di
         jpid = os.fork()
         if jpid == 0:
             _judge_main(req, in_fd, {0: null, 1: null, 2: null, 3: to_judge_r, 4: to_cand_w, 5: res_w},
-                        limits, state.pid)
+                        state, workdir)
     finally:
         for fd in (null, out_w, err_w, to_cand_r, to_cand_w, to_judge_r, to_judge_w, res_w):
             os.close(fd)
@@ -169,5 +184,6 @@ def run_tests_request(state: WorkerState, req: dict[str, Any], in_fd: int) -> di
     else:
         status, error = str(done.get("status", "error")), str(done.get("error", ""))
     return {"units": units, "results": results, "status": status, "error": error, "program_stdout": stdout,
-            "program_stderr": stderr, "wall_s": judged["wall"]}
+            "program_stderr": stderr, "wall_s": judged["wall"],
+            "program_loaded": bool(done.get("program_loaded", True)) if done else True}
 

@@ -29,12 +29,10 @@ killed when at least one unit fails on it. Trivial tests (`assert True`) earn 0;
 catch wrong code earn up to 1; tests that reject the correct solution earn less than nothing.
 
 Sandboxing: ground-truth tests are trusted and graded by `Sandbox.run_tests`, whose judge process
-runs them outside the program. The tester's tests are model-written, so they never enter the
-judge: program and tests run together as one confined program (`CodeRunner.run_units`), reporting
-per-unit verdicts on stdout behind a per-run random nonce read from stdin. A program run there
-could in principle find the nonce and forge verdicts; this only concerns the cross-check that ends
-an episode and the tester's credit for catching the team's own failed programs, never a ground-
-truth score.
+runs them outside the program. The tester's tests are model-written, so they go through
+`Sandbox.run_untrusted_tests` (`CodeRunner.run_units`): the same separate judge process, which
+confines itself like a program before running them. Either way the program only answers calls
+with plain values and never holds anything that marks a pass, so it cannot forge a verdict.
 
 Problems: `code_problems("procedural:add,mul" | "humaneval" | "mbpp" | "mbpp_sanitized")`, or a
 `CodeTaskConfig` config section. `single_agent=True` is the baseline: the coder alone, one turn.
@@ -44,7 +42,6 @@ from __future__ import annotations
 
 import ast
 import re
-import secrets
 import textwrap
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -236,38 +233,6 @@ class UnitRun:
         return f"{text}; first failure: {source} -> {self.errors[failed][:120]}"
 
 
-_HARNESS = '''\
-import os as _os, sys as _sys
-def _teamrl_main(program, steps):
-    nonce = _sys.stdin.readline().strip()
-    out = _os.dup(1)
-    def report(text):
-        _os.write(out, (nonce + " " + text.replace("\\n", " ")[:300] + "\\n").encode("utf-8", "replace"))
-    def describe(exc):
-        try:
-            return type(exc).__name__ + (": " + str(exc) if str(exc) else "")
-        except BaseException:
-            return type(exc).__name__
-    ns = {"__name__": "__candidate__"}
-    try:
-        exec(compile(program, "<program>", "exec"), ns)
-    except BaseException as exc:
-        report("load " + describe(exc))
-        return
-    unit = 0
-    for source, counted in steps:
-        try:
-            exec(compile(source, "<tests>", "exec"), ns)
-            verdict = "pass"
-        except BaseException as exc:
-            verdict = "fail " + describe(exc)
-        if counted:
-            report(str(unit) + " " + verdict)
-            unit += 1
-_teamrl_main(%r, %r)
-'''
-
-
 class CodeRunner:
     """Runs programs in the sandbox, cached: ground-truth grading and model-written unit tests."""
 
@@ -303,13 +268,10 @@ class CodeRunner:
         return self._cached([("gt", program, p.tests, p.entry_point, p.test_setup) for program, p in jobs], compute)
 
     def run_units(self, jobs: list[tuple[str, Steps]]) -> list[UnitRun]:
-        """Each program with its unit tests, in one confined process per job."""
+        """Each program against its model-written unit tests (program and tests in separate processes)."""
         def compute(keys: list[Any]) -> list[UnitRun]:
-            nonces = [secrets.token_hex(16) for _ in keys]
-            sources = [_HARNESS % (program, [list(s) for s in steps]) for _, program, steps in keys]
-            results = self._box().run_many(sources, stdin=[n + "\n" for n in nonces])
-            return [_read_units(r, n, [src for src, unit in steps if unit])
-                    for r, n, (_, _, steps) in zip(results, nonces, keys)]
+            results = self._box().run_untrusted_tests_many([(program, steps) for _, program, steps in keys])
+            return [_read_units(r, [src for src, unit in steps if unit]) for r, (_, _, steps) in zip(results, keys)]
         return self._cached([("units", program, steps) for program, steps in jobs], compute)
 
     def close(self) -> None:
@@ -319,20 +281,16 @@ class CodeRunner:
             self._sandbox = None
 
 
-def _read_units(result: Any, nonce: str, units: list[str]) -> UnitRun:
-    """Verdicts from the nonce-tagged lines; a unit that never reported (crash, timeout) failed."""
+def _read_units(result: Any, units: list[str]) -> UnitRun:
+    """A sandbox TestResult as a UnitRun; a unit that never reported (crash, timeout) failed."""
     total = len(units)
+    if not result.program_loaded:
+        return UnitRun([False] * total, [result.error] * total, False, units)
     passed, errors = [False] * total, [f"not run ({result.status})"] * total
-    for line in result.stdout.splitlines():
-        tag, _, rest = line.partition(" ")
-        if tag != nonce:
-            continue
-        head, _, detail = rest.partition(" ")
-        if head == "load":
-            return UnitRun(passed, [detail] * total, False, units)
-        if head.isdigit() and int(head) < total:
-            ok = detail == "pass"
-            passed[int(head)], errors[int(head)] = ok, "" if ok else detail.removeprefix("fail ")
+    for case in result.cases[:total]:
+        passed[case.index] = case.passed
+        if case.error != "not run":
+            errors[case.index] = case.error
     return UnitRun(passed, errors, True, units)
 
 
