@@ -120,3 +120,81 @@ def test_detached_daemon_dies_when_the_grader_is_killed():
             proc.kill()
             proc.wait()
         proc.stdout.close()
+
+
+MEMORY_BOMB = textwrap.dedent("""
+    import os, select, time
+    def hog():
+        held, mb = [], 0
+        try:
+            while True:
+                held.append(b"x" * (1 << 20))  # written, so resident, not just reserved
+                mb += 1
+        except MemoryError:
+            held.pop()  # room to report in
+            return held, mb - 1
+    read_end, write_end = os.pipe()
+    children = 0
+    while True:
+        try:
+            pid = os.fork()
+        except OSError:
+            break  # the process limit
+        if pid == 0:
+            held, mb = hog()
+            os.write(write_end, f"{mb}\\n".encode())
+            time.sleep(30)  # keep holding it
+            os._exit(0)
+        children += 1
+    held, mine = hog()
+    os.close(write_end)
+    reports = b""
+    while reports.count(b"\\n") < children and select.select([read_end], [], [], 10)[0]:
+        reports += os.read(read_end, 64)
+    print(children + 1, mine + sum(int(x) for x in reports.split()), reports.count(b"\\n") + 1, flush=True)
+    time.sleep(0.5)  # everybody still holds its memory while the grader looks
+""")
+
+
+def _resident_mb(uids: list[int]) -> float:
+    """Resident memory of every process whose real uid is in `uids` (from /proc)."""
+    total_kb = 0
+    for pid in [p for uid in uids for p in process_uids(uid)]:
+        try:
+            with open(f"/proc/{pid}/status", encoding="ascii") as fh:
+                total_kb += next((int(line.split()[1]) for line in fh if line.startswith("VmRSS:")), 0)
+        except OSError:
+            continue
+    return total_kb / 1024
+
+
+def test_multi_process_memory_bomb_stays_under_the_total_bound():
+    limits = SandboxLimits(wall_time_s=20.0, cpu_time_s=20.0, memory_mb=128, max_processes=3)
+    assert limits.total_memory_bound_mb == 384
+    with Sandbox(limits, workers=1) as box:
+        uid = box.isolation["sandbox_uid"]
+        if uid is None:
+            res = box.run(MEMORY_BOMB)
+            assert res.stdout.split()[:1] == ["1"], res  # no forking at all: memory_mb is the bound
+            return
+        peak, done = [0.0], threading.Event()
+
+        def watch() -> None:
+            while not done.is_set():
+                peak[0] = max(peak[0], _resident_mb([uid]))
+                time.sleep(0.02)
+
+        watcher = threading.Thread(target=watch)
+        watcher.start()
+        try:
+            res = box.run(MEMORY_BOMB)
+        finally:
+            done.set()
+            watcher.join()
+        assert res.status == "ok", res
+        processes, held_mb, reported = (int(x) for x in res.stdout.split())
+        assert processes == reported == limits.max_processes  # it forked as much as it could...
+        assert held_mb <= limits.total_memory_bound_mb  # ...and together they stay under the bound
+        assert held_mb > limits.memory_mb  # (the bomb did use several processes' worth)
+        assert 0 < peak[0] <= limits.total_memory_bound_mb, peak
+        assert process_uids(uid) == []

@@ -39,7 +39,10 @@ class SandboxLimits:
     )
     memory_mb: int = field(
         default=512,
-        metadata={"help": "Address-space limit (RLIMIT_AS) in MiB for each process of the program."},
+        metadata={
+            "help": "Address-space limit (RLIMIT_AS) in MiB for each process of the program; all its "
+            "processes together stay under max_processes x memory_mb (see total_memory_bound_mb)."
+        },
     )
     max_output_bytes: int = field(
         default=64_000,
@@ -53,10 +56,11 @@ class SandboxLimits:
         metadata={"help": "Largest file the program may write (RLIMIT_FSIZE), in bytes."},
     )
     max_processes: int = field(
-        default=16,
+        default=4,
         metadata={
-            "help": "Processes plus threads the program may have at once (RLIMIT_NPROC); only "
-            "enforced when the sandbox runs programs under their own user id (needs root)."
+            "help": "Processes plus threads the program may have at once (RLIMIT_NPROC), kept low "
+            "because it multiplies the memory limit; enforced when the sandbox runs programs under "
+            "their own user id (needs root), and without one a program cannot fork at all."
         },
     )
     max_open_files: int = field(
@@ -78,6 +82,18 @@ class SandboxLimits:
             raise ValueError(f"SandboxLimits.max_open_files must be at least 8, got {self.max_open_files}")
         if self.memory_mb < 64:
             raise ValueError(f"SandboxLimits.memory_mb must be at least 64 (Python needs it), got {self.memory_mb}")
+
+    @property
+    def total_memory_bound_mb(self) -> int:
+        """Most memory (MiB of address space) all of one program's processes can hold together.
+
+        Each process is held to memory_mb by RLIMIT_AS and there are at most max_processes of them
+        (RLIMIT_NPROC under the program's own user id; without one, forking is blocked and the
+        bound is memory_mb). Kernel memory (page tables, pipe buffers) comes on top. A cgroup
+        memory limit is not used: it needs a delegated cgroup v2 hierarchy with the memory
+        controller, which the machines this was built on do not offer.
+        """
+        return self.max_processes * self.memory_mb
 
     def to_wire(self) -> dict[str, Any]:
         """The limits as a JSON-able dict for the worker processes."""
