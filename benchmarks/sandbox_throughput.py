@@ -8,26 +8,37 @@ has workers (so both use the same parallelism):
 * bfs: a ~40-line grid BFS helper followed by one `print(bfs(...))` call (the planning workload)
 * humaneval: the 164 HumanEval canonical solutions graded against their tests (the baseline
   runs prompt + solution + tests + `check(entry_point)` in one fresh interpreter)
+* units: the bfs program against three model-style asserts through `run_untrusted_tests` (the
+  code team's unit-test cross-check; the baseline runs program + asserts in one interpreter)
 
     PYTHONPATH=src python benchmarks/sandbox_throughput.py [--workers 2] [-n 256]
+
+`--compare DIR` also runs every workload through another copy of the sandbox package (e.g. an
+older revision: `git archive <rev> src/teamrl/sandbox | tar -x -C /tmp/old`, then
+`--compare /tmp/old/src/teamrl/sandbox`), interleaved with the current one in the same run, so
+both see the same machine load; `--repeat R` times each workload R times per sandbox (alternating)
+and reports the fastest. `--skip-baseline` leaves out the fresh-interpreter baseline.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 
 try:
-    from teamrl.sandbox import Sandbox, SandboxLimits
+    import teamrl.sandbox as current_sandbox
     from teamrl.tasks.code_data import load_humaneval
 except ImportError:  # run from a source checkout without PYTHONPATH=src
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-    from teamrl.sandbox import Sandbox, SandboxLimits
+    import teamrl.sandbox as current_sandbox
     from teamrl.tasks.code_data import load_humaneval
 
 BFS_PREAMBLE = '''
@@ -76,6 +87,10 @@ def bfs_programs(n: int) -> list[str]:
     return [BFS_PREAMBLE + f"print(bfs(GRID, (0, 0), {goals[i % len(goals)]}))\n" for i in range(n)]
 
 
+UNIT_STEPS = [("assert bfs(GRID, (0, 0), (0, 0)) == 0", True), ("assert bfs(GRID, (0, 0), (4, 6)) > 0", True),
+              ("assert path_exists(GRID, (0, 0), (2, 2))", True)]
+
+
 def baseline(codes: list[str], workers: int) -> float:
     """Seconds to run every code string in a fresh interpreter (`workers` at a time)."""
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
@@ -93,9 +108,34 @@ def baseline(codes: list[str], workers: int) -> float:
     return elapsed
 
 
-def row(name: str, count: int, sandbox_s: float, baseline_s: float, ok: int) -> None:
-    print(f"{name:<11} {count:>5} {count / sandbox_s:>14.1f} {count / baseline_s:>17.1f} "
-          f"{baseline_s / sandbox_s:>8.1f}x {1000 * sandbox_s / count:>9.2f} ms   ({ok}/{count} ok)")
+def load_sandbox_package(directory: str) -> ModuleType:
+    """Import the sandbox package in `directory` under a name of its own (next to teamrl.sandbox)."""
+    init = Path(directory) / "__init__.py"
+    if not init.is_file():
+        raise SystemExit(f"--compare {directory}: no __init__.py there; give the sandbox package directory")
+    name = "sandbox_compare"
+    spec = importlib.util.spec_from_file_location(name, init, submodule_search_locations=[str(init.parent)])
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def row(name: str, label: str, count: int, sandbox_s: float, baseline_s: float | None, ok: int) -> None:
+    base = f"{count / baseline_s:>17.1f} {baseline_s / sandbox_s:>8.1f}x" if baseline_s else f"{'-':>17} {'-':>9}"
+    print(f"{name:<11} {label:<8} {count:>5} {count / sandbox_s:>14.1f} {base} {1000 * sandbox_s / count:>9.2f} ms"
+          f"   ({ok}/{count} ok)")
+
+
+def timed(repeat: int, fn: Any, *args: Any) -> tuple[float, Any]:
+    """(fastest of `repeat` runs in seconds, the last run's output)."""
+    best, out = float("inf"), None
+    for _ in range(repeat):
+        start = time.perf_counter()
+        out = fn(*args)
+        best = min(best, time.perf_counter() - start)
+    return best, out
 
 
 def main() -> int:
@@ -103,30 +143,53 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("-n", type=int, default=256, help="programs per trivial / bfs workload")
     parser.add_argument("--skip-humaneval", action="store_true")
+    parser.add_argument("--skip-baseline", action="store_true", help="no fresh-interpreter baseline")
+    parser.add_argument("--compare", metavar="DIR", help="another sandbox package directory to time alongside")
+    parser.add_argument("--repeat", type=int, default=1, help="runs per workload and sandbox; the fastest counts")
     args = parser.parse_args()
+    packages: list[tuple[str, Any]] = [("current", current_sandbox)]
+    if args.compare:
+        packages.append(("compare", load_sandbox_package(args.compare)))
     workloads = [("trivial", ["print(1)"] * args.n), ("bfs", bfs_programs(args.n))]
-    limits = SandboxLimits(wall_time_s=10.0, cpu_time_s=10.0)
-    with Sandbox(limits, workers=args.workers) as box:
+    boxes = []
+    for label, package in packages:
+        limits = package.SandboxLimits(wall_time_s=10.0, cpu_time_s=10.0)
+        box = package.Sandbox(limits, workers=args.workers)
         iso = box.isolation
-        print(f"workers={args.workers} cpus={os.cpu_count()} network={iso['network']} "
-              f"filesystem={iso['filesystem']} sandbox_uid={iso['sandbox_uid']}")
-        print(f"{'workload':<11} {'n':>5} {'sandbox prog/s':>14} {'subprocess prog/s':>17} {'speedup':>9} "
-              f"{'per prog':>9}")
+        print(f"{label}: workers={args.workers} cpus={os.cpu_count()} network={iso['network']} "
+              f"filesystem={iso['filesystem']} sandbox_uid={iso['sandbox_uid']} "
+              f"pid_namespace={iso.get('pid_namespace', False)}")
         box.run_many(["print(1)"] * (4 * args.workers))  # warm the workers
+        boxes.append((label, box))
+    try:
+        print(f"{'workload':<11} {'sandbox':<8} {'n':>5} {'sandbox prog/s':>14} {'subprocess prog/s':>17} "
+              f"{'speedup':>9} {'per prog':>9}")
         for name, codes in workloads:
-            start = time.perf_counter()
-            results = box.run_many(codes)
-            sandbox_s = time.perf_counter() - start
-            row(name, len(codes), sandbox_s, baseline(codes, args.workers), sum(r.ok for r in results))
+            base_s = None if args.skip_baseline else baseline(codes, args.workers)
+            for label, box in boxes:
+                elapsed, results = timed(args.repeat, box.run_many, codes)
+                row(name, label, len(codes), elapsed, base_s, sum(r.ok for r in results))
+        unit_jobs = [(code, UNIT_STEPS) for code in bfs_programs(args.n)]
+        codes = [code + "".join(f"{src}\n" for src, _ in UNIT_STEPS) for code, _ in unit_jobs]
+        base_s = None if args.skip_baseline else baseline(codes, args.workers)
+        for label, box in boxes:
+            if not hasattr(box, "run_untrusted_tests_many"):
+                print(f"{'units':<11} {label:<8} (this sandbox has no run_untrusted_tests)")
+                continue
+            elapsed, graded = timed(args.repeat, box.run_untrusted_tests_many, unit_jobs)
+            row("units", label, len(unit_jobs), elapsed, base_s, sum(r.all_passed for r in graded))
         if not args.skip_humaneval:
             problems = load_humaneval()
             jobs = [{"program": p.reference_solution, "tests": p.tests, "entry_point": p.entry_point,
                      "setup": p.test_setup} for p in problems]
-            start = time.perf_counter()
-            graded = box.run_tests_many(jobs)
-            sandbox_s = time.perf_counter() - start
             codes = [f"{p.reference_solution}\n{p.tests}\ncheck({p.entry_point})\n" for p in problems]
-            row("humaneval", len(jobs), sandbox_s, baseline(codes, args.workers), sum(r.all_passed for r in graded))
+            base_s = None if args.skip_baseline else baseline(codes, args.workers)
+            for label, box in boxes:
+                elapsed, graded = timed(args.repeat, box.run_tests_many, jobs)
+                row("humaneval", label, len(jobs), elapsed, base_s, sum(r.all_passed for r in graded))
+    finally:
+        for _, box in boxes:
+            box.close()
     return 0
 
 
