@@ -14,13 +14,15 @@ from typing import Any
 from teamrl.tasks.plan_path import PlanPathConfig
 from teamrl.tasks.sokoban import SokobanConfig
 from teamrl.tasks.sudoku import SudokuConfig
-from teamrl.workflows import planning_demos, plan_path_demos
+from teamrl.workflows import code_demos, math_demos, planning_demos, plan_path_demos
 from teamrl.workflows.base import Workflow
-from teamrl.workflows.code_team import CodeTaskConfig, CodeWorkflow
+from teamrl.workflows.code_team import CodeTaskConfig
 from teamrl.workflows.math_team import MathTaskConfig, MathWorkflow
 from teamrl.workflows.plan_path_team import PlanPathWorkflow
 from teamrl.workflows.sokoban_team import SokobanWorkflow
 from teamrl.workflows.sudoku_team import SudokuWorkflow
+from teamrl.workflows.study import STUDY_SOURCES, STUDY_WORKFLOWS
+from teamrl.workflows.study_demos import with_study_demos
 
 Demos = Callable[[Workflow, int], Iterator[tuple[str, str, str]]]
 
@@ -60,9 +62,20 @@ TASKS: dict[str, TaskEntry] = {
     "sudoku": TaskEntry(
         SudokuConfig, SudokuWorkflow,
         lambda wf, seed: planning_demos.demonstrations(wf, seed, planning_demos.PlanningSkill())),
-    # No scripted demonstrations yet: these train a model given by path (policy.model).
-    "math": TaskEntry(MathTaskConfig, MathWorkflow),
-    "code": TaskEntry(CodeTaskConfig, CodeWorkflow),
+    # The scripted math / code agents play procedural sources only (arithmetic; procedural
+    # add,sub,mul,affine); other sources train a model given by path (policy.model).
+    "math": TaskEntry(
+        MathTaskConfig, MathWorkflow,
+        with_study_demos(lambda wf, seed: math_demos.demonstrations(wf, seed, math_demos.MathSkill())),
+        sources=("teamrl.workflows.math_demos", "teamrl.workflows.demo_driver",
+                 "teamrl.workflows.math_team", "teamrl.tasks.math_data") + STUDY_SOURCES,
+        workflows=dict(STUDY_WORKFLOWS)),
+    "code": TaskEntry(
+        CodeTaskConfig, code_demos.code_workflow,
+        with_study_demos(lambda wf, seed: code_demos.demonstrations(wf, seed, code_demos.CodeSkill())),
+        sources=("teamrl.workflows.code_demos", "teamrl.workflows.demo_driver",
+                 "teamrl.workflows.code_team", "teamrl.tasks.code_procedural") + STUDY_SOURCES,
+        workflows=dict(STUDY_WORKFLOWS)),
 }
 
 
