@@ -1,0 +1,29 @@
+"""The single-process backend: each policy's update runs here, one after another."""
+
+from __future__ import annotations
+
+import random
+
+from teamrl.rollout.tree import Sample
+from teamrl.training.backends import PolicyUpdate, UpdateSettings, run_update, update_seeds
+from teamrl.training.update import PolicyOptimizer
+
+
+class LocalBackend:
+    """Updates the driver's own PolicyOptimizers in place."""
+
+    def __init__(self, optimizers: dict[str, PolicyOptimizer], settings: UpdateSettings) -> None:
+        self.optimizers, self.settings = optimizers, settings
+        factory = settings.tracker_factory
+        self.trackers = {name: factory(name, opt) if factory else None for name, opt in optimizers.items()}
+
+    def update(self, batches: dict[str, list[Sample]], rng: random.Random) -> dict[str, PolicyUpdate]:
+        seeds = update_seeds(list(self.optimizers), rng)
+        return {name: run_update(name, opt, batches[name], seeds[name], self.settings, self.trackers[name])
+                for name, opt in self.optimizers.items() if batches.get(name)}
+
+    def pull_optimizer_state(self) -> None:
+        """Nothing to do: the optimizers live in this process."""
+
+    def close(self) -> None:
+        """Nothing to release."""
