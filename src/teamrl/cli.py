@@ -30,10 +30,17 @@ def cmd_warmup(args: argparse.Namespace) -> int:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
+    from teamrl.training.checkpoint import CheckpointError
     from teamrl.training.loop import train
 
     config = _load(args)
-    run_dir = train(config)
+    if getattr(args, "resume", None):
+        config.train.resume = args.resume
+    try:
+        run_dir = train(config)
+    except CheckpointError as err:
+        print(f"teamrl: error: {err}", file=sys.stderr)
+        return 2
     summary = json.loads((run_dir / "summary.json").read_text())
     print(f"held-out success: before {summary['initial_success']:.1%}, after "
           f"{summary['final_success']:.1%} (best {summary['best_success']:.1%} at step "
@@ -95,6 +102,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_warmup)
     p = sub.add_parser("train", help="train a team")
     with_config(p)
+    p.add_argument("--resume", metavar="DIR", help="continue a stopped run: its run directory (newest complete "
+                   "checkpoint), a checkpoints/stepN folder, or 'auto' (sets train.resume)")
     p.set_defaults(func=cmd_train)
     p = sub.add_parser("eval", help="score a checkpoint (or the untrained base) on the held-out split")
     with_config(p)

@@ -172,9 +172,17 @@ class TrainConfig:
     eval_instances: int = 200
     """Held-out instances per evaluation."""
     checkpoint_every: int = 0
-    """Checkpoint period in steps (0 = only the final checkpoint)."""
+    """Resumable checkpoint period in steps (0 = only the final and best weights; nothing to resume from)."""
+    keep_last: int = 3
+    """Step checkpoints kept (older ones are deleted; 0 keeps all). best and final are always kept."""
+    resume: str = ""
+    """'' (new run), auto (continue output_dir/run_name if it exists), or a run directory / checkpoint folder."""
     time_budget_s: float = 0.0
     """Stop training after this many seconds (0 = no limit); the final eval still runs."""
+
+    def __post_init__(self) -> None:
+        _require(self.keep_last >= 0, "train.keep_last", self.keep_last, ">= 0 (0 keeps every checkpoint)")
+        _require(self.checkpoint_every >= 0, "train.checkpoint_every", self.checkpoint_every, ">= 0")
 
 
 @dataclass
@@ -215,28 +223,6 @@ class DiagnosticsConfig:
 
 
 @dataclass
-class TrainerConfig:
-    """Where the per-policy updates run: in this process, or on Ray actors (see README, Scaling out)."""
-
-    backend: str = "local"
-    """local (every policy's update here, one after another) or ray (an actor group per policy, in parallel)."""
-    ray_address: str = ""
-    """Ray cluster to join, e.g. 10.0.0.1:6379; empty: the RAY_ADDRESS variable, else a local Ray."""
-    num_cpus_per_policy: float = 1.0
-    """CPUs Ray reserves for each policy's actor group (fractions allowed)."""
-    num_gpus_per_policy: float = 0.0
-    """GPUs Ray reserves for each policy's actor group (fractions let policies share a GPU)."""
-    data_parallel: int = 1
-    """Workers per policy, each scoring a share of every minibatch (torch.distributed); > 1 needs ray."""
-
-    def __post_init__(self) -> None:
-        _require(self.backend in ("local", "ray"), "backend", self.backend, "local or ray")
-        _require(self.num_cpus_per_policy >= 0 and self.num_gpus_per_policy >= 0, "num_cpus_per_policy",
-                 self.num_cpus_per_policy, ">= 0 (and num_gpus_per_policy >= 0)")
-        _require(self.data_parallel >= 1, "data_parallel", self.data_parallel, "an integer >= 1")
-
-
-@dataclass
 class RunConfig:
     """A whole run. `teamrl train CONFIG.yaml key.sub=value ...`"""
 
@@ -260,7 +246,6 @@ class RunConfig:
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
     algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
-    trainer: TrainerConfig = field(default_factory=TrainerConfig)
     diagnostics: DiagnosticsConfig = field(default_factory=DiagnosticsConfig)
 
     def __post_init__(self) -> None:

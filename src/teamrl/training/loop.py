@@ -14,12 +14,12 @@ from teamrl.config import RunConfig
 from teamrl.policies.loading import Policy
 from teamrl.rollout.engine import SamplingParams
 from teamrl.rollout.tree import Episode, RewardWeights, Sample, run_episodes
-from teamrl.training.backends import UpdateSettings, make_backend
 from teamrl.training.build import build_policies, build_workflow
 from teamrl.training.credit import assign_advantages, trainable
 from teamrl.training.evaluate import evaluate
+from teamrl.training.resume import LoopState, find_resume_point, restore_training_state, save_training_state
 from teamrl.training.run_dir import RunDirectory
-from teamrl.training.update import make_optimizer
+from teamrl.training.update import make_optimizer, update_policy
 from teamrl.workflows.base import Workflow
 
 
@@ -59,18 +59,19 @@ def rollout_metrics(samples: list[Sample], episodes: list[Episode]) -> dict[str,
 
 
 def train(config: RunConfig, model_path: str | None = None, progress: bool = True) -> Path:
-    """Train the configured team; returns the run directory."""
+    """Train the configured team (or resume it: train.resume); returns the run directory."""
+    resume = find_resume_point(config)
     seed_everything(config.seed)
     workflow = build_workflow(config)
     policies, mapping = build_policies(config, workflow, model_path)
     optimizers = {name: make_optimizer(p, config.policy_config(name), config.train,
                                        config.algorithm.kl_coef > 0)
                   for name, p in policies.items()}
-    run = RunDirectory(config)
+    run = RunDirectory(config, resume)
     generator = torch.Generator().manual_seed(config.seed)
     rng = random.Random(config.seed)
+    state = restore_training_state(resume, policies, optimizers, generator, rng)
     tcfg, algo = config.train, config.algorithm
-    backend = make_backend(config.trainer, optimizers, UpdateSettings(algo, config.rollout.temperature, tcfg.grad_clip))
 
     def held_out(step: int) -> float:
         started = time.time()
@@ -83,21 +84,25 @@ def train(config: RunConfig, model_path: str | None = None, progress: bool = Tru
                         for e in episodes[:8]])
         return metrics["success"]
 
-    history = {"initial": held_out(0)}
-    best, best_step = history["initial"], 0
-    started = time.time()
-    bar = tqdm(range(1, tcfg.steps + 1), disable=not progress, desc="train", dynamic_ncols=True)
-    step = 0
+    if state is None:
+        initial = held_out(0)
+        state = LoopState(initial_success=initial, best_success=initial)
+    history = {"initial": state.initial_success}
+    best, best_step = state.best_success, state.best_step
+    started = time.time() - state.elapsed_s
+    bar = tqdm(range(state.step + 1, tcfg.steps + 1), disable=not progress, desc="train", dynamic_ncols=True)
+    step = state.step
     for step in bar:
         t0 = time.time()
         samples, episodes = rollout_step(config, workflow, policies, mapping, step - 1, generator, rng)
         t1 = time.time()
         metrics = rollout_metrics(samples, episodes)
         metrics.update({f"adv/{k}": v for k, v in assign_advantages(samples, episodes, algo).items()})
-        batches = {name: trainable([s for s in samples if s.policy == name], algo.drop_zero_signal)
-                   for name in optimizers}
-        for name, result in backend.update(batches, rng).items():
-            metrics.update({f"policy/{name}/{k}": v for k, v in result.stats.items()} | result.diagnostics)
+        for name, opt in optimizers.items():
+            mine = trainable([s for s in samples if s.policy == name], algo.drop_zero_signal)
+            if mine:
+                stats = update_policy(opt, mine, algo, config.rollout.temperature, tcfg.grad_clip, rng)
+                metrics.update({f"policy/{name}/{k}": v for k, v in stats.items()})
         t2 = time.time()
         tokens = sum(len(s.generation.response_ids) for s in samples)
         metrics.update({"time/rollout_s": t1 - t0, "time/update_s": t2 - t1,
@@ -112,7 +117,8 @@ def train(config: RunConfig, model_path: str | None = None, progress: bool = Tru
         run.log(step, metrics)
         bar.set_postfix(success=f"{metrics['train/success']:.2f}", best=f"{best:.2f}")
         if tcfg.checkpoint_every and step % tcfg.checkpoint_every == 0:
-            run.save_checkpoint(f"step{step:05d}", policies)
+            state = LoopState(step, history["initial"], best, best_step, time.time() - started)
+            save_training_state(run, state, policies, optimizers, generator, rng, tcfg.keep_last)
         if tcfg.time_budget_s and time.time() - started > tcfg.time_budget_s:
             break
     train_seconds = time.time() - started
@@ -125,6 +131,5 @@ def train(config: RunConfig, model_path: str | None = None, progress: bool = Tru
                "best_step": best_step, "steps": step, "train_seconds": train_seconds,
                "agent_to_policy": mapping}
     run.write_json("summary.json", summary)
-    backend.close()
     run.close()
     return run.path

@@ -4,31 +4,60 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from teamrl.config import RunConfig, config_to_dict
 from teamrl.policies.loading import Policy
+from teamrl.training.checkpoint import CheckpointError, discard_after, write_checkpoint
+
+if TYPE_CHECKING:
+    from teamrl.training.resume import ResumePoint
 
 
 class RunDirectory:
     """Owns every file a run writes."""
 
-    def __init__(self, config: RunConfig) -> None:
-        name = config.run_name or (
-            f"{config.task['name']}-{config.workflow.name}-{config.regime}-{config.algorithm.grouping}-s{config.seed}-"
-            f"{time.strftime('%Y%m%d-%H%M%S')}")
-        self.path = Path(config.output_dir) / name
-        if (self.path / "metrics.jsonl").exists():
-            raise FileExistsError(
-                f"run directory {self.path} already holds a run; pick another run_name or delete it")
+    def __init__(self, config: RunConfig, resume: "ResumePoint | None" = None) -> None:
+        """A new run directory, or (resume) the existing one cut back to the checkpoint's step."""
+        if resume is not None:
+            self.path = resume.run_path
+            self._roll_back(resume)
+        else:
+            name = config.run_name or (
+                f"{config.task['name']}-{config.workflow.name}-{config.regime}-{config.algorithm.grouping}-s{config.seed}-"
+                f"{time.strftime('%Y%m%d-%H%M%S')}")
+            self.path = Path(config.output_dir) / name
+            if (self.path / "metrics.jsonl").exists():
+                raise FileExistsError(
+                    f"run directory {self.path} already holds a run; pick another run_name, delete it, "
+                    "or continue it with --resume (train.resume)")
         self.path.mkdir(parents=True, exist_ok=True)
         (self.path / "config.yaml").write_text(yaml.safe_dump(config_to_dict(config), sort_keys=False))
         self._metrics = open(self.path / "metrics.jsonl", "a", buffering=1)
-        self._tensorboard = _open_tensorboard(self.path / "tensorboard")
+        # purge_step hides the TensorBoard events a killed run logged after the checkpoint.
+        purge = None if resume is None else (resume.step + 1 if resume.loop else 0)
+        self._tensorboard = _open_tensorboard(self.path / "tensorboard", purge)
+
+    @property
+    def checkpoints(self) -> Path:
+        return self.path / "checkpoints"
+
+    def _roll_back(self, resume: "ResumePoint") -> None:
+        """Drop what the stopped run wrote after the checkpoint: metrics lines, later checkpoints, summary."""
+        metrics = self.path / "metrics.jsonl"
+        size = metrics.stat().st_size if metrics.exists() else 0
+        if size < resume.metrics_bytes:
+            raise CheckpointError(f"{metrics} is shorter ({size} bytes) than when {resume.checkpoint} was "
+                                  f"written ({resume.metrics_bytes}); the run directory was modified")
+        with open(metrics, "a") as handle:
+            handle.truncate(resume.metrics_bytes)
+        discard_after(self.checkpoints, resume.step)
+        (self.path / "summary.json").unlink(missing_ok=True)
 
     def log(self, step: int, metrics: dict[str, float]) -> None:
         """Append one JSON line; non-finite values are written as null, never dropped."""
@@ -47,17 +76,14 @@ class RunDirectory:
         return target
 
     def save_checkpoint(self, tag: str, policies: dict[str, Policy]) -> Path:
-        """One HF folder per policy under checkpoints/<tag>/<policy>/ (written, then renamed)."""
-        final = self.path / "checkpoints" / tag
-        partial = final.with_name(tag + ".partial")
-        for name, policy in policies.items():
-            policy.model.save_pretrained(partial / name)
-            policy.tokenizer.save_pretrained(partial / name)
-        if final.exists():
-            import shutil
-            shutil.rmtree(final)
-        partial.rename(final)
-        return final
+        """Weights only, one HF folder per policy under checkpoints/<tag>/<policy>/, written atomically."""
+        return write_checkpoint(self.checkpoints, tag, policies)
+
+    def sync_metrics(self) -> int:
+        """Flush metrics.jsonl to disk; returns its length in bytes."""
+        self._metrics.flush()
+        os.fsync(self._metrics.fileno())
+        return self._metrics.tell()
 
     def close(self) -> None:
         self._metrics.close()
@@ -65,10 +91,10 @@ class RunDirectory:
             self._tensorboard.close()
 
 
-def _open_tensorboard(path: Path):
+def _open_tensorboard(path: Path, purge_step: int | None = None):
     """A SummaryWriter if tensorboard is installed; runs without it lose only the event files."""
     try:
         from torch.utils.tensorboard import SummaryWriter
     except ImportError:
         return None
-    return SummaryWriter(str(path))
+    return SummaryWriter(str(path), purge_step=purge_step)

@@ -1,0 +1,232 @@
+"""Checkpoint folders: written atomically, verified before use, rotated.
+
+A checkpoint is `checkpoints/<tag>/` in the run directory:
+
+    <policy>/                one folder per policy, written by save_pretrained (HF, loadable alone)
+    <policy>/optimizer.pt    that policy's AdamW and LR-scheduler state   (resumable checkpoints)
+    trainer_state.pt         loop counters and every RNG state            (resumable checkpoints)
+    trainer_state.json       the loop counters, human-readable            (resumable checkpoints)
+    COMPLETE                 manifest: size and sha256 of every other file, written last
+
+Everything is written into `<tag>.partial/` and fsynced; COMPLETE is written after all of it, and
+only then is the folder renamed to `<tag>`. A crash at any point therefore leaves either no `<tag>`
+or a `<tag>.partial` / `<tag>.old` that `recover` resolves; a folder without a valid COMPLETE is
+never loaded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors.torch import load_file
+
+from teamrl.policies.loading import Policy
+
+MARKER = "COMPLETE"
+TRAINER_STATE = "trainer_state.pt"
+TRAINER_JSON = "trainer_state.json"
+OPTIMIZER_FILE = "optimizer.pt"
+FORMAT_VERSION = 1
+STEP_TAG = re.compile(r"^step(\d+)$")
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint is missing, incomplete, corrupt or does not fit the run being resumed."""
+
+
+def step_tag(step: int) -> str:
+    return f"step{step:05d}"
+
+
+def write_checkpoint(root: Path, tag: str, policies: dict[str, Policy],
+                     extra: Callable[[Path], None] | None = None) -> Path:
+    """Write `root/<tag>` atomically: policy folders, then `extra(folder)`'s files, then COMPLETE.
+
+    An existing `root/<tag>` is replaced only once the new one is complete.
+    """
+    root.mkdir(parents=True, exist_ok=True)
+    final, partial, old = root / tag, root / f"{tag}.partial", root / f"{tag}.old"
+    if partial.exists():  # left by a crash; never complete here, or recover() would have promoted it
+        shutil.rmtree(partial)
+    partial.mkdir()
+    for name, policy in policies.items():
+        save_policy_weights(policy, partial / name)
+    if extra is not None:
+        extra(partial)
+    _seal(partial, tag)
+    if final.exists():
+        # A directory cannot be renamed over a non-empty one: move the old aside first. A crash
+        # between the two renames leaves <tag>.old and a complete <tag>.partial; recover() keeps the new.
+        if old.exists():
+            shutil.rmtree(old)
+        final.rename(old)
+    partial.rename(final)
+    _fsync_dir(root)
+    if old.exists():
+        shutil.rmtree(old)
+    return final
+
+
+def save_policy_weights(policy: Policy, folder: Path) -> None:
+    """Model and tokenizer as an HF folder (the format `teamrl eval --checkpoint` and HF load)."""
+    policy.model.save_pretrained(folder)
+    policy.tokenizer.save_pretrained(folder)
+
+
+def load_policy_weights(policy: Policy, folder: Path) -> None:
+    """Copy the weights saved in `folder` into `policy.model`, bit-exactly.
+
+    Reads the safetensors file(s) directly: from_pretrained would build a second model. Keys the
+    folder lacks must be tied to a loaded one (save_pretrained drops tied duplicates such as lm_head).
+    """
+    index = folder / "model.safetensors.index.json"
+    if index.exists():
+        files = sorted(set(json.loads(index.read_text())["weight_map"].values()))
+    else:
+        files = ["model.safetensors"]
+    state: dict[str, torch.Tensor] = {}
+    for name in files:
+        if not (folder / name).exists():
+            raise CheckpointError(f"{folder}: weight file {name} is missing")
+        state.update(load_file(str(folder / name)))
+    result = policy.model.load_state_dict(state, strict=False)
+    if result.unexpected_keys:
+        raise CheckpointError(f"{folder}: weights {result.unexpected_keys[:5]} do not belong to policy "
+                              f"{policy.name!r}; was the checkpoint written for another model?")
+    loaded = {t.data_ptr() for k, t in policy.model.state_dict().items() if k in state}
+    untied = [k for k, t in policy.model.state_dict().items()
+              if k in result.missing_keys and t.data_ptr() not in loaded]
+    if untied:
+        raise CheckpointError(f"{folder}: weights {untied[:5]} of policy {policy.name!r} are missing")
+
+
+def save_optimizer(state: Any, folder: Path) -> None:
+    """A policy's optimizer and scheduler state (`state` is a training.update.PolicyOptimizer)."""
+    torch.save({"optimizer": state.optimizer.state_dict(), "scheduler": state.scheduler.state_dict()},
+               folder / OPTIMIZER_FILE)
+
+
+def load_optimizer(state: Any, folder: Path) -> None:
+    saved = torch.load(folder / OPTIMIZER_FILE, weights_only=True)
+    state.optimizer.load_state_dict(saved["optimizer"])
+    state.scheduler.load_state_dict(saved["scheduler"])
+
+
+def is_complete(folder: Path) -> bool:
+    """True when `folder` has a readable COMPLETE manifest and every listed file has its size (cheap)."""
+    manifest = read_manifest(folder)
+    if manifest is None:
+        return False
+    return all((folder / rel).is_file() and (folder / rel).stat().st_size == size
+               for rel, (size, _) in manifest["files"].items())
+
+
+def read_manifest(folder: Path) -> dict[str, Any] | None:
+    try:
+        manifest = json.loads((folder / MARKER).read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT_VERSION:
+        return None
+    return manifest
+
+
+def verify(folder: Path) -> None:
+    """Raise CheckpointError unless every file of the manifest is present with its size and hash."""
+    manifest = read_manifest(folder)
+    if manifest is None:
+        raise CheckpointError(
+            f"{folder} is not a complete checkpoint (no valid {MARKER} marker: it was being written "
+            "when the run stopped); resume from another checkpoint")
+    for rel, (size, digest) in manifest["files"].items():
+        path = folder / rel
+        if not path.is_file() or path.stat().st_size != size or _sha256(path) != digest:
+            raise CheckpointError(f"{folder}: {rel} is missing or differs from the manifest (corrupt "
+                                  "checkpoint); delete it and resume from an earlier one")
+
+
+def recover(root: Path) -> None:
+    """Finish or undo a replacement that a crash interrupted (see write_checkpoint)."""
+    if not root.is_dir():
+        return
+    for partial in sorted(root.glob("*.partial")):
+        final = root / partial.name[: -len(".partial")]
+        if not final.exists() and is_complete(partial):
+            partial.rename(final)
+        else:
+            shutil.rmtree(partial)
+    for old in sorted(root.glob("*.old")):
+        final = root / old.name[: -len(".old")]
+        if final.exists():
+            shutil.rmtree(old)
+        else:
+            old.rename(final)
+    _fsync_dir(root)
+
+
+def step_checkpoints(root: Path) -> list[tuple[int, Path]]:
+    """Complete `step*` checkpoints, oldest first."""
+    if not root.is_dir():
+        return []
+    found = [(int(m.group(1)), p) for p in root.iterdir() if (m := STEP_TAG.match(p.name))]
+    return sorted((step, p) for step, p in found if p.is_dir() and is_complete(p))
+
+
+def rotate(root: Path, keep_last: int) -> None:
+    """Delete all but the newest `keep_last` step checkpoints (0 keeps all); best/final are not touched."""
+    if keep_last <= 0:
+        return
+    for _, path in step_checkpoints(root)[:-keep_last]:
+        shutil.rmtree(path)
+
+
+def discard_after(root: Path, step: int) -> None:
+    """Remove checkpoints of steps after `step` and the final one: a resumed run recreates them."""
+    if not root.is_dir():
+        return
+    for path in root.iterdir():
+        match = STEP_TAG.match(path.name)
+        if (match and int(match.group(1)) > step) or path.name == "final":
+            shutil.rmtree(path)
+
+
+def _seal(folder: Path, tag: str) -> None:
+    """fsync every file, then write the manifest (itself via a temporary name) and fsync the folder."""
+    files = {}
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        with open(path, "rb") as handle:
+            os.fsync(handle.fileno())
+        files[path.relative_to(folder).as_posix()] = (path.stat().st_size, _sha256(path))
+    for sub in sorted({p.parent for p in folder.rglob("*") if p.is_file()}):
+        _fsync_dir(sub)
+    temporary = folder / (MARKER + ".tmp")
+    with open(temporary, "w") as handle:
+        json.dump({"format": FORMAT_VERSION, "tag": tag, "files": files}, handle, indent=1)
+        handle.flush()
+        os.fsync(handle.fileno())
+    temporary.rename(folder / MARKER)
+    _fsync_dir(folder)
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _fsync_dir(path: Path) -> None:
+    descriptor = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)

@@ -1,0 +1,202 @@
+"""Exact resume: what a step checkpoint holds beyond the weights, where a resumed run starts, restoring it.
+
+A run resumed from `checkpoints/stepN` continues as if never stopped: the policies' weights,
+optimizer and scheduler states, the sampling generator, the loop's and the global Python RNGs, torch's
+global RNG, the best-so-far held-out score and the step are restored. The data position needs no
+state of its own: step N's batch is instances [N * batch_size, (N + 1) * batch_size) (rollout_step).
+metrics.jsonl is cut back to its length at the checkpoint, so the resumed run's file equals the
+uninterrupted one's except for the wall-clock `time/*` values.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+import yaml
+
+from teamrl.config import ConfigError, RunConfig, config_to_dict
+from teamrl.policies.loading import Policy
+from teamrl.training.checkpoint import (MARKER, TRAINER_JSON, TRAINER_STATE, CheckpointError, load_optimizer,
+                                        load_policy_weights, recover, rotate, save_optimizer, step_checkpoints,
+                                        step_tag, verify, write_checkpoint)
+
+if TYPE_CHECKING:
+    from teamrl.training.run_dir import RunDirectory
+
+# Config keys a resumed run may change; any other difference would make it a different run.
+CHANGEABLE = {"train.resume", "train.steps", "train.time_budget_s", "train.keep_last",
+              "train.checkpoint_every", "output_dir", "run_name", "policy.device"}
+
+
+@dataclass
+class LoopState:
+    """The loop's own counters at the end of a step."""
+
+    step: int = 0
+    initial_success: float = 0.0
+    best_success: float = 0.0
+    best_step: int = 0
+    elapsed_s: float = 0.0
+    """Training seconds so far, so time_budget_s counts across restarts."""
+    metrics_bytes: int = 0
+    """Length of metrics.jsonl when the checkpoint was written."""
+
+
+@dataclass(frozen=True)
+class ResumePoint:
+    """Where a resumed run continues: its run directory and the checkpoint (None: from step 0)."""
+
+    run_path: Path
+    checkpoint: Path | None
+    loop: LoopState | None
+
+    @property
+    def step(self) -> int:
+        return self.loop.step if self.loop else 0
+
+    @property
+    def metrics_bytes(self) -> int:
+        return self.loop.metrics_bytes if self.loop else 0
+
+
+def save_training_state(run: "RunDirectory", loop: LoopState, policies: dict[str, Policy],
+                        optimizers: dict[str, Any], generator: torch.Generator, rng: random.Random,
+                        keep_last: int) -> Path:
+    """Write the resumable checkpoint `step<loop.step>` atomically, then rotate old step checkpoints."""
+    loop.metrics_bytes = run.sync_metrics()  # durable before the checkpoint that points into it
+
+    def extra(folder: Path) -> None:
+        for name, state in optimizers.items():
+            save_optimizer(state, folder / name)
+        torch.save({"loop": asdict(loop), "rng": capture_rng(generator, rng)}, folder / TRAINER_STATE)
+        (folder / TRAINER_JSON).write_text(json.dumps(asdict(loop), indent=1))
+
+    path = write_checkpoint(run.checkpoints, step_tag(loop.step), policies, extra)
+    rotate(run.checkpoints, keep_last)
+    return path
+
+
+def capture_rng(generator: torch.Generator, rng: random.Random) -> dict[str, Any]:
+    cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []
+    return {"loop": rng.getstate(), "python": random.getstate(), "torch": torch.get_rng_state(),
+            "generator": generator.get_state(), "cuda": cuda}
+
+
+def restore_rng(states: dict[str, Any], generator: torch.Generator, rng: random.Random) -> None:
+    rng.setstate(states["loop"])
+    random.setstate(states["python"])
+    torch.set_rng_state(states["torch"])
+    generator.set_state(states["generator"])
+    if states["cuda"] and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(states["cuda"])
+
+
+def find_resume_point(config: RunConfig) -> ResumePoint | None:
+    """Resolve `train.resume` ('' | 'auto' | a run directory or checkpoint folder); None: a fresh run.
+
+    'auto' resumes `output_dir/run_name` when it holds a run and starts fresh otherwise. A run
+    directory resumes from its newest complete, verified step checkpoint (or from step 0 when it
+    has none); a checkpoint folder resumes from exactly that checkpoint.
+    """
+    wanted = config.train.resume
+    if not wanted:
+        return None
+    if wanted == "auto":
+        if not config.run_name:
+            raise ConfigError("train.resume = 'auto' needs a fixed run_name (the default name has a "
+                              "timestamp, so a restarted run could not find its directory)")
+        target = Path(config.output_dir) / config.run_name
+        if not (target / "metrics.jsonl").exists():
+            return None
+    else:
+        target = Path(wanted).expanduser()
+        if not target.is_dir():
+            raise ConfigError(f"train.resume = {wanted!r}: no such folder; give a run directory "
+                              "or one of its checkpoints/stepN folders")
+    run_path, checkpoint = _locate(target)
+    recover(run_path / "checkpoints")
+    _check_same_run(config, run_path)
+    if checkpoint is None:
+        checkpoint = _newest_valid(run_path / "checkpoints")
+    else:
+        verify(checkpoint)
+    if checkpoint is None:
+        print(f"teamrl: {run_path} has no complete step checkpoint; restarting it from step 0",
+              file=sys.stderr)
+        return ResumePoint(run_path, None, None)
+    loop = LoopState(**json.loads((checkpoint / TRAINER_JSON).read_text()))
+    return ResumePoint(run_path, checkpoint, loop)
+
+
+def restore_training_state(point: ResumePoint | None, policies: dict[str, Policy],
+                           optimizers: dict[str, Any], generator: torch.Generator,
+                           rng: random.Random) -> LoopState | None:
+    """Load the checkpoint of `point` into the freshly built policies, optimizers and RNGs.
+
+    Call it after the optimizers (and any frozen KL reference) are built from the initial weights.
+    Returns the loop counters to continue from, or None for a run that starts at step 0.
+    """
+    if point is None or point.checkpoint is None:
+        return None
+    folder = point.checkpoint
+    saved = {p.name for p in folder.iterdir() if (p / "config.json").exists() or (p / "adapter_config.json").exists()}
+    if saved != set(policies):
+        raise CheckpointError(f"{folder} holds policies {sorted(saved)} but this run has {sorted(policies)}; "
+                              "resume with the regime and roles of the original run")
+    for name, policy in policies.items():
+        load_policy_weights(policy, folder / name)
+        load_optimizer(optimizers[name], folder / name)
+    state = torch.load(folder / TRAINER_STATE, weights_only=True)
+    restore_rng(state["rng"], generator, rng)
+    return LoopState(**state["loop"])
+
+
+def _locate(target: Path) -> tuple[Path, Path | None]:
+    """(run directory, checkpoint or None) for a folder given to --resume."""
+    if (target / "metrics.jsonl").exists() and (target / "config.yaml").exists():
+        return target, None
+    if target.parent.name == "checkpoints" and (target / MARKER).exists():
+        if not (target / TRAINER_STATE).exists():
+            raise ConfigError(f"{target} holds weights only (best and final checkpoints do); resume from "
+                              "a checkpoints/stepN folder or from the run directory")
+        return target.parent.parent, target
+    raise ConfigError(f"{target} is neither a run directory (with metrics.jsonl and config.yaml) nor a "
+                      "complete checkpoints/stepN folder")
+
+
+def _newest_valid(root: Path) -> Path | None:
+    """The newest step checkpoint that passes verification; corrupt ones are reported and skipped."""
+    for _, path in reversed(step_checkpoints(root)):
+        try:
+            verify(path)
+            return path
+        except CheckpointError as err:
+            print(f"teamrl: skipping {path.name}: {err}", file=sys.stderr)
+    return None
+
+
+def _check_same_run(config: RunConfig, run_path: Path) -> None:
+    saved = _flatten(yaml.safe_load((run_path / "config.yaml").read_text()) or {})
+    current = _flatten(config_to_dict(config))
+    differ = sorted(k for k in set(saved) | set(current)
+                    if k not in CHANGEABLE and saved.get(k) != current.get(k))
+    if differ:
+        shown = ", ".join(f"{k}: {saved.get(k)!r} -> {current.get(k)!r}" for k in differ[:6])
+        raise ConfigError(f"cannot resume {run_path} with a different config ({shown}); resume with the "
+                          f"run's own {run_path / 'config.yaml'} (only {', '.join(sorted(CHANGEABLE))} may change)")
+
+
+def _flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        if isinstance(value, dict) and key != "task":
+            out.update(_flatten(value, f"{prefix}{key}."))
+        else:
+            out[prefix + key] = value
+    return out

@@ -1,0 +1,279 @@
+"""Checkpoints and exact resume: kill -9 + --resume equals the uninterrupted run; crashes mid-save
+never leave a checkpoint that loads; rotation; restore is bit-exact."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+from safetensors.torch import load_file
+
+from teamrl.cli import main as cli_main
+from teamrl.config import ConfigError, config_to_dict, load_config
+from teamrl.policies.loading import Policy
+from teamrl.policies.tiny_model import build_char_tokenizer, build_tiny_model
+from teamrl.training import checkpoint as ckpt
+from teamrl.training.loop import train
+from teamrl.training.resume import LoopState, find_resume_point, restore_training_state, save_training_state
+from teamrl.training.run_dir import RunDirectory
+from teamrl.training.update import make_optimizer
+from toy import tiny_policy
+
+# A random tiny model keeps this fast (no warm-up). Its samples are near-uniform, so most groups
+# have equal rewards: keep them (drop_zero_signal=false) and add an entropy term so every step
+# moves the weights and the AdamW moments; kl_coef exercises the frozen reference on resume.
+OVERRIDES = [
+    "regime=per_role", "task.name=plan_path", "task.size=4", "task.min_distance=2",
+    "workflow.max_turns=2", "rollout.max_new_tokens=6", "train.steps=5", "train.batch_size=2",
+    "train.eval_every=2", "train.eval_instances=2", "train.warmup_steps=2", "train.checkpoint_every=1",
+    "train.keep_last=2", "algorithm.k=2", "algorithm.drop_zero_signal=false",
+    "algorithm.entropy_coef=0.05", "algorithm.kl_coef=0.01", "policy.lr=1e-2"]
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory) -> Path:
+    """A randomly initialised tiny Llama with tied embeddings, saved as an HF folder."""
+    folder = tmp_path_factory.mktemp("model")
+    tok = build_char_tokenizer()
+    build_tiny_model(tok, hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64).save_pretrained(folder)
+    tok.save_pretrained(folder)
+    return folder
+
+
+def _config_file(tmp_path: Path, model_dir: Path) -> Path:
+    config = load_config(None, [*OVERRIDES, f"policy.model={model_dir}", f"output_dir={tmp_path / 'runs'}"])
+    path = tmp_path / "run.yaml"
+    path.write_text(yaml.safe_dump(config_to_dict(config)))
+    return path
+
+
+def _rows(run_dir: Path) -> list[dict]:
+    """metrics.jsonl without the wall-clock values."""
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    return [{k: v for k, v in row.items() if not k.startswith("time/")} for row in rows]
+
+
+def _final_weights(run_dir: Path) -> dict[str, dict[str, torch.Tensor]]:
+    final = run_dir / "checkpoints" / "final"
+    return {p.name: load_file(str(p / "model.safetensors")) for p in sorted(final.iterdir()) if p.is_dir()}
+
+
+def test_killed_and_resumed_run_equals_uninterrupted(tmp_path, model_dir):
+    config_file = _config_file(tmp_path, model_dir)
+    runs = tmp_path / "runs"
+    killed = runs / "killed"
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "teamrl.cli", "train", str(config_file), "run_name=killed"],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        marker = killed / "checkpoints" / "step00002" / ckpt.MARKER
+        deadline = time.time() + 300
+        while not marker.exists() and proc.poll() is None and time.time() < deadline:
+            time.sleep(0.01)
+        assert proc.poll() is None, f"the run ended before it could be killed: {proc.stderr.read().decode()[-2000:]}"
+        proc.send_signal(signal.SIGKILL)
+        assert proc.wait(timeout=60) == -signal.SIGKILL
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert not (killed / "summary.json").exists()
+    reference = train(load_config(config_file, ["run_name=reference"]), progress=False)
+
+    assert cli_main(["train", str(config_file), "run_name=killed", "--resume", str(killed)]) == 0
+
+    assert _rows(killed) == _rows(reference)
+    want, got = _final_weights(reference), _final_weights(killed)
+    assert set(got) == set(want) == {"plan", "tool"}
+    for name in want:
+        assert all(torch.equal(got[name][key], want[name][key]) for key in want[name]), name
+    summary = {k: v for k, v in json.loads((killed / "summary.json").read_text()).items() if k != "train_seconds"}
+    assert summary == {k: v for k, v in json.loads((reference / "summary.json").read_text()).items()
+                       if k != "train_seconds"}
+    steps = [s for s, _ in ckpt.step_checkpoints(killed / "checkpoints")]
+    assert steps == [4, 5]  # keep_last: 2
+    assert sorted(p.name for p in (killed / "checkpoints").iterdir()) == ["best", "final", "step00004", "step00005"]
+
+
+# --- unit level: exact restore, crashes mid-save, rotation, resume targets -----------------------------
+
+def _setup(tmp_path: Path, seed: int = 0, run_name: str = "run"):
+    config = load_config(None, [*OVERRIDES, f"output_dir={tmp_path}", f"run_name={run_name}"])
+    policies = {"tool": tiny_policy(seed=seed, name="tool"), "plan": tiny_policy(seed=seed + 1, name="plan")}
+    optimizers = {n: make_optimizer(p, config.policy, config.train, 0.0) for n, p in policies.items()}
+    return config, policies, optimizers
+
+
+def _train_a_little(optimizers, rng_seed: int = 0) -> None:
+    gen = torch.Generator().manual_seed(rng_seed)
+    for state in optimizers.values():
+        for p in state.policy.model.parameters():
+            p.grad = torch.randn(p.shape, generator=gen)
+        state.optimizer.step()
+        state.scheduler.step()
+
+
+def _save_step(config, policies, optimizers, step, resume=None, generator=None, rng=None):
+    run = RunDirectory(config, resume)
+    run.log(step, {"x": float(step)})
+    path = save_training_state(run, LoopState(step, 0.25, 0.5, 1, 3.0), policies, optimizers,
+                               generator or torch.Generator().manual_seed(7), rng or random.Random(7),
+                               config.train.keep_last)
+    run.close()
+    return run, path
+
+
+def test_restore_is_bit_exact(tmp_path):
+    config, policies, optimizers = _setup(tmp_path)
+    _train_a_little(optimizers)
+    generator, rng = torch.Generator().manual_seed(3), random.Random(3)
+    torch.rand(5, generator=generator)  # advance both streams past their seeds
+    rng.random()
+    _save_step(config, policies, optimizers, 1, generator=generator, rng=rng)
+    expected_next = (torch.rand(4, generator=generator), rng.random(), torch.rand(3), random.random())
+
+    config2, fresh, fresh_opt = _setup(tmp_path, seed=10)
+    config2.train.resume = str(tmp_path / "run")
+    point = find_resume_point(config2)
+    gen2, rng2 = torch.Generator().manual_seed(99), random.Random(99)
+    torch.manual_seed(1234)
+    random.seed(1234)
+    loop = restore_training_state(point, fresh, fresh_opt, gen2, rng2)
+    assert loop == LoopState(1, 0.25, 0.5, 1, 3.0, loop.metrics_bytes) and loop.metrics_bytes > 0
+    for name in policies:
+        for a, b in zip(policies[name].model.state_dict().values(), fresh[name].model.state_dict().values()):
+            assert torch.equal(a, b)
+        old, new = optimizers[name].optimizer.state_dict(), fresh_opt[name].optimizer.state_dict()
+        for key in old["state"]:
+            for field in ("exp_avg", "exp_avg_sq", "step"):
+                assert torch.equal(old["state"][key][field], new["state"][key][field])
+        assert optimizers[name].scheduler.state_dict() == fresh_opt[name].scheduler.state_dict()
+    got_next = (torch.rand(4, generator=gen2), rng2.random(), torch.rand(3), random.random())
+    # every stream (sampling generator, loop RNG, torch and Python globals) continues where it was saved
+    assert torch.equal(got_next[0], expected_next[0]) and got_next[1] == expected_next[1]
+    assert torch.equal(got_next[2], expected_next[2]) and got_next[3] == expected_next[3]
+
+
+def test_crash_mid_save_leaves_nothing_loadable(tmp_path, monkeypatch):
+    config, policies, optimizers = _setup(tmp_path)
+    _save_step(config, policies, optimizers, 1)
+    root = tmp_path / "run" / "checkpoints"
+
+    def crash(folder: Path) -> None:  # weights are written by now; the crash hits before COMPLETE
+        raise KeyboardInterrupt("killed mid-save")
+
+    with pytest.raises(KeyboardInterrupt):
+        ckpt.write_checkpoint(root, "step00002", policies, crash)
+    partial = root / "step00002.partial"
+    assert (partial / "tool" / "model.safetensors").exists() and not ckpt.is_complete(partial)
+    assert not (root / "step00002").exists()
+    with pytest.raises(ckpt.CheckpointError, match="not a complete checkpoint"):
+        ckpt.verify(partial)
+    assert [s for s, _ in ckpt.step_checkpoints(root)] == [1]
+    config.train.resume = "auto"
+    point = find_resume_point(config)
+    assert point.checkpoint == root / "step00001" and not partial.exists()  # recover() removed it
+
+
+def test_crash_while_replacing_keeps_one_complete_copy(tmp_path, monkeypatch):
+    _, policies, optimizers = _setup(tmp_path)
+    root = tmp_path / "ck"
+    ckpt.write_checkpoint(root, "best", policies)
+    _train_a_little(optimizers)
+    real_rename = Path.rename
+
+    def rename(self, target):
+        if self.name.endswith(".partial"):
+            raise KeyboardInterrupt("killed between the two renames")
+        return real_rename(self, target)
+
+    monkeypatch.setattr(Path, "rename", rename)
+    with pytest.raises(KeyboardInterrupt):
+        ckpt.write_checkpoint(root, "best", policies)
+    monkeypatch.setattr(Path, "rename", real_rename)
+    assert not (root / "best").exists() and (root / "best.old").exists() and (root / "best.partial").exists()
+    ckpt.recover(root)
+    assert sorted(p.name for p in root.iterdir()) == ["best"]
+    ckpt.verify(root / "best")
+    saved = load_file(str(root / "best" / "tool" / "model.safetensors"))
+    current = policies["tool"].model.state_dict()
+    assert all(torch.equal(saved[k], current[k]) for k in saved)  # the newer copy won
+
+
+def test_corrupt_newest_checkpoint_is_skipped_and_rotation_keeps_last(tmp_path):
+    config, policies, optimizers = _setup(tmp_path)
+    config.train.keep_last = 2
+    run, _ = _save_step(config, policies, optimizers, 1)
+    config.train.resume = "auto"
+    for step in (2, 3):
+        run, _ = _save_step(config, policies, optimizers, step, resume=find_resume_point(config))
+    root = run.checkpoints
+    assert [s for s, _ in ckpt.step_checkpoints(root)] == [2, 3]
+    weights = root / "step00003" / "plan" / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[-1] ^= 0xFF  # same size, different content: only the hash notices
+    weights.write_bytes(bytes(data))
+    assert find_resume_point(config).checkpoint == root / "step00002"
+    config.train.resume = str(root / "step00003")
+    with pytest.raises(ckpt.CheckpointError, match="differs from the manifest"):
+        find_resume_point(config)
+
+
+def test_resume_from_an_earlier_checkpoint_discards_the_later_ones(tmp_path):
+    config, policies, optimizers = _setup(tmp_path)
+    config.train.keep_last = 0
+    config.train.resume = "auto"
+    run, _ = _save_step(config, policies, optimizers, 1)
+    size_at_1 = (run.path / "metrics.jsonl").stat().st_size
+    for step in (2, 3):
+        run, _ = _save_step(config, policies, optimizers, step, resume=find_resume_point(config))
+    run.save_checkpoint("final", policies)
+    config.train.resume = str(run.checkpoints / "step00001")
+    RunDirectory(config, find_resume_point(config)).close()
+    assert sorted(p.name for p in run.checkpoints.iterdir()) == ["step00001"]
+    assert (run.path / "metrics.jsonl").stat().st_size == size_at_1
+
+
+def test_tied_weights_load_bit_exactly(tmp_path):
+    tok = build_char_tokenizer()
+    source = Policy("p", build_tiny_model(tok, hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64, seed=1),
+                    tok, False)
+    target = Policy("p", build_tiny_model(tok, hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64, seed=2),
+                    tok, False)
+    ckpt.save_policy_weights(source, tmp_path / "p")
+    ckpt.load_policy_weights(target, tmp_path / "p")
+    assert all(torch.equal(a, b) for a, b in zip(source.model.state_dict().values(),
+                                                 target.model.state_dict().values()))
+    assert target.model.lm_head.weight.data_ptr() == target.model.model.embed_tokens.weight.data_ptr()
+
+
+def test_bad_resume_targets_fail_clearly(tmp_path):
+    config, policies, optimizers = _setup(tmp_path)
+    config.run_name = ""
+    config.train.resume = "auto"
+    with pytest.raises(ConfigError, match="needs a fixed run_name"):
+        find_resume_point(config)
+    config, _, _ = _setup(tmp_path)
+    run, _ = _save_step(config, policies, optimizers, 1)
+    run.save_checkpoint("best", policies)
+    config.train.resume = str(run.checkpoints / "best")
+    with pytest.raises(ConfigError, match="weights only"):
+        find_resume_point(config)
+    config.train.resume = str(tmp_path / "nowhere")
+    with pytest.raises(ConfigError, match="no such folder"):
+        find_resume_point(config)
+    changed = load_config(None, [*OVERRIDES, f"output_dir={tmp_path}", "run_name=run", "policy.lr=0.5",
+                                 f"train.resume={run.path}"])
+    with pytest.raises(ConfigError, match="policy.lr"):
+        find_resume_point(changed)
+    with pytest.raises(ConfigError, match="keep_last"):
+        load_config(None, ["train.keep_last=-1"])
