@@ -223,6 +223,28 @@ class DiagnosticsConfig:
 
 
 @dataclass
+class TrainerConfig:
+    """Where the per-policy updates run: in this process, or on Ray actors (see README, Scaling out)."""
+
+    backend: str = "local"
+    """local (every policy's update here, one after another) or ray (an actor group per policy, in parallel)."""
+    ray_address: str = ""
+    """Ray cluster to join, e.g. 10.0.0.1:6379; empty: the RAY_ADDRESS variable, else a local Ray."""
+    num_cpus_per_policy: float = 1.0
+    """CPUs Ray reserves for each policy's actor group (fractions allowed)."""
+    num_gpus_per_policy: float = 0.0
+    """GPUs Ray reserves for each policy's actor group (fractions let policies share a GPU)."""
+    data_parallel: int = 1
+    """Workers per policy, each scoring a share of every minibatch (torch.distributed); > 1 needs ray."""
+
+    def __post_init__(self) -> None:
+        _require(self.backend in ("local", "ray"), "backend", self.backend, "local or ray")
+        _require(self.num_cpus_per_policy >= 0 and self.num_gpus_per_policy >= 0, "num_cpus_per_policy",
+                 self.num_cpus_per_policy, ">= 0 (and num_gpus_per_policy >= 0)")
+        _require(self.data_parallel >= 1, "data_parallel", self.data_parallel, "an integer >= 1")
+
+
+@dataclass
 class RunConfig:
     """A whole run. `teamrl train CONFIG.yaml key.sub=value ...`"""
 
@@ -246,6 +268,7 @@ class RunConfig:
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
     algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
+    trainer: TrainerConfig = field(default_factory=TrainerConfig)
     diagnostics: DiagnosticsConfig = field(default_factory=DiagnosticsConfig)
 
     def __post_init__(self) -> None:

@@ -14,12 +14,13 @@ from teamrl.config import RunConfig
 from teamrl.policies.loading import Policy
 from teamrl.rollout.engine import SamplingParams
 from teamrl.rollout.tree import Episode, RewardWeights, Sample, run_episodes
+from teamrl.training.backends import UpdateSettings, make_backend
 from teamrl.training.build import build_policies, build_workflow
 from teamrl.training.credit import assign_advantages, trainable
 from teamrl.training.evaluate import evaluate
 from teamrl.training.resume import LoopState, find_resume_point, restore_training_state, save_training_state
 from teamrl.training.run_dir import RunDirectory
-from teamrl.training.update import make_optimizer, update_policy
+from teamrl.training.update import make_optimizer
 from teamrl.workflows.base import Workflow
 
 
@@ -72,6 +73,7 @@ def train(config: RunConfig, model_path: str | None = None, progress: bool = Tru
     rng = random.Random(config.seed)
     state = restore_training_state(resume, policies, optimizers, generator, rng)
     tcfg, algo = config.train, config.algorithm
+    backend = make_backend(config.trainer, optimizers, UpdateSettings(algo, config.rollout.temperature, tcfg.grad_clip))
 
     def held_out(step: int) -> float:
         started = time.time()
@@ -98,11 +100,10 @@ def train(config: RunConfig, model_path: str | None = None, progress: bool = Tru
         t1 = time.time()
         metrics = rollout_metrics(samples, episodes)
         metrics.update({f"adv/{k}": v for k, v in assign_advantages(samples, episodes, algo).items()})
-        for name, opt in optimizers.items():
-            mine = trainable([s for s in samples if s.policy == name], algo.drop_zero_signal)
-            if mine:
-                stats = update_policy(opt, mine, algo, config.rollout.temperature, tcfg.grad_clip, rng)
-                metrics.update({f"policy/{name}/{k}": v for k, v in stats.items()})
+        batches = {name: trainable([s for s in samples if s.policy == name], algo.drop_zero_signal)
+                   for name in optimizers}
+        for name, result in backend.update(batches, rng).items():
+            metrics.update({f"policy/{name}/{k}": v for k, v in result.stats.items()} | result.diagnostics)
         t2 = time.time()
         tokens = sum(len(s.generation.response_ids) for s in samples)
         metrics.update({"time/rollout_s": t1 - t0, "time/update_s": t2 - t1,
@@ -118,6 +119,7 @@ def train(config: RunConfig, model_path: str | None = None, progress: bool = Tru
         bar.set_postfix(success=f"{metrics['train/success']:.2f}", best=f"{best:.2f}")
         if tcfg.checkpoint_every and step % tcfg.checkpoint_every == 0:
             state = LoopState(step, history["initial"], best, best_step, time.time() - started)
+            backend.pull_optimizer_state()  # the Ray backend's optimizers live in its actors
             save_training_state(run, state, policies, optimizers, generator, rng, tcfg.keep_last)
         if tcfg.time_budget_s and time.time() - started > tcfg.time_budget_s:
             break
@@ -131,5 +133,6 @@ def train(config: RunConfig, model_path: str | None = None, progress: bool = Tru
                "best_step": best_step, "steps": step, "train_seconds": train_seconds,
                "agent_to_policy": mapping}
     run.write_json("summary.json", summary)
+    backend.close()
     run.close()
     return run.path
