@@ -43,6 +43,8 @@ def attach_adapters(base: PreTrainedModel, adapters: Mapping[str, LoraConfig]) -
     model = peft.get_peft_model(base, peft_config(adapters[names[0]]), adapter_name=names[0])
     for name in names[1:]:
         model.add_adapter(name, peft_config(adapters[name]))
+    for name in names:  # PEFT records the base only for the first adapter; export needs it for each
+        model.peft_config[name].base_model_name_or_path = base.name_or_path
     return model
 
 

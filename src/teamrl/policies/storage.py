@@ -109,6 +109,8 @@ def export_checkpoint(checkpoint: str | Path, out: str | Path, base: str | None 
     also be one policy's folder, written to `out` itself. Returns (source, written) pairs.
     """
     checkpoint, out = Path(checkpoint), Path(out)
+    if not checkpoint.is_dir():
+        raise FileNotFoundError(f"{checkpoint} is not a folder; give checkpoints/<tag> of a run")
     if is_adapter_folder(checkpoint) or (checkpoint / "config.json").is_file():
         folders = [(checkpoint, out)]
     else:
