@@ -66,8 +66,10 @@ def wait_for(condition, timeout_s: float) -> bool:
     return condition()
 
 
+@pytest.mark.parametrize("how", ["crash", "stop"])
 @pytest.mark.parametrize("pid_namespace", [True, False], ids=["pid-namespace", "uid-fallback"])
-def test_detached_daemon_dies_when_the_worker_is_killed(monkeypatch, pid_namespace):
+def test_detached_daemon_dies_when_the_worker_is_killed(monkeypatch, pid_namespace, how):
+    """crash: the worker's process is SIGKILLed; stop: the pool stops it (WorkerHandle.kill)."""
     monkeypatch.setattr(Sandbox, "_pid_namespace", pid_namespace)
     with Sandbox(SLOW_LIMITS, workers=1) as box:
         if box.isolation["sandbox_uid"] is None:
@@ -80,7 +82,13 @@ def test_detached_daemon_dies_when_the_worker_is_killed(monkeypatch, pid_namespa
         runner.start()
         try:
             assert wait_for(lambda: processes_with(marker), 10), "the program never started its daemon"
-            box._all[0].proc.kill()  # what happens to a stuck worker (and to its thin parent)
+            victim = box._all[0]
+            if how == "crash":
+                victim.proc.kill()  # the worker's process (with a PID namespace: its thin parent)
+            else:
+                victim.kill()
+                # Killed and reaped in order: not even a zombie of the worker is left.
+                assert not Path(f"/proc/{victim.worker_pid}").exists()
             runner.join(20)
             assert results and results[0].status == "sandbox_error"
             assert wait_for(lambda: not processes_with(marker), 5), f"survivors: {processes_with(marker)}"

@@ -19,6 +19,7 @@ _BOOTSTRAP = (
     "sys.modules['_teamrl_sandbox']=p;from _teamrl_sandbox import worker;worker.main(sys.argv[2])"
 )
 _WORKER_START_TIMEOUT_S = 30.0
+_STOP_TIMEOUT_S = 5.0
 _MINIMAL_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin"}
 
 
@@ -89,8 +90,16 @@ class WorkerHandle:
 
     def kill(self) -> None:
         """Kill the worker and every process its programs started, then close the pipes."""
+        if self.proc.poll() is None and self.isolation.get("pid_namespace"):
+            # The thin parent kills the worker (the namespace's init: everything in it dies too),
+            # reaps it and exits.
+            self.proc.terminate()
+            try:
+                self.proc.wait(_STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                pass
         if self.proc.poll() is None:
-            # With a PID namespace, the worker (its init) and everything in it die with this process.
+            # The worker dies with its parent (death signal), and the namespace with the worker.
             self.proc.kill()
             self.proc.wait()
         uid = self.isolation.get("sandbox_uid")

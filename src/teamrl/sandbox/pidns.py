@@ -8,7 +8,8 @@ would re-parent to the machine's init when the worker is killed, and live on.)
 
 `enter` leaves the process the pool started behind as a thin parent that only waits for the
 worker and exits with its status; the worker gets a parent-death signal from that parent, so
-killing the process the pool knows about kills the worker, and with it the namespace.
+killing the process the pool knows about kills the worker, and with it the namespace (SIGTERM
+does it in order: that parent kills and reaps the worker, then exits).
 
 The worker also mounts a fresh /proc for the namespace, so programs see only the namespace's own
 processes (not the grader's command lines) and /proc lookups by pid agree with `os.getpid()`.
@@ -70,7 +71,11 @@ def probe() -> str | None:
 
 
 def _stay_behind(worker: int, keep_fd: int) -> None:
-    """The parent left outside the namespace: hold no pipes, wait, exit like the worker. Never returns."""
+    """The parent left outside the namespace: hold no pipes, wait, exit like the worker. Never returns.
+
+    SIGTERM makes it kill the worker, reap it and exit, so that the pool's stop leaves no zombie
+    (a SIGKILL instead orphans the dying worker to the machine's init, which must reap it).
+    """
     for entry in os.listdir("/proc/self/fd"):
         fd = int(entry)
         if fd > 2 and fd != keep_fd:
@@ -78,12 +83,16 @@ def _stay_behind(worker: int, keep_fd: int) -> None:
                 os.close(fd)
             except OSError:
                 pass  # the directory listing's own descriptor
-    while True:
-        try:
-            _, status = os.waitpid(worker, 0)
-            break
-        except InterruptedError:
-            continue
+    dead = [False]
+
+    def stop(_signum: int, _frame: object) -> None:
+        if not dead[0]:  # until reaped the worker's pid is ours, so this cannot hit another process
+            os.kill(worker, signal.SIGKILL)
+
+    signal.signal(signal.SIGTERM, stop)
+    os.waitid(os.P_PID, worker, os.WEXITED | os.WNOWAIT)  # dead, not yet reaped (retried on EINTR)
+    dead[0] = True
+    _, status = os.waitpid(worker, 0)
     if os.WIFSIGNALED(status):
         os._exit(128 + os.WTERMSIG(status))
     os._exit(os.WEXITSTATUS(status))
