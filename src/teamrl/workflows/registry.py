@@ -21,6 +21,8 @@ from teamrl.workflows.math_team import MathTaskConfig, MathWorkflow
 from teamrl.workflows.plan_path_team import PlanPathWorkflow
 from teamrl.workflows.sokoban_team import SokobanWorkflow
 from teamrl.workflows.sudoku_team import SudokuWorkflow
+from teamrl.workflows.study import STUDY_SOURCES, STUDY_WORKFLOWS
+from teamrl.workflows.study_demos import with_study_demos
 
 Demos = Callable[[Workflow, int], Iterator[tuple[str, str, str]]]
 
@@ -64,14 +66,16 @@ TASKS: dict[str, TaskEntry] = {
     # add,sub,mul,affine); other sources train a model given by path (policy.model).
     "math": TaskEntry(
         MathTaskConfig, MathWorkflow,
-        lambda wf, seed: math_demos.demonstrations(wf, seed, math_demos.MathSkill()),
+        with_study_demos(lambda wf, seed: math_demos.demonstrations(wf, seed, math_demos.MathSkill())),
         sources=("teamrl.workflows.math_demos", "teamrl.workflows.demo_driver",
-                 "teamrl.workflows.math_team", "teamrl.tasks.math_data")),
+                 "teamrl.workflows.math_team", "teamrl.tasks.math_data") + STUDY_SOURCES,
+        workflows=dict(STUDY_WORKFLOWS)),
     "code": TaskEntry(
         CodeTaskConfig, code_demos.code_workflow,
-        lambda wf, seed: code_demos.demonstrations(wf, seed, code_demos.CodeSkill()),
+        with_study_demos(lambda wf, seed: code_demos.demonstrations(wf, seed, code_demos.CodeSkill())),
         sources=("teamrl.workflows.code_demos", "teamrl.workflows.demo_driver",
-                 "teamrl.workflows.code_team", "teamrl.tasks.code_procedural")),
+                 "teamrl.workflows.code_team", "teamrl.tasks.code_procedural") + STUDY_SOURCES,
+        workflows=dict(STUDY_WORKFLOWS)),
 }
 
 
