@@ -133,8 +133,9 @@ class Sandbox:
         """What confines the programs on this machine (as reported by the first worker).
 
         Keys: network ("netns" or "python-socket-block"), filesystem ("readonly-mount-namespace"
-        or "python-audit-hook"), sandbox_uid (int or None), user_namespace, hidden_paths,
-        guards (which in-process guards are on), notes.
+        or "python-audit-hook"), sandbox_uid (int or None), user_namespace, pid_namespace (the
+        worker is pid 1 of its own PID namespace: nothing a program starts outlives it), host_pid,
+        hidden_paths, guards (which in-process guards are on), notes.
         """
         return dict(self._all[0].isolation) if self._all else {}
 
