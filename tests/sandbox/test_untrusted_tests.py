@@ -162,3 +162,14 @@ def test_untrusted_tests_in_the_fallback_mode():
         res = fallback.run_untrusted_tests(GOOD, [("import socket", False),
                                                   ("assert socket.socket(socket.AF_INET) is None", True)])
         assert res.passed == 0 and "not allowed" in res.cases[0].error  # the guards cover the judge too
+
+
+def test_tests_that_write_garbage_to_the_result_pipe_do_not_break_the_worker(box):
+    workers = [w.worker_pid for w in box._all]
+    for garbage in ("b'\\\\xff' * 64", "b'\\\\x00\\\\x00\\\\x00\\\\x02[]'", "b'\\\\x00\\\\x00\\\\x00\\\\x0c{\"unit\":\"x\"}'"):
+        steps = [("assert f(1) == 4", True), (f"import os\nos.write(5, {garbage})", False), ("assert f(2) == 7", True)]
+        res = box.run_untrusted_tests(GOOD, steps)
+        # The stream ends at the garbage: the first unit counts, the rest is lost (not the program's fault).
+        assert (res.total, res.passed, res.status) == (2, 1, "sandbox_error"), res
+    assert [w.worker_pid for w in box._all] == workers  # no worker had to be replaced
+    assert box.run_untrusted_tests(GOOD, STEPS).all_passed

@@ -49,6 +49,8 @@ def _judge_main(req: dict[str, Any], in_fd: int, fds: dict[int, int], state: Wor
         # ptrace us or open our descriptors through /proc.
         isolation.prctl(isolation.PR_SET_DUMPABLE, 0)
         second = protocol.recv_message(in_fd)  # frame 2: the tests, read by us alone
+        # The grader pipe is in step again: whatever happens to us now, the worker can go on.
+        protocol.send_message(fds[5], {"read": True})
         if req.get("untrusted"):
             # Closes the grader pipe too; the id change resets dumpable, so clear it again.
             child.confine(fds, workdir, limits, state.uid, state.pid, state.user_namespace, new_session=False)
@@ -85,13 +87,23 @@ def _wait_exit(pid: int, timeout_s: float) -> None:
 
 
 def _parse_results(data: bytes) -> list[dict[str, Any]]:
-    """Decode the judge's stream of framed messages (a cut-off last frame is dropped)."""
+    """Decode the judge's stream of framed messages (a cut-off last frame is dropped).
+
+    Model-written tests run in the judge and can write to this pipe too, so anything that is
+    not a JSON object ends the stream instead of reaching the worker's logic.
+    """
     messages, pos = [], 0
     while pos + 4 <= len(data):
         (length,) = struct.unpack(">I", data[pos:pos + 4])
         if pos + 4 + length > len(data):
             break
-        messages.append(json.loads(data[pos + 4:pos + 4 + length].decode("utf-8")))
+        try:
+            msg = json.loads(data[pos + 4:pos + 4 + length].decode("utf-8"))
+        except ValueError:  # includes UnicodeDecodeError
+            break
+        if not isinstance(msg, dict):
+            break
+        messages.append(msg)
         pos += 4 + length
     return messages
 
@@ -160,11 +172,11 @@ def run_tests_request(state: WorkerState, req: dict[str, Any], in_fd: int) -> di
     if not messages:  # the judge died before it had read the tests frame: the pipe is out of step
         state.tainted = True
         return {"error": "the test judge failed before reading the tests", "wall_s": judged["wall"]}
-    units = messages[0].get("units", [])
+    units = [str(u) for u in next((msg["units"] for msg in messages if isinstance(msg.get("units"), list)), [])]
     results: list[Any] = [None] * len(units)
     done: dict[str, Any] | None = None
     for msg in messages:
-        if "unit" in msg and 0 <= msg["unit"] < len(units):
+        if isinstance(msg.get("unit"), int) and 0 <= msg["unit"] < len(units):
             results[msg["unit"]] = [bool(msg["passed"]), str(msg.get("error", ""))]
         if msg.get("done"):
             done = msg
@@ -182,7 +194,9 @@ def run_tests_request(state: WorkerState, req: dict[str, Any], in_fd: int) -> di
         if os.WIFSIGNALED(judged["status"]) and os.WTERMSIG(judged["status"]) in (signal.SIGXCPU, signal.SIGKILL):
             status, error = "timeout", "the tests ran out of CPU time"
     else:
-        status, error = str(done.get("status", "error")), str(done.get("error", ""))
+        # The judge only ever says "ok" or "error" (anything else was written by untrusted tests).
+        status = "ok" if done.get("status") == "ok" else "error"
+        error = str(done.get("error", ""))
     return {"units": units, "results": results, "status": status, "error": error, "program_stdout": stdout,
             "program_stderr": stderr, "wall_s": judged["wall"],
             "program_loaded": bool(done.get("program_loaded", True)) if done else True}
