@@ -9,6 +9,7 @@ import random
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from safetensors.torch import load_file
 from teamrl.cli import main as cli_main
 from teamrl.config import ConfigError, config_to_dict, load_config
 from teamrl.policies.loading import Policy
+from teamrl.policies.storage import load_policy_weights, save_policy
 from teamrl.policies.tiny_model import build_char_tokenizer, build_tiny_model
 from teamrl.training import checkpoint as ckpt
 from teamrl.training.loop import train
@@ -67,27 +69,44 @@ def _final_weights(run_dir: Path) -> dict[str, dict[str, torch.Tensor]]:
     return {p.name: load_file(str(p / "model.safetensors")) for p in sorted(final.iterdir()) if p.is_dir()}
 
 
-def test_killed_and_resumed_run_equals_uninterrupted(tmp_path, model_dir):
+def _kill_at(proc: subprocess.Popen, marker: Path, outcome: dict) -> None:
+    """SIGKILL `proc` as soon as `marker` exists; records whether it was still running then."""
+    deadline = time.time() + 600
+    while not marker.exists() and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.005)
+    outcome["running"] = proc.poll() is None
+    proc.send_signal(signal.SIGKILL)
+    outcome["code"] = proc.wait()
+
+
+@pytest.fixture
+def one_thread():
+    """One intra-op thread here and in the child: identical arithmetic, and on a busy 2-core machine
+    the tiny model runs ~10x faster than with two threads contending."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+    torch.set_num_threads(before)
+
+
+def test_killed_and_resumed_run_equals_uninterrupted(tmp_path, model_dir, one_thread):
     config_file = _config_file(tmp_path, model_dir)
-    runs = tmp_path / "runs"
-    killed = runs / "killed"
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    killed = tmp_path / "runs" / "killed"
+    log = open(tmp_path / "killed.log", "w+")
     proc = subprocess.Popen([sys.executable, "-m", "teamrl.cli", "train", str(config_file), "run_name=killed"],
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        marker = killed / "checkpoints" / "step00002" / ckpt.MARKER
-        deadline = time.time() + 300
-        while not marker.exists() and proc.poll() is None and time.time() < deadline:
-            time.sleep(0.01)
-        assert proc.poll() is None, f"the run ended before it could be killed: {proc.stderr.read().decode()[-2000:]}"
-        proc.send_signal(signal.SIGKILL)
-        assert proc.wait(timeout=60) == -signal.SIGKILL
+                            env=one_thread, stdout=log, stderr=subprocess.STDOUT)
+    outcome: dict = {}
+    killer = threading.Thread(target=_kill_at, args=(proc, killed / "checkpoints" / "step00002" / ckpt.MARKER,
+                                                     outcome))
+    killer.start()
+    try:  # the uninterrupted reference runs meanwhile, in this process
+        reference = train(load_config(config_file, ["run_name=reference"]), progress=False)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        killer.join()
+        log.close()
+    assert outcome["running"], f"the run ended before it was killed: {(tmp_path / 'killed.log').read_text()[-2000:]}"
+    assert outcome["code"] == -signal.SIGKILL
     assert not (killed / "summary.json").exists()
-    reference = train(load_config(config_file, ["run_name=reference"]), progress=False)
 
     assert cli_main(["train", str(config_file), "run_name=killed", "--resume", str(killed)]) == 0
 
@@ -122,12 +141,25 @@ def _train_a_little(optimizers, rng_seed: int = 0) -> None:
         state.scheduler.step()
 
 
+class Counter:
+    """A stateful loop component (as diagnostics with running baselines would be)."""
+
+    def __init__(self, value: int) -> None:
+        self.value = value
+
+    def state_dict(self) -> dict:
+        return {"value": self.value, "history": [float(self.value)] * 2}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.value = state["value"]
+
+
 def _save_step(config, policies, optimizers, step, resume=None, generator=None, rng=None):
     run = RunDirectory(config, resume)
     run.log(step, {"x": float(step)})
     path = save_training_state(run, LoopState(step, 0.25, 0.5, 1, 3.0), policies, optimizers,
                                generator or torch.Generator().manual_seed(7), rng or random.Random(7),
-                               config.train.keep_last)
+                               config.train.keep_last, {"counter": Counter(step)})
     run.close()
     return run, path
 
@@ -147,8 +179,10 @@ def test_restore_is_bit_exact(tmp_path):
     gen2, rng2 = torch.Generator().manual_seed(99), random.Random(99)
     torch.manual_seed(1234)
     random.seed(1234)
-    loop = restore_training_state(point, fresh, fresh_opt, gen2, rng2)
+    counter = Counter(0)
+    loop = restore_training_state(point, fresh, fresh_opt, gen2, rng2, {"counter": counter})
     assert loop == LoopState(1, 0.25, 0.5, 1, 3.0, loop.metrics_bytes) and loop.metrics_bytes > 0
+    assert counter.value == 1
     for name in policies:
         for a, b in zip(policies[name].model.state_dict().values(), fresh[name].model.state_dict().values()):
             assert torch.equal(a, b)
@@ -249,8 +283,8 @@ def test_tied_weights_load_bit_exactly(tmp_path):
                     tok, False)
     target = Policy("p", build_tiny_model(tok, hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64, seed=2),
                     tok, False)
-    ckpt.save_policy_weights(source, tmp_path / "p")
-    ckpt.load_policy_weights(target, tmp_path / "p")
+    save_policy(source, tmp_path / "p")
+    load_policy_weights(target, tmp_path / "p")
     assert all(torch.equal(a, b) for a, b in zip(source.model.state_dict().values(),
                                                  target.model.state_dict().values()))
     assert target.model.lm_head.weight.data_ptr() == target.model.model.embed_tokens.weight.data_ptr()

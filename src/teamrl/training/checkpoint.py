@@ -2,7 +2,7 @@
 
 A checkpoint is `checkpoints/<tag>/` in the run directory:
 
-    <policy>/                one folder per policy, written by save_pretrained (HF, loadable alone)
+    <policy>/                one folder per policy by save_policy: an HF model, or a PEFT adapter
     <policy>/optimizer.pt    that policy's AdamW and LR-scheduler state   (resumable checkpoints)
     trainer_state.pt         loop counters and every RNG state            (resumable checkpoints)
     trainer_state.json       the loop counters, human-readable            (resumable checkpoints)
@@ -26,9 +26,9 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors.torch import load_file
 
 from teamrl.policies.loading import Policy
+from teamrl.policies.storage import save_policy
 
 MARKER = "COMPLETE"
 TRAINER_STATE = "trainer_state.pt"
@@ -58,7 +58,7 @@ def write_checkpoint(root: Path, tag: str, policies: dict[str, Policy],
         shutil.rmtree(partial)
     partial.mkdir()
     for name, policy in policies.items():
-        save_policy_weights(policy, partial / name)
+        save_policy(policy, partial / name)
     if extra is not None:
         extra(partial)
     _seal(partial, tag)
@@ -73,39 +73,6 @@ def write_checkpoint(root: Path, tag: str, policies: dict[str, Policy],
     if old.exists():
         shutil.rmtree(old)
     return final
-
-
-def save_policy_weights(policy: Policy, folder: Path) -> None:
-    """Model and tokenizer as an HF folder (the format `teamrl eval --checkpoint` and HF load)."""
-    policy.model.save_pretrained(folder)
-    policy.tokenizer.save_pretrained(folder)
-
-
-def load_policy_weights(policy: Policy, folder: Path) -> None:
-    """Copy the weights saved in `folder` into `policy.model`, bit-exactly.
-
-    Reads the safetensors file(s) directly: from_pretrained would build a second model. Keys the
-    folder lacks must be tied to a loaded one (save_pretrained drops tied duplicates such as lm_head).
-    """
-    index = folder / "model.safetensors.index.json"
-    if index.exists():
-        files = sorted(set(json.loads(index.read_text())["weight_map"].values()))
-    else:
-        files = ["model.safetensors"]
-    state: dict[str, torch.Tensor] = {}
-    for name in files:
-        if not (folder / name).exists():
-            raise CheckpointError(f"{folder}: weight file {name} is missing")
-        state.update(load_file(str(folder / name)))
-    result = policy.model.load_state_dict(state, strict=False)
-    if result.unexpected_keys:
-        raise CheckpointError(f"{folder}: weights {result.unexpected_keys[:5]} do not belong to policy "
-                              f"{policy.name!r}; was the checkpoint written for another model?")
-    loaded = {t.data_ptr() for k, t in policy.model.state_dict().items() if k in state}
-    untied = [k for k, t in policy.model.state_dict().items()
-              if k in result.missing_keys and t.data_ptr() not in loaded]
-    if untied:
-        raise CheckpointError(f"{folder}: weights {untied[:5]} of policy {policy.name!r} are missing")
 
 
 def save_optimizer(state: Any, folder: Path) -> None:

@@ -22,9 +22,10 @@ import yaml
 
 from teamrl.config import ConfigError, RunConfig, config_to_dict
 from teamrl.policies.loading import Policy
+from teamrl.policies.storage import load_policy_weights
 from teamrl.training.checkpoint import (MARKER, TRAINER_JSON, TRAINER_STATE, CheckpointError, load_optimizer,
-                                        load_policy_weights, recover, rotate, save_optimizer, step_checkpoints,
-                                        step_tag, verify, write_checkpoint)
+                                        recover, rotate, save_optimizer, step_checkpoints, step_tag, verify,
+                                        write_checkpoint)
 
 if TYPE_CHECKING:
     from teamrl.training.run_dir import RunDirectory
@@ -67,14 +68,21 @@ class ResumePoint:
 
 def save_training_state(run: "RunDirectory", loop: LoopState, policies: dict[str, Policy],
                         optimizers: dict[str, Any], generator: torch.Generator, rng: random.Random,
-                        keep_last: int) -> Path:
-    """Write the resumable checkpoint `step<loop.step>` atomically, then rotate old step checkpoints."""
+                        keep_last: int, components: dict[str, Any] | None = None) -> Path:
+    """Write the resumable checkpoint `step<loop.step>` atomically, then rotate old step checkpoints.
+
+    components: further stateful parts of the loop (e.g. diagnostics with running baselines), each
+    with state_dict() / load_state_dict(); their states may hold tensors, numbers, strings, None and
+    lists, tuples and dicts of those (torch.load(weights_only=True) reads them back).
+    """
     loop.metrics_bytes = run.sync_metrics()  # durable before the checkpoint that points into it
 
     def extra(folder: Path) -> None:
         for name, state in optimizers.items():
             save_optimizer(state, folder / name)
-        torch.save({"loop": asdict(loop), "rng": capture_rng(generator, rng)}, folder / TRAINER_STATE)
+        parts = {name: part.state_dict() for name, part in (components or {}).items()}
+        torch.save({"loop": asdict(loop), "rng": capture_rng(generator, rng), "components": parts},
+                   folder / TRAINER_STATE)
         (folder / TRAINER_JSON).write_text(json.dumps(asdict(loop), indent=1))
 
     path = write_checkpoint(run.checkpoints, step_tag(loop.step), policies, extra)
@@ -136,7 +144,7 @@ def find_resume_point(config: RunConfig) -> ResumePoint | None:
 
 def restore_training_state(point: ResumePoint | None, policies: dict[str, Policy],
                            optimizers: dict[str, Any], generator: torch.Generator,
-                           rng: random.Random) -> LoopState | None:
+                           rng: random.Random, components: dict[str, Any] | None = None) -> LoopState | None:
     """Load the checkpoint of `point` into the freshly built policies, optimizers and RNGs.
 
     Call it after the optimizers (and any frozen KL reference) are built from the initial weights.
@@ -150,10 +158,17 @@ def restore_training_state(point: ResumePoint | None, policies: dict[str, Policy
         raise CheckpointError(f"{folder} holds policies {sorted(saved)} but this run has {sorted(policies)}; "
                               "resume with the regime and roles of the original run")
     for name, policy in policies.items():
-        load_policy_weights(policy, folder / name)
-        load_optimizer(optimizers[name], folder / name)
+        try:
+            load_policy_weights(policy, folder / name)
+            load_optimizer(optimizers[name], folder / name)
+        except (ValueError, FileNotFoundError, KeyError) as err:
+            raise CheckpointError(f"cannot restore policy {name!r} from {folder}: {err}") from err
     state = torch.load(folder / TRAINER_STATE, weights_only=True)
     restore_rng(state["rng"], generator, rng)
+    for name, part in (components or {}).items():
+        if name not in state["components"]:
+            raise CheckpointError(f"{folder} has no saved state for {name!r}; it was written by a run without it")
+        part.load_state_dict(state["components"][name])
     return LoopState(**state["loop"])
 
 
