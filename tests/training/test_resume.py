@@ -24,6 +24,7 @@ from teamrl.policies.loading import Policy
 from teamrl.policies.storage import load_policy_weights, save_policy
 from teamrl.policies.tiny_model import build_char_tokenizer, build_tiny_model
 from teamrl.training import checkpoint as ckpt
+from teamrl.training import loop as loop_module
 from teamrl.training.loop import train
 from teamrl.training.resume import LoopState, find_resume_point, restore_training_state, save_training_state
 from teamrl.training.run_dir import RunDirectory
@@ -65,8 +66,22 @@ def _rows(run_dir: Path) -> list[dict]:
 
 
 def _final_weights(run_dir: Path) -> dict[str, dict[str, torch.Tensor]]:
+    """Every policy's saved tensors (model.safetensors, or adapter_model.safetensors for LoRA)."""
     final = run_dir / "checkpoints" / "final"
-    return {p.name: load_file(str(p / "model.safetensors")) for p in sorted(final.iterdir()) if p.is_dir()}
+    return {p.name: {k: v for f in sorted(p.glob("*.safetensors")) for k, v in load_file(str(f)).items()}
+            for p in sorted(final.iterdir()) if p.is_dir()}
+
+
+def _assert_same_run(got: Path, want: Path) -> None:
+    assert _rows(got) == _rows(want)
+    expected, actual = _final_weights(want), _final_weights(got)
+    assert set(actual) == set(expected) == {"plan", "tool"}
+    for name in expected:
+        assert expected[name] and set(actual[name]) == set(expected[name])
+        assert all(torch.equal(actual[name][key], expected[name][key]) for key in expected[name]), name
+    summary = {k: v for k, v in json.loads((got / "summary.json").read_text()).items() if k != "train_seconds"}
+    assert summary == {k: v for k, v in json.loads((want / "summary.json").read_text()).items()
+                       if k != "train_seconds"}
 
 
 def _kill_at(proc: subprocess.Popen, marker: Path, outcome: dict) -> None:
@@ -110,17 +125,38 @@ def test_killed_and_resumed_run_equals_uninterrupted(tmp_path, model_dir, one_th
 
     assert cli_main(["train", str(config_file), "run_name=killed", "--resume", str(killed)]) == 0
 
-    assert _rows(killed) == _rows(reference)
-    want, got = _final_weights(reference), _final_weights(killed)
-    assert set(got) == set(want) == {"plan", "tool"}
-    for name in want:
-        assert all(torch.equal(got[name][key], want[name][key]) for key in want[name]), name
-    summary = {k: v for k, v in json.loads((killed / "summary.json").read_text()).items() if k != "train_seconds"}
-    assert summary == {k: v for k, v in json.loads((reference / "summary.json").read_text()).items()
-                       if k != "train_seconds"}
+    _assert_same_run(killed, reference)
     steps = [s for s, _ in ckpt.step_checkpoints(killed / "checkpoints")]
     assert steps == [4, 5]  # keep_last: 2
     assert sorted(p.name for p in (killed / "checkpoints").iterdir()) == ["best", "final", "step00004", "step00005"]
+
+
+class Stop(Exception):
+    """Stands for the process dying right after a checkpoint."""
+
+
+def test_lora_run_stopped_after_a_checkpoint_resumes_exactly(tmp_path, model_dir, one_thread, monkeypatch):
+    """Per-role LoRA (two adapters, two optimizers on one shared base), stopped in-process."""
+    config_file = _config_file(tmp_path, model_dir)
+    lora = ["policy.lora={r: 4, alpha: 8}"]
+    reference = train(load_config(config_file, ["run_name=reference", *lora]), progress=False)
+    real_save = loop_module.save_training_state
+
+    def save_then_stop(run, state, *args, **kwargs):
+        path = real_save(run, state, *args, **kwargs)
+        if state.step == 3:
+            raise Stop
+        return path
+
+    monkeypatch.setattr(loop_module, "save_training_state", save_then_stop)
+    with pytest.raises(Stop):
+        train(load_config(config_file, ["run_name=stopped", *lora]), progress=False)
+    monkeypatch.setattr(loop_module, "save_training_state", real_save)
+    stopped = tmp_path / "runs" / "stopped"
+    assert all((p / "adapter_config.json").exists() for p in (stopped / "checkpoints" / "step00003").iterdir()
+               if p.is_dir())
+    train(load_config(config_file, ["run_name=stopped", "train.resume=auto", *lora]), progress=False)
+    _assert_same_run(stopped, reference)
 
 
 # --- unit level: exact restore, crashes mid-save, rotation, resume targets -----------------------------
