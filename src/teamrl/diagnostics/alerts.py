@@ -38,9 +38,10 @@ class Alert:
 class AlertMonitor:
     """Watches the metrics of each step; `observe` returns the alerts that fire at that step."""
 
-    def __init__(self, config: DiagnosticsConfig, role_policy: dict[str, str]) -> None:
+    def __init__(self, config: DiagnosticsConfig, policy_roles: dict[str, list[str]]) -> None:
+        """policy_roles: each policy's roles; dominance is watched in the policies with several."""
         self.config = config
-        self.shared = _shared_roles(role_policy)
+        self.shared = {policy: roles for policy, roles in policy_roles.items() if len(roles) > 1}
         self.baselines = Baselines(config.baseline_steps)
         self.windows = Windows(config.window)
         self.peak: tuple[float, int] | None = None  # (held-out success, step)
@@ -132,10 +133,3 @@ class AlertMonitor:
             f"{peak:.1%} at step {at} (threshold {self.config.collapse_drop:.0%}). The best model is "
             f"{kept}; use it rather than the final weights."))]
 
-
-def _shared_roles(role_policy: dict[str, str]) -> dict[str, list[str]]:
-    """{policy: its roles} for the policies that serve more than one role."""
-    by_policy: dict[str, list[str]] = {}
-    for role, policy in role_policy.items():
-        by_policy.setdefault(policy, []).append(role)
-    return {p: roles for p, roles in by_policy.items() if len(roles) > 1}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import logging
 import random
 import time
 from pathlib import Path
@@ -11,6 +13,9 @@ import torch
 from tqdm import tqdm
 
 from teamrl.config import RunConfig
+from teamrl.diagnostics.alerts import Alert
+from teamrl.diagnostics.session import RunDiagnostics
+from teamrl.diagnostics.transcripts import training_transcripts
 from teamrl.policies.loading import Policy
 from teamrl.rollout.engine import SamplingParams
 from teamrl.rollout.tree import Episode, RewardWeights, Sample, run_episodes
@@ -65,15 +70,17 @@ def train(config: RunConfig, model_path: str | None = None, progress: bool = Tru
     seed_everything(config.seed)
     workflow = build_workflow(config)
     policies, mapping = build_policies(config, workflow, model_path)
+    diagnostics = RunDiagnostics(config, workflow.agents, mapping)
     optimizers = {name: make_optimizer(p, config.policy_config(name), config.train,
-                                       config.algorithm.kl_coef > 0)
+                                       diagnostics.needs_reference)
                   for name, p in policies.items()}
     run = RunDirectory(config, resume)
     generator = torch.Generator().manual_seed(config.seed)
     rng = random.Random(config.seed)
     state = restore_training_state(resume, policies, optimizers, generator, rng)
     tcfg, algo = config.train, config.algorithm
-    backend = make_backend(config.trainer, optimizers, UpdateSettings(algo, config.rollout.temperature, tcfg.grad_clip))
+    backend = make_backend(config.trainer, optimizers, UpdateSettings(algo, config.rollout.temperature, tcfg.grad_clip,
+                                                                     diagnostics.tracker_factory()))
 
     def held_out(step: int) -> float:
         started = time.time()
@@ -89,21 +96,25 @@ def train(config: RunConfig, model_path: str | None = None, progress: bool = Tru
     if state is None:
         initial = held_out(0)
         state = LoopState(initial_success=initial, best_success=initial)
+    diagnostics.alerts(state.best_step, {"eval/success": state.best_success})  # the peak so far
     history = {"initial": state.initial_success}
     best, best_step = state.best_success, state.best_step
     started = time.time() - state.elapsed_s
     bar = tqdm(range(state.step + 1, tcfg.steps + 1), disable=not progress, desc="train", dynamic_ncols=True)
     step = state.step
     for step in bar:
-        t0 = time.time()
+        t0, evaluated = time.time(), {}
         samples, episodes = rollout_step(config, workflow, policies, mapping, step - 1, generator, rng)
         t1 = time.time()
         metrics = rollout_metrics(samples, episodes)
         metrics.update({f"adv/{k}": v for k, v in assign_advantages(samples, episodes, algo).items()})
         batches = {name: trainable([s for s in samples if s.policy == name], algo.drop_zero_signal)
                    for name in optimizers}
+        per_role = []
         for name, result in backend.update(batches, rng).items():
-            metrics.update({f"policy/{name}/{k}": v for k, v in result.stats.items()} | result.diagnostics)
+            metrics.update({f"policy/{name}/{k}": v for k, v in result.stats.items()})
+            per_role.append(result.diagnostics)
+        metrics.update(diagnostics.step_metrics(samples, per_role))
         t2 = time.time()
         tokens = sum(len(s.generation.response_ids) for s in samples)
         metrics.update({"time/rollout_s": t1 - t0, "time/update_s": t2 - t1,
@@ -111,10 +122,14 @@ def train(config: RunConfig, model_path: str | None = None, progress: bool = Tru
                         "time/elapsed_s": t2 - started})
         if tcfg.eval_every and step % tcfg.eval_every == 0 and step < tcfg.steps:
             success = held_out(step)
+            evaluated = {"eval/success": success}
             if success > best:
                 best, best_step = success, step
                 run.save_checkpoint("best", policies)
             metrics["eval/best_success"] = best
+            run.write_json(f"transcripts/train_step{step:05d}.json",
+                           training_transcripts(samples, episodes, config.diagnostics.train_transcripts))
+        metrics.update(_report_alerts(run.path, diagnostics.alerts(step, metrics | evaluated), progress))
         run.log(step, metrics)
         bar.set_postfix(success=f"{metrics['train/success']:.2f}", best=f"{best:.2f}")
         if tcfg.checkpoint_every and step % tcfg.checkpoint_every == 0:
@@ -125,6 +140,7 @@ def train(config: RunConfig, model_path: str | None = None, progress: bool = Tru
             break
     train_seconds = time.time() - started
     final = held_out(step)
+    _report_alerts(run.path, diagnostics.alerts(step, {"eval/success": final}), progress)
     if final >= best:
         best, best_step = final, step
         run.save_checkpoint("best", policies)
@@ -136,3 +152,14 @@ def train(config: RunConfig, model_path: str | None = None, progress: bool = Tru
     backend.close()
     run.close()
     return run.path
+
+
+def _report_alerts(folder: Path, alerts: list[Alert], progress: bool) -> dict[str, float]:
+    """Append alerts to alerts.jsonl and print them; returns `alert/<kind>` = 1 metrics for the step."""
+    if not alerts:
+        return {}
+    with open(folder / "alerts.jsonl", "a", encoding="utf-8") as handle:
+        for alert in alerts:
+            handle.write(json.dumps(alert.to_json()) + "\n")
+            (tqdm.write if progress else logging.getLogger("teamrl").warning)(f"[alert step {alert.step}] {alert.message}")
+    return {f"alert/{alert.kind}": 1.0 for alert in alerts}

@@ -160,7 +160,7 @@ def _minibatch_step(state: PolicyOptimizer, chunk: list[Sample], algo: Algorithm
             loss.backward()
             n = metrics.pop("tokens")
             ratio_max = max(ratio_max, metrics.pop("ratio_max"))
-            sums["loss"] = sums.get("loss", 0.0) + float(loss)
+            sums["loss"] = sums.get("loss", 0.0) + float(loss.detach())
             for key, value in metrics.items():
                 sums[key] = sums.get(key, 0.0) + value * n
             tokens += n
