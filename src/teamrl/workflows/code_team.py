@@ -294,6 +294,15 @@ def _read_units(result: Any, units: list[str]) -> UnitRun:
     return UnitRun(passed, errors, True, units)
 
 
+def _compact_program(state: CodeState) -> str:
+    """The committed program as compact prompts show it: a body that completed the task's own
+    signature is shown without that signature and docstring (the task line already says it)."""
+    head = state.problem.prompt.rstrip()
+    if head and state.program.startswith(head + "\n"):
+        return textwrap.dedent(state.program[len(head) + 1:]).strip()
+    return state.program.strip()
+
+
 # ----------------------------------------------------------------------------- workflow
 
 
@@ -400,7 +409,7 @@ class CodeWorkflow:
         if self.prompt_style == "compact":
             lines = [agent, problem.metadata.get("short") or visible_prompt(problem).strip()]
             if state.turn:
-                lines += [f"code:\n{state.program.strip()}", f"tests:\n{tests}", f"result:{result}"]
+                lines += [f"code:\n{_compact_program(state)}", f"tests:\n{tests}", f"result:{result}"]
             return "\n".join(lines) + "\n>"
         parts = [CHAT_INSTRUCTIONS[agent].format(entry=problem.entry_point or "the function"),
                  f"Problem:\n{visible_prompt(problem).rstrip()}"]
