@@ -193,6 +193,8 @@ class Counter:
 def _save_step(config, policies, optimizers, step, resume=None, generator=None, rng=None):
     run = RunDirectory(config, resume)
     run.log(step, {"x": float(step)})
+    with open(run.path / "alerts.jsonl", "a") as handle:  # another append-only log of the run
+        handle.write(json.dumps({"step": step}) + "\n")
     path = save_training_state(run, LoopState(step, 0.25, 0.5, 1, 3.0), policies, optimizers,
                                generator or torch.Generator().manual_seed(7), rng or random.Random(7),
                                config.train.keep_last, {"counter": Counter(step)})
@@ -217,7 +219,7 @@ def test_restore_is_bit_exact(tmp_path):
     random.seed(1234)
     counter = Counter(0)
     loop = restore_training_state(point, fresh, fresh_opt, gen2, rng2, {"counter": counter})
-    assert loop == LoopState(1, 0.25, 0.5, 1, 3.0, loop.metrics_bytes) and loop.metrics_bytes > 0
+    assert loop == LoopState(1, 0.25, 0.5, 1, 3.0, loop.log_bytes) and loop.log_bytes["metrics.jsonl"] > 0
     assert counter.value == 1
     for name in policies:
         for a, b in zip(policies[name].model.state_dict().values(), fresh[name].model.state_dict().values()):
@@ -304,6 +306,7 @@ def test_resume_from_an_earlier_checkpoint_discards_the_later_ones(tmp_path):
     config.train.resume = "auto"
     run, _ = _save_step(config, policies, optimizers, 1)
     size_at_1 = (run.path / "metrics.jsonl").stat().st_size
+    assert size_at_1 > 0
     for step in (2, 3):
         run, _ = _save_step(config, policies, optimizers, step, resume=find_resume_point(config))
     run.save_checkpoint("final", policies)
@@ -311,6 +314,7 @@ def test_resume_from_an_earlier_checkpoint_discards_the_later_ones(tmp_path):
     RunDirectory(config, find_resume_point(config)).close()
     assert sorted(p.name for p in run.checkpoints.iterdir()) == ["step00001"]
     assert (run.path / "metrics.jsonl").stat().st_size == size_at_1
+    assert (run.path / "alerts.jsonl").read_text() == '{"step": 1}\n'
 
 
 def test_tied_weights_load_bit_exactly(tmp_path):
@@ -347,3 +351,28 @@ def test_bad_resume_targets_fail_clearly(tmp_path):
         find_resume_point(changed)
     with pytest.raises(ConfigError, match="keep_last"):
         load_config(None, ["train.keep_last=-1"])
+
+
+def test_alert_monitor_state_survives_a_checkpoint(tmp_path):
+    """Diagnostics carry baselines, trailing windows, the held-out peak and active alerts across steps."""
+    from teamrl.config import DiagnosticsConfig
+    from teamrl.diagnostics.alerts import AlertMonitor
+
+    config = DiagnosticsConfig(baseline_steps=2, window=2)
+    stream = [{"diag/role/tool/grad_share": 0.9, "diag/role/plan/grad_share": 0.1,
+               "diag/role/tool/response_len": 20.0, "diag/role/plan/response_len": 4.0 + 8 * max(0, step - 6),
+               **({"eval/success": [0.5, 0.9, 0.9, 0.9, 0.5, 0.5][step // 2]} if step % 2 == 0 else {})}
+              for step in range(12)]
+    original = AlertMonitor(config, {"shared": ["tool", "plan"]})
+    for step, metrics in enumerate(stream[:5]):
+        original.observe(step, metrics)
+    torch.save(original.state_dict(), tmp_path / "state.pt")
+    resumed = AlertMonitor(config, {"shared": ["tool", "plan"]})
+    resumed.load_state_dict(torch.load(tmp_path / "state.pt", weights_only=True))
+    fresh = AlertMonitor(config, {"shared": ["tool", "plan"]})  # what a resume without the state would do
+    fired = [(original.observe(step, m), resumed.observe(step, m), fresh.observe(step, m))
+             for step, m in enumerate(stream[5:], 5)]
+    assert any(a for a, _, _ in fired)  # the stream does raise alerts after the checkpoint
+    assert all(a == b for a, b, _ in fired)
+    assert any(a != c for a, _, c in fired)  # and they depend on the steps before it
+    assert resumed.state_dict() == original.state_dict()

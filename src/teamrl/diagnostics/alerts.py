@@ -47,6 +47,17 @@ class AlertMonitor:
         self.peak: tuple[float, int] | None = None  # (held-out success, step)
         self._active: set[tuple[str, str]] = set()
 
+    def state_dict(self) -> dict[str, Any]:
+        """Baselines, windows, peak and the alerts still active (a resumed run continues from them)."""
+        return {"baselines": self.baselines.state_dict(), "windows": self.windows.state_dict(),
+                "peak": self.peak, "active": sorted(self._active)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.baselines.load_state_dict(state["baselines"])
+        self.windows.load_state_dict(state["windows"])
+        self.peak = tuple(state["peak"]) if state["peak"] is not None else None
+        self._active = {tuple(key) for key in state["active"]}
+
     def observe(self, step: int, metrics: dict[str, float]) -> list[Alert]:
         self.baselines.observe(metrics)
         self.windows.observe(metrics)

@@ -25,6 +25,13 @@ class Baselines:
             if len(seen) < self.steps:
                 seen.append(float(value))
 
+    def state_dict(self) -> dict[str, dict[str, list[float]]]:
+        """The values seen so far (a resumed run continues from them)."""
+        return {"seen": {key: list(values) for key, values in self._seen.items()}}
+
+    def load_state_dict(self, state: dict[str, dict[str, list[float]]]) -> None:
+        self._seen = {key: list(values) for key, values in state["seen"].items()}
+
     def get(self, key: str) -> float | None:
         """The baseline of `key`, or None until `steps` values of it were seen."""
         seen = self._seen.get(key, [])
@@ -52,6 +59,13 @@ class Windows:
         for key, value in metrics.items():
             if value is not None:
                 self._values.setdefault(key, deque(maxlen=self.size)).append(float(value))
+
+    def state_dict(self) -> dict[str, dict[str, list[float]]]:
+        """The trailing values (a resumed run continues from them)."""
+        return {"values": {key: list(values) for key, values in self._values.items()}}
+
+    def load_state_dict(self, state: dict[str, dict[str, list[float]]]) -> None:
+        self._values = {key: deque(values, maxlen=self.size) for key, values in state["values"].items()}
 
     def mean(self, key: str) -> float | None:
         """Mean of the last `size` values, or None until that many were seen."""

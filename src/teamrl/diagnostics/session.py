@@ -7,6 +7,7 @@ samples and the trackers' results, and gets back the metrics to log and the aler
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from teamrl.config import ConfigError, DiagnosticsConfig, RunConfig
 from teamrl.diagnostics.alerts import Alert, AlertMonitor
@@ -79,6 +80,16 @@ class RunDiagnostics:
         self.baselines.observe(metrics)
         metrics.update(self.baselines.drift(metrics))
         return metrics
+
+    def state_dict(self) -> dict[str, Any]:
+        """What carries over from step to step (drift baselines, the alert monitor), for exact resume."""
+        return {"baselines": self.baselines.state_dict(),
+                "monitor": self.monitor.state_dict() if self.monitor is not None else None}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.baselines.load_state_dict(state["baselines"])
+        if self.monitor is not None:
+            self.monitor.load_state_dict(state["monitor"])
 
     def alerts(self, step: int, metrics: dict[str, float]) -> list[Alert]:
         """Alerts that fire at this step (give held-out steps their `eval/success`)."""

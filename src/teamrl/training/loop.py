@@ -77,7 +77,7 @@ def train(config: RunConfig, model_path: str | None = None, progress: bool = Tru
     run = RunDirectory(config, resume)
     generator = torch.Generator().manual_seed(config.seed)
     rng = random.Random(config.seed)
-    state = restore_training_state(resume, policies, optimizers, generator, rng)
+    state = restore_training_state(resume, policies, optimizers, generator, rng, {"diagnostics": diagnostics})
     tcfg, algo = config.train, config.algorithm
     backend = make_backend(config.trainer, optimizers, UpdateSettings(algo, config.rollout.temperature, tcfg.grad_clip,
                                                                      diagnostics.tracker_factory()))
@@ -96,7 +96,7 @@ def train(config: RunConfig, model_path: str | None = None, progress: bool = Tru
     if state is None:
         initial = held_out(0)
         state = LoopState(initial_success=initial, best_success=initial)
-    diagnostics.alerts(state.best_step, {"eval/success": state.best_success})  # the peak so far
+        diagnostics.alerts(0, {"eval/success": initial})  # the first peak (a resumed run restored its own)
     history = {"initial": state.initial_success}
     best, best_step = state.best_success, state.best_step
     started = time.time() - state.elapsed_s
@@ -135,7 +135,8 @@ def train(config: RunConfig, model_path: str | None = None, progress: bool = Tru
         if tcfg.checkpoint_every and step % tcfg.checkpoint_every == 0:
             state = LoopState(step, history["initial"], best, best_step, time.time() - started)
             backend.pull_optimizer_state()  # the Ray backend's optimizers live in its actors
-            save_training_state(run, state, policies, optimizers, generator, rng, tcfg.keep_last)
+            save_training_state(run, state, policies, optimizers, generator, rng, tcfg.keep_last,
+                                {"diagnostics": diagnostics})
         if tcfg.time_budget_s and time.time() - started > tcfg.time_budget_s:
             break
     train_seconds = time.time() - started

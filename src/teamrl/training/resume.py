@@ -4,8 +4,8 @@ A run resumed from `checkpoints/stepN` continues as if never stopped: the polici
 optimizer and scheduler states, the sampling generator, the loop's and the global Python RNGs, torch's
 global RNG, the best-so-far held-out score and the step are restored. The data position needs no
 state of its own: step N's batch is instances [N * batch_size, (N + 1) * batch_size) (rollout_step).
-metrics.jsonl is cut back to its length at the checkpoint, so the resumed run's file equals the
-uninterrupted one's except for the wall-clock `time/*` values.
+metrics.jsonl (and every other `*.jsonl` log) is cut back to its length at the checkpoint, so the
+resumed run's file equals the uninterrupted one's except for the wall-clock `time/*` values.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import random
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -45,8 +45,8 @@ class LoopState:
     best_step: int = 0
     elapsed_s: float = 0.0
     """Training seconds so far, so time_budget_s counts across restarts."""
-    metrics_bytes: int = 0
-    """Length of metrics.jsonl when the checkpoint was written."""
+    log_bytes: dict[str, int] = field(default_factory=dict)
+    """Length of each `*.jsonl` log of the run directory when the checkpoint was written."""
 
 
 @dataclass(frozen=True)
@@ -62,8 +62,8 @@ class ResumePoint:
         return self.loop.step if self.loop else 0
 
     @property
-    def metrics_bytes(self) -> int:
-        return self.loop.metrics_bytes if self.loop else 0
+    def log_bytes(self) -> dict[str, int]:
+        return self.loop.log_bytes if self.loop else {}
 
 
 def save_training_state(run: "RunDirectory", loop: LoopState, policies: dict[str, Policy],
@@ -75,7 +75,7 @@ def save_training_state(run: "RunDirectory", loop: LoopState, policies: dict[str
     with state_dict() / load_state_dict(); their states may hold tensors, numbers, strings, None and
     lists, tuples and dicts of those (torch.load(weights_only=True) reads them back).
     """
-    loop.metrics_bytes = run.sync_metrics()  # durable before the checkpoint that points into it
+    loop.log_bytes = run.sync_logs()  # durable before the checkpoint that points into them
 
     def extra(folder: Path) -> None:
         for name, state in optimizers.items():

@@ -48,14 +48,17 @@ class RunDirectory:
         return self.path / "checkpoints"
 
     def _roll_back(self, resume: "ResumePoint") -> None:
-        """Drop what the stopped run wrote after the checkpoint: metrics lines, later checkpoints, summary."""
-        metrics = self.path / "metrics.jsonl"
-        size = metrics.stat().st_size if metrics.exists() else 0
-        if size < resume.metrics_bytes:
-            raise CheckpointError(f"{metrics} is shorter ({size} bytes) than when {resume.checkpoint} was "
-                                  f"written ({resume.metrics_bytes}); the run directory was modified")
-        with open(metrics, "a") as handle:
-            handle.truncate(resume.metrics_bytes)
+        """Drop what the stopped run wrote after the checkpoint: log lines, later checkpoints, summary.
+
+        Every append-only `*.jsonl` log (metrics, alerts, ...) is cut to its length at the checkpoint.
+        """
+        for log in sorted(self.path.glob("*.jsonl")):
+            keep = resume.log_bytes.get(log.name, 0)
+            if log.stat().st_size < keep:
+                raise CheckpointError(f"{log} is shorter ({log.stat().st_size} bytes) than when {resume.checkpoint} "
+                                      f"was written ({keep}); the run directory was modified")
+            with open(log, "a") as handle:
+                handle.truncate(keep)
         discard_after(self.checkpoints, resume.step)
         (self.path / "summary.json").unlink(missing_ok=True)
 
@@ -79,11 +82,15 @@ class RunDirectory:
         """Weights only, one HF folder per policy under checkpoints/<tag>/<policy>/, written atomically."""
         return write_checkpoint(self.checkpoints, tag, policies)
 
-    def sync_metrics(self) -> int:
-        """Flush metrics.jsonl to disk; returns its length in bytes."""
+    def sync_logs(self) -> dict[str, int]:
+        """Flush every `*.jsonl` log of the run to disk; returns their lengths in bytes."""
         self._metrics.flush()
-        os.fsync(self._metrics.fileno())
-        return self._metrics.tell()
+        sizes = {}
+        for log in sorted(self.path.glob("*.jsonl")):
+            with open(log, "rb") as handle:
+                os.fsync(handle.fileno())
+            sizes[log.name] = log.stat().st_size
+        return sizes
 
     def close(self) -> None:
         self._metrics.close()
