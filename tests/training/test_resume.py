@@ -281,6 +281,24 @@ def test_crash_while_replacing_keeps_one_complete_copy(tmp_path, monkeypatch):
     assert all(torch.equal(saved[k], current[k]) for k in saved)  # the newer copy won
 
 
+def test_crash_while_rotating_leaves_no_half_deleted_checkpoint(tmp_path, monkeypatch):
+    config, policies, optimizers = _setup(tmp_path)
+    run, _ = _save_step(config, policies, optimizers, 1)
+    config.train.resume = "auto"
+    run, _ = _save_step(config, policies, optimizers, 2, resume=find_resume_point(config))
+
+    def crash(path, *args, **kwargs):
+        raise KeyboardInterrupt("killed while deleting")
+
+    monkeypatch.setattr(ckpt.shutil, "rmtree", crash)
+    with pytest.raises(KeyboardInterrupt):
+        ckpt.rotate(run.checkpoints, keep_last=1)
+    monkeypatch.undo()
+    assert sorted(p.name for p in run.checkpoints.iterdir()) == ["step00001.deleting", "step00002"]
+    assert find_resume_point(config).checkpoint == run.checkpoints / "step00002"
+    assert sorted(p.name for p in run.checkpoints.iterdir()) == ["step00002"]
+
+
 def test_corrupt_newest_checkpoint_is_skipped_and_rotation_keeps_last(tmp_path):
     config, policies, optimizers = _setup(tmp_path)
     config.train.keep_last = 2

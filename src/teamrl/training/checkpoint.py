@@ -11,7 +11,7 @@ A checkpoint is `checkpoints/<tag>/` in the run directory:
 Everything is written into `<tag>.partial/` and fsynced; COMPLETE is written after all of it, and
 only then is the folder renamed to `<tag>`. A crash at any point therefore leaves either no `<tag>`
 or a `<tag>.partial` / `<tag>.old` that `recover` resolves; a folder without a valid COMPLETE is
-never loaded.
+never loaded. Deletions (rotation, roll-back) rename to `<tag>.deleting` first, for the same reason.
 """
 
 from __future__ import annotations
@@ -136,6 +136,8 @@ def recover(root: Path) -> None:
             shutil.rmtree(old)
         else:
             old.rename(final)
+    for doomed in sorted(root.glob("*.deleting")):
+        shutil.rmtree(doomed)
     _fsync_dir(root)
 
 
@@ -152,17 +154,25 @@ def rotate(root: Path, keep_last: int) -> None:
     if keep_last <= 0:
         return
     for _, path in step_checkpoints(root)[:-keep_last]:
-        shutil.rmtree(path)
+        _remove(path)
 
 
 def discard_after(root: Path, step: int) -> None:
     """Remove checkpoints of steps after `step` and the final one: a resumed run recreates them."""
     if not root.is_dir():
         return
-    for path in root.iterdir():
+    for path in sorted(root.iterdir()):
         match = STEP_TAG.match(path.name)
         if (match and int(match.group(1)) > step) or path.name == "final":
-            shutil.rmtree(path)
+            _remove(path)
+
+
+def _remove(path: Path) -> None:
+    """Delete a checkpoint so that a crash halfway leaves no half-deleted `<tag>` (recover() ends it)."""
+    doomed = path.with_name(path.name + ".deleting")
+    path.rename(doomed)
+    _fsync_dir(path.parent)
+    shutil.rmtree(doomed)
 
 
 def _seal(folder: Path, tag: str) -> None:
