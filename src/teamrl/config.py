@@ -15,7 +15,6 @@ from typing import Any, get_type_hints
 import yaml
 
 
-
 class ConfigError(ValueError):
     """A configuration value is missing, unknown or invalid."""
 
@@ -152,7 +151,6 @@ class AlgorithmConfig:
     """Each role contributes equally to a minibatch's loss (instead of in proportion to its tokens/samples)."""
 
 
-
 @dataclass
 class TrainConfig:
     """The loop."""
@@ -190,7 +188,7 @@ class DiagnosticsConfig:
     """Role-aware diagnostics and the alerts they raise (see teamrl.diagnostics)."""
 
     level: str = "cheap"
-    """off, cheap (per-role stats and exact per-role gradient norms) or full (+ gradient cosines,
+    """none, cheap (per-role stats and exact per-role gradient norms) or full (+ gradient cosines,
     coherence and output diversity)."""
     sketch_dim: int = 4096
     """Size of the random projection of gradients used for cosines when the model is too big for exact vectors."""
@@ -352,7 +350,7 @@ def _check_mitigations(algo: AlgorithmConfig) -> None:
 
 
 def _check_diagnostics(diag: DiagnosticsConfig) -> None:
-    _require(diag.level in ("off", "cheap", "full"), "diagnostics.level", diag.level, "off, cheap or full")
+    _require(diag.level in ("none", "cheap", "full"), "diagnostics.level", diag.level, "none, cheap or full")
     _require(diag.sketch_dim >= 16, "diagnostics.sketch_dim", diag.sketch_dim, ">= 16")
     _require(diag.baseline_steps >= 1 and diag.window >= 1, "diagnostics.window", diag.window,
              ">= 1 (and baseline_steps >= 1)")

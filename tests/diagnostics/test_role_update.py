@@ -143,3 +143,21 @@ def test_kl_anchor_without_a_reference_says_how_to_fix_it(toy):
     samples, policy = toy
     with pytest.raises(ValueError, match="no reference model"):
         _step(copy.deepcopy(policy), samples, AlgorithmConfig(**ALGO, kl_coef_by_role={"critic": 0.1}))
+
+
+def test_agentwise_normalisation_divides_by_each_agents_own_reward_std():
+    """Dr. GRPO advantages (no group std): agent a's rewards 0, 2 | 4, 6 have mean 3 and std sqrt(5),
+    so its centred advantages -1, 1 become -1/sqrt(5), 1/sqrt(5); agent b (rewards 10 apart) gets +-5/sqrt(25)."""
+    from teamrl.training.credit import assign_advantages
+    from diag_helpers import sample
+
+    def batch():
+        return [sample("a", "writer", reward=r, episode=e) for e, r in ((0, 0.0), (0, 2.0), (1, 4.0), (1, 6.0))] + \
+               [sample("b", "critic", reward=r, episode=e) for e, r in ((0, 0.0), (0, 10.0), (1, 0.0), (1, 10.0))]
+
+    plain, normed = batch(), batch()
+    assign_advantages(plain, [], AlgorithmConfig(scale_by_std=False, adv_eps=0.0))
+    assign_advantages(normed, [], AlgorithmConfig(scale_by_std=False, adv_eps=0.0, agentwise_norm=True))
+    assert [s.advantage for s in plain] == pytest.approx([-1, 1, -1, 1, -5, 5, -5, 5])
+    a, b = 1 / 5 ** 0.5, 5 / 25 ** 0.5
+    assert [s.advantage for s in normed] == pytest.approx([-a, a, -a, a, -b, b, -b, b])

@@ -52,6 +52,15 @@ def write_run(root: Path, name: str, eval_success: list[float], *, steps: int = 
         for i, agent in enumerate(AGENTS):
             train |= {f"role/{agent}/reward": eval_success[-1] * progress - 0.2 * i, f"role/{agent}/response_len": 12.0 + i,
                       f"role/{agent}/adv_abs": 0.5 - 0.3 * progress}
+        for i, role in enumerate(AGENTS):  # diagnostics: tool takes over the gradient, plan grows longer
+            share = 0.5 + 0.4 * progress if role == "tool" else 0.5 - 0.4 * progress
+            train |= {f"diag/role/{role}/grad_norm": 1.0 + i, f"diag/role/{role}/grad_share": share,
+                      f"diag/role/{role}/tokens_share": share, f"diag/role/{role}/coherence": 0.2 + 0.5 * progress,
+                      f"diag/role/{role}/response_len": (30.0 if role == "tool" else 6.0 + 10 * progress),
+                      f"diag/role/{role}/response_len_drift": 0.0 if role == "tool" else 10 * progress,
+                      f"diag/role/{role}/format_ok": 1.0 - 0.3 * progress * i,
+                      f"diag/role/{role}/clip_frac": 0.02, f"diag/role/{role}/entropy": 1.0 - 0.5 * progress,
+                      f"diag/role/{role}/correct": 0.3 + 0.4 * progress}
         for policy in policies:
             train |= {f"policy/{policy}/{k}": v for k, v in
                       {"loss": 0.01, "entropy": 1.5 - progress, "clip_frac": 0.05, "grad_norm": 2.0,
@@ -77,6 +86,15 @@ def write_run(root: Path, name: str, eval_success: list[float], *, steps: int = 
                                for t in range(3)]}
                     for i in range(3)]
         (transcripts / f"eval_step{step:05d}.json").write_text(json.dumps(episodes, indent=2))
+        if 0 < step < steps:  # training episodes at eval steps, with advantages
+            for episode in episodes:
+                for turn in episode["turns"]:
+                    turn["advantage"] = 0.25 * turn["turn"] - 0.3
+            (transcripts / f"train_step{step:05d}.json").write_text(json.dumps(episodes[:2], indent=2))
+    alert_step = eval_steps[len(eval_steps) // 2]
+    (run / "alerts.jsonl").write_text(json.dumps(
+        {"step": alert_step, "kind": "dominant_role", "subject": "tool>plan",
+         "message": f"Dominant role: role 'tool' carries 85% of the gradient {HOSTILE}"}) + "\n")
     if summary:
         (run / "summary.json").write_text(json.dumps(
             {"initial_success": eval_success[0], "final_success": eval_success[-1], "best_success": best,

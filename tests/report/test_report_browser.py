@@ -33,6 +33,7 @@ window.addEventListener("load", () => {
   out.textContent = JSON.stringify({
     images: images.length,
     broken: images.filter(i => !(i.complete && i.naturalWidth > 0)).map(i => i.getAttribute("src")),
+    shown: images.filter(i => i.complete && i.naturalWidth > 0).map(i => i.getAttribute("src")),
     scripts: document.scripts.length,
     pwned: document.body.hasAttribute("data-pwned"),
     headings: [...document.querySelectorAll("h2")].map(h => h.textContent),
@@ -93,10 +94,13 @@ def test_single_report_renders_in_chromium(tmp_path, single_report) -> None:
     browser = _chromium()
     page, _ = single_report
     seen = _load(browser, page, ARTIFACTS / "report.png", tmp_path / "profile")
-    assert seen["images"] == 6 and seen["broken"] == []
+    assert seen["images"] == 10 and seen["broken"] == []
+    # the diagnostics plots decoded in the browser, not just referenced
+    assert {"alerts.png", "diag-gradients.png", "diag-behaviour.png", "diag-accuracy.png"} <= set(seen["shown"])
     assert seen["scripts"] == 1, "only the checker may run: transcript <script> must stay text"
     assert not seen["pwned"]
     assert seen["headings"][:2] == ["Summary", "Held-out success"]
+    assert {"Alerts", "Per-role gradients", "Per-role behaviour", "Sample training transcripts"} <= set(seen["headings"])
 
 
 def test_comparison_renders_in_chromium(tmp_path, comparison_report) -> None:

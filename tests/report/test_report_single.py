@@ -11,7 +11,8 @@ import pytest
 from teamrl.report import ReportError, load_run, report_command
 from teamrl.report.single import chosen_eval_steps
 
-PLOTS = ["heldout.png", "training.png", "roles.png", "policies.png", "advantages.png", "timing.png"]
+PLOTS = ["heldout.png", "training.png", "roles.png", "policies.png", "advantages.png", "timing.png",
+         "alerts.png", "diag-gradients.png", "diag-behaviour.png", "diag-accuracy.png"]
 
 
 @pytest.fixture
@@ -36,8 +37,9 @@ def test_report_lands_in_run_dir_with_its_plots(report) -> None:
 def test_sections_and_captions(report) -> None:
     _, html = report
     for heading in ["Summary", "Held-out success", "Training rollouts", "Per-agent (role) curves",
-                    "Per-policy optimisation", "Advantage signal", "Time per phase",
-                    "Sample held-out transcripts", "Resolved config", "Every logged metric"]:
+                    "Per-policy optimisation", "Advantage signal", "Time per phase", "Alerts",
+                    "Per-role gradients", "Per-role behaviour", "Per-role accuracy and optimisation",
+                    "Sample held-out transcripts", "Sample training transcripts", "Resolved config", "Every logged metric"]:
         assert f"<h2>{heading}</h2>" in html, heading
     assert html.count("<figcaption>") == len(PLOTS)
     assert "task plan_path · workflow team · regime shared" in html
@@ -138,3 +140,34 @@ def test_malformed_side_files_name_the_file(make_run) -> None:
     (run_dir / "summary.json").write_text("{oops")
     with pytest.raises(ReportError, match=re.escape(f"{run_dir / 'summary.json'}: not valid JSON")):
         report_command([str(run_dir)], None)
+
+
+def test_alerts_are_listed_in_plain_words_and_escaped(report) -> None:
+    _, html = report
+    alerts = html.split('<section id="alerts">')[1].split("</section>")[0]
+    assert 'src="alerts.png"' in alerts
+    row = re.search(r'<td class="num">(\d+)</td><td>dominant role</td><td>(.*?)</td>', alerts)
+    assert row and row.group(1) == "20"
+    assert row.group(2).startswith("Dominant role: role &#x27;tool&#x27; carries 85% of the gradient &lt;script&gt;")
+
+
+def test_training_transcripts_show_each_turns_advantage(report) -> None:
+    _, html = report
+    section = html.split('<section id="train-transcripts">')[1].split("</section>")[0]
+    assert re.findall(r'id="train-transcripts-step(\d+)"', section) == ["10", "20", "30"]
+    assert "<th>advantage</th>" in section
+    # turn 2 of a fake episode: reward 1.0, advantage 0.25 * 2 - 0.3 = 0.2
+    assert re.search(r'<td class="num">1</td><td class="num">0.2</td>', section)
+    held_out = html.split('<section id="transcripts">')[1].split("</section>")[0]
+    assert "<th>advantage</th>" not in held_out  # eval transcripts carry no advantages
+
+
+def test_a_run_without_diagnostics_says_so(make_run) -> None:
+    run = make_run("plain", [0.2, 0.3], steps=10, eval_every=10)
+    (run / "alerts.jsonl").unlink()
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    (run / "metrics.jsonl").write_text("".join(json.dumps({k: v for k, v in r.items() if not k.startswith("diag/")})
+                                               + "\n" for r in rows))
+    html = report_command([str(run)], None).read_text()
+    assert "No alerts:" in html
+    assert "Not plotted: this run logged no data for “per-role gradients”" in html

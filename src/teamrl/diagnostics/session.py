@@ -44,7 +44,7 @@ class RunDiagnostics:
     def __init__(self, config: RunConfig, agents: list[Agent], agent_policy: dict[str, str]) -> None:
         self.config: DiagnosticsConfig = config.diagnostics
         self.algo = config.algorithm
-        self.on = self.config.level != "off"
+        self.on = self.config.level != "none"
         roles = {a.role for a in agents}
         unknown = sorted(set(self.algo.kl_coef_by_role) - roles)
         if unknown:

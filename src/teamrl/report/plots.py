@@ -41,6 +41,8 @@ class Panel:
     ylabel: str
     lines: list[Line] = field(default_factory=list)
     fraction: bool = False
+    markers: list[tuple[int, str, str]] = field(default_factory=list)
+    """Vertical lines at (step, legend label, colour): events such as alerts on the timeline."""
 
     def has_data(self) -> bool:
         return any(line.points for line in self.lines)
@@ -104,6 +106,11 @@ def _draw(ax: "Axes", panel: Panel) -> None:
         else:
             ax.plot(steps, values, color=color, linewidth=1.6, label=line.label or None,
                     marker="o" if len(values) <= MARKERS_UP_TO else None, markersize=4)
+    labelled: set[str] = set()
+    for step, label, color in panel.markers:
+        ax.axvline(step, color=color, linestyle="--", linewidth=1.2,
+                   label=None if label in labelled else label)
+        labelled.add(label)
     ax.set_title(panel.title, fontsize=11)
     ax.set_xlabel("training step")
     ax.set_ylabel(panel.ylabel)

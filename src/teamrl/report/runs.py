@@ -22,6 +22,7 @@ class ReportError(ValueError):
 
 Series = list[tuple[int, float]]
 _TRANSCRIPT_NAME = re.compile(r"eval_step(\d+)\.json$")
+_TRAIN_TRANSCRIPT_NAME = re.compile(r"train_step(\d+)\.json$")
 
 
 @dataclass
@@ -36,6 +37,10 @@ class RunData:
     summary: dict[str, Any] | None = None
     # eval step -> saved held-out episodes; all read up front so a bad file fails before writing.
     transcripts: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
+    # eval step -> training episodes of that step, each turn with its reward and advantage.
+    train_transcripts: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
+    # alerts.jsonl: {"step", "kind", "subject", "message"} per alert, in the order raised.
+    alerts: list[dict[str, Any]] = field(default_factory=list)
 
     def series(self, key: str) -> Series:
         """(step, value) for every metrics line that logged `key` with a finite value, by step."""
@@ -107,6 +112,9 @@ def load_run(path: str | Path) -> RunData:
         summary=_load_summary(summary_path) if summary_path.is_file() else None,
         transcripts={step: load_transcripts(file)
                      for step, file in _find_transcripts(root / "transcripts").items()},
+        train_transcripts={step: load_transcripts(file) for step, file in
+                           _find_transcripts(root / "transcripts", _TRAIN_TRANSCRIPT_NAME).items()},
+        alerts=load_alerts(root / "alerts.jsonl") if (root / "alerts.jsonl").is_file() else [],
     )
 
 
@@ -156,12 +164,12 @@ def _load_summary(path: Path) -> dict[str, Any]:
     return summary
 
 
-def _find_transcripts(folder: Path) -> dict[int, Path]:
+def _find_transcripts(folder: Path, pattern: re.Pattern = _TRANSCRIPT_NAME) -> dict[int, Path]:
     if not folder.is_dir():
         return {}
     found = {}
     for file in folder.iterdir():
-        match = _TRANSCRIPT_NAME.search(file.name)
+        match = pattern.search(file.name)
         if match:
             found[int(match.group(1))] = file
     return dict(sorted(found.items()))
@@ -179,6 +187,27 @@ def load_transcripts(path: Path) -> list[dict[str, Any]]:
             if not isinstance(turn, dict):
                 raise ReportError(f"{path}: episode {index} has a turn that is not an object")
     return episodes
+
+
+def load_alerts(path: Path) -> list[dict[str, Any]]:
+    """alerts.jsonl: one object per line with an integer `step` and string `kind` and `message`."""
+    alerts = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        where = f"{path}, line {number}"
+        try:
+            alert = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise ReportError(f"{where}: not valid JSON ({err.msg} at column {err.colno})") from None
+        if not isinstance(alert, dict):
+            raise ReportError(f"{where}: expected a JSON object, got {type(alert).__name__}")
+        step = alert.get("step")
+        if isinstance(step, bool) or not isinstance(step, int):
+            raise ReportError(f"{where}: missing or non-integer 'step' ({step!r})")
+        for key in ("kind", "message"):
+            if not isinstance(alert.get(key), str):
+                raise ReportError(f"{where}: missing or non-text {key!r}")
+        alerts.append(alert)
+    return alerts
 
 
 def _read_json(path: Path) -> Any:

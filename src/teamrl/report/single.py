@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from teamrl.report.diagnostics import diagnostics_sections
 from teamrl.report.page import details, document, esc, fmt, nav, plot, pre, section, table
 from teamrl.report.plots import Line, Panel, save_figure
 from teamrl.report.runs import RunData
@@ -22,7 +23,9 @@ def write_run_report(run: RunData, out: Path) -> Path:
     plots = _plot_sections(run, out)
     sections = [("summary", "Summary", _summary_html(run))]
     sections += [(anchor, heading, html) for anchor, heading, html in plots]
+    sections += diagnostics_sections(run, out)
     sections.append(("transcripts", "Sample held-out transcripts", _transcripts_html(run)))
+    sections.append(("train-transcripts", "Sample training transcripts", _train_transcripts_html(run)))
     sections.append(("config", "Resolved config", _config_html(run)))
     sections.append(("metrics", "Every logged metric", _metrics_table(run)))
     body = (f"<h1>Run report: {esc(run.name)}</h1>\n"
@@ -158,14 +161,29 @@ def _transcripts_html(run: RunData) -> str:
     return "\n".join(parts)
 
 
+def _train_transcripts_html(run: RunData) -> str:
+    if not run.train_transcripts:
+        return '<p class="missing">No transcripts/train_step*.json in this run directory.</p>'
+    parts = ['<p class="caption">Training episodes sampled at each evaluation step: the committed response '
+             "of every agent turn, its reward, and its advantage (how much that response was reinforced, "
+             "+, or discouraged, -, relative to the other candidates of its group).</p>"]
+    for step, episodes in run.train_transcripts.items():
+        parts.append(f'<h3 id="train-transcripts-step{step}">Step {step}</h3>')
+        parts.extend(_episode_html(episode, open_=False) for episode in episodes)
+    return "\n".join(parts)
+
+
 def _episode_html(episode: dict[str, Any], open_: bool) -> str:
     ok = bool(episode.get("success"))
+    advantages = any("advantage" in turn for turn in episode["turns"])
     rows = [[fmt(turn.get("turn"), "int"), esc(turn.get("agent", "?")), pre(str(turn.get("text", ""))),
-             fmt(turn.get("reward")), _terms_html(turn.get("terms"))]
+             fmt(turn.get("reward"))] + ([fmt(turn.get("advantage"))] if advantages else [])
+            + [_terms_html(turn.get("terms"))]
             for turn in episode["turns"]]
     verdict = '<span class="ok">success</span>' if ok else '<span class="fail">failure</span>'
+    headers = ["turn", "agent", "what it said", "reward"] + (["advantage"] if advantages else []) + ["reward terms"]
     body = (f"<p>Outcome: {verdict}</p>\n"
-            + table(["turn", "agent", "what it said", "reward", "reward terms"], rows, numeric={0, 3}))
+            + table(headers, rows, numeric={0, 3, 4} if advantages else {0, 3}))
     label = f"Instance {episode.get('instance', '?')}: {'success' if ok else 'failure'}"
     return details(label, body, open_)
 
