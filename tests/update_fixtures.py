@@ -40,3 +40,22 @@ def policy_optimizer(name: str = "p", seed: int = 3, lr: float = 1e-2) -> Policy
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0 / (step + 1))
     return PolicyOptimizer(Policy(name, model, tok, False), optimizer, scheduler, None)
+
+
+def lora_optimizers(names: tuple[str, ...], seed: int = 3, with_reference: bool = True) -> dict[str, PolicyOptimizer]:
+    """One LoRA adapter per name on one shared tiny base, each with its own optimizer."""
+    from teamrl.config import LoraConfig, PolicyConfig, TrainConfig
+    from teamrl.policies.lora import attach_adapters
+    from teamrl.training.update import make_optimizer
+
+    tok = build_char_tokenizer()
+    base = build_tiny_model(tok, hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64, seed=seed)
+    network = attach_adapters(base, {name: LoraConfig(r=4) for name in names})
+    torch.manual_seed(seed)  # PEFT zero-initialises B: give it values so that A gets gradients too
+    with torch.no_grad():
+        for pname, param in network.named_parameters():
+            if "lora_B" in pname:
+                param.normal_(0, 0.05)
+    pcfg, tcfg = PolicyConfig(lr=1e-2), TrainConfig(warmup_steps=0)
+    return {name: make_optimizer(Policy(name, network, tok, False, adapter=name), pcfg, tcfg, with_reference)
+            for name in names}

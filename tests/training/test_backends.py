@@ -8,10 +8,11 @@ import random
 import pytest
 import torch
 
-from update_fixtures import policy_optimizer, synthetic_samples
+from update_fixtures import lora_optimizers, policy_optimizer, synthetic_samples
 
 from teamrl.config import AlgorithmConfig, ConfigError, TrainerConfig, load_config
 from teamrl.training.backends import UpdateSettings, make_backend, update_seeds
+from teamrl.training.backends.ray_backend import network_groups
 
 ray = pytest.importorskip("ray", reason="the Ray backend tests need Ray: pip install 'teamrl[ray]'")
 
@@ -39,10 +40,10 @@ def _settings():
     return UpdateSettings(dataclasses.replace(AlgorithmConfig(), minibatch_size=7), 1.0, 0.5)
 
 
-def _run(trainer, steps=2):
+def _run(trainer, steps=2, make=_optimizers, settings=None):
     """`steps` updates of two policies; returns their metrics, the driver's weights and optimizers."""
-    optimizers = _optimizers()
-    backend = make_backend(trainer, optimizers, _settings())
+    optimizers = make()
+    backend = make_backend(trainer, optimizers, settings or _settings())
     rng = random.Random(5)
     try:
         metrics = [{n: r.stats for n, r in backend.update(_batches(), rng).items()} for _ in range(steps)]
@@ -100,6 +101,21 @@ def test_ray_data_parallel_group_matches_local(local_ray):
     local = _run(TrainerConfig(), steps=1)
     parallel = _run(TrainerConfig(backend="ray", data_parallel=2, num_cpus_per_policy=1.0), steps=1)
     _assert_same(local, parallel)
+
+
+def test_lora_adapters_of_one_base_update_in_one_actor(local_ray):
+    make = lambda: lora_optimizers(NAMES)  # noqa: E731
+    assert network_groups(make()) == [list(NAMES)]  # one actor holds the base once
+    algo = dataclasses.replace(AlgorithmConfig(), minibatch_size=7, kl_coef=0.05)
+    settings = UpdateSettings(algo, 1.0, 0.5)
+    local = _run(TrainerConfig(), steps=1, make=make, settings=settings)
+    remote = _run(TrainerConfig(backend="ray"), steps=1, make=make, settings=settings)
+    _assert_same(local, remote)
+    before = make()[NAMES[0]].policy.network.state_dict()
+    after = remote[2][NAMES[0]].policy.network.state_dict()
+    changed = {k for k, v in after.items() if not torch.equal(before[k], v)}
+    assert changed and all("lora_" in k for k in changed)  # only adapters came back changed
+    assert {n for n in NAMES if any(f".{n}." in k for k in changed)} == set(NAMES)  # both adapters trained
 
 
 @pytest.fixture(scope="module")
