@@ -234,6 +234,14 @@ def test_bad_resume_targets_fail_clearly(tmp_path):
         load_config(None, ["train.keep_last=-1"])
 
 
+def test_cli_resume_of_a_missing_folder_fails_clearly(tmp_path, capsys):
+    from teamrl.cli import main as cli_main
+
+    (tmp_path / "run.yaml").write_text("regime: per_role\n")
+    assert cli_main(["train", str(tmp_path / "run.yaml"), "--resume", str(tmp_path / "nowhere")]) == 2
+    assert "no such folder" in capsys.readouterr().err
+
+
 def test_alert_monitor_state_survives_a_checkpoint(tmp_path):
     """Diagnostics carry baselines, trailing windows, the held-out peak and active alerts across steps."""
     from teamrl.config import DiagnosticsConfig
