@@ -118,9 +118,8 @@ def load_run(path: str | Path) -> RunData:
     )
 
 
-def load_metrics(path: Path) -> list[dict[str, Any]]:
-    """Every line must be a JSON object with an integer `step` and number-or-null values."""
-    rows: list[dict[str, Any]] = []
+def _json_objects(path: Path):
+    """(where, object) per line of a JSON-lines file; each line must be one JSON object with an integer `step`."""
     with open(path, encoding="utf-8") as handle:
         for number, line in enumerate(handle, start=1):
             where = f"{path}, line {number}"
@@ -135,13 +134,20 @@ def load_metrics(path: Path) -> list[dict[str, Any]]:
             step = row.get("step")
             if isinstance(step, bool) or not isinstance(step, int):
                 raise ReportError(f"{where}: missing or non-integer 'step' ({step!r})")
-            for key, value in row.items():
-                if key == "step" or value is None:
-                    continue
-                if not isinstance(value, (int, float)) or not math.isfinite(value):
-                    raise ReportError(f"{where}: {key!r} should be a finite number or null, got {value!r}")
-                row[key] = float(value)
-            rows.append(row)
+            yield where, row
+
+
+def load_metrics(path: Path) -> list[dict[str, Any]]:
+    """Every line must be a JSON object with an integer `step` and number-or-null values."""
+    rows: list[dict[str, Any]] = []
+    for where, row in _json_objects(path):
+        for key, value in row.items():
+            if key == "step" or value is None:
+                continue
+            if not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise ReportError(f"{where}: {key!r} should be a finite number or null, got {value!r}")
+            row[key] = float(value)
+        rows.append(row)
     if not rows:
         raise ReportError(f"{path} is empty: the run logged no metrics yet")
     return rows
@@ -192,17 +198,7 @@ def load_transcripts(path: Path) -> list[dict[str, Any]]:
 def load_alerts(path: Path) -> list[dict[str, Any]]:
     """alerts.jsonl: one object per line with an integer `step` and string `kind` and `message`."""
     alerts = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        where = f"{path}, line {number}"
-        try:
-            alert = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise ReportError(f"{where}: not valid JSON ({err.msg} at column {err.colno})") from None
-        if not isinstance(alert, dict):
-            raise ReportError(f"{where}: expected a JSON object, got {type(alert).__name__}")
-        step = alert.get("step")
-        if isinstance(step, bool) or not isinstance(step, int):
-            raise ReportError(f"{where}: missing or non-integer 'step' ({step!r})")
+    for where, alert in _json_objects(path):
         for key in ("kind", "message"):
             if not isinstance(alert.get(key), str):
                 raise ReportError(f"{where}: missing or non-text {key!r}")
