@@ -128,6 +128,7 @@ def main() -> None:
         lines.append(f"| {r['roles']} | {'LoRA adapters, one base' if r['variant'] == 'lora' else 'full copies'} "
                      f"| {r['networks']} | {r['params_in_memory'] / 1e6:.1f}M | {r['trainable_per_policy'] / 1e6:.2f}M "
                      f"| {r['peak_rss_mb']:.0f} | {r['peak_rss_mb'] - r['rss_after_import_mb']:.0f} |")
+
     def extra(r: dict) -> float:
         return r["peak_rss_mb"] - r["rss_after_import_mb"]
 
