@@ -3,11 +3,12 @@
 Run: python benchmarks/diagnostics_overhead.py [--steps 12] [--model PATH] [--set key=value ...]
      (OMP_NUM_THREADS=1 gives steadier timings on a shared machine)
 
-Three copies of one policy, one per diagnostics level. Every step one rollout batch is sampled
+Four copies of one policy: diagnostics none / cheap / full, and `split` (none, but the update
+backpropagated role by role as the diagnostics do). Every step one rollout batch is sampled
 (from the `none` copy's policy) and each copy then runs the loop's own post-rollout work on those
 same samples: advantages -> update (with its level's per-role tracker) -> per-step diagnostics
 metrics and alerts. Sharing the samples removes the biggest source of noise (different response
-lengths); the order of the three updates rotates every step, so drifting machine load hits each
+lengths); the order of the four updates rotates every step, so drifting machine load hits each
 alike. A level's step time is the shared rollout time plus its own post-rollout time; overhead is
 the median over steps of (its step time / the `none` step time - 1).
 """
@@ -31,14 +32,19 @@ from teamrl.training.loop import rollout_metrics, rollout_step
 from teamrl.training.update import make_optimizer, update_policy
 
 CONFIG = Path(__file__).resolve().parents[1] / "src" / "teamrl" / "configs" / "plan_path_team.yaml"
-LEVELS = ("none", "cheap", "full")
+# Each variant's config overrides. `split` keeps diagnostics off but backpropagates role by role
+# (a zero per-role KL coefficient forces the split without changing the loss), to tell the cost
+# of the diagnostics themselves from the effect of the split (smaller padded batches per role).
+LEVELS = {"none": ["diagnostics.level=none"],
+          "split": ["diagnostics.level=none", "algorithm.kl_coef_by_role={tool: 0.0}"],
+          "cheap": ["diagnostics.level=cheap"], "full": ["diagnostics.level=full"]}
 
 
 class Copy:
     """One diagnostics level: its own policies, optimizers, trackers and diagnostics state."""
 
     def __init__(self, level: str, overrides: list[str], model: str | None) -> None:
-        self.config = load_config(CONFIG, overrides + [f"diagnostics.level={level}"])
+        self.config = load_config(CONFIG, overrides + LEVELS[level])
         self.workflow = build_workflow(self.config)
         self.policies, self.mapping = build_policies(self.config, self.workflow, model)
         self.diagnostics = RunDiagnostics(self.config, self.workflow.agents, self.mapping)
@@ -92,9 +98,9 @@ def main() -> None:
             copies[level].learn(step, samples, episodes)
         order = order[1:] + order[:1]
     base = [r + s for r, s in zip(rollouts, copies["none"].seconds)]
-    lines = [f"diagnostics overhead: {args.steps} steps, the three levels on the same samples, interleaved; "
+    lines = [f"diagnostics overhead: {args.steps} steps, every variant on the same samples, interleaved; "
              f"overrides {' '.join(overrides)}",
-             f"median rollout {statistics.median(rollouts):.3f} s per step (shared by the three levels)",
+             f"median rollout {statistics.median(rollouts):.3f} s per step (shared by every variant)",
              f"{'level':<7}{'median update+diag s':>22}{'median step s':>15}{'median overhead':>17}"]
     for level, c in copies.items():
         steps = [r + s for r, s in zip(rollouts, c.seconds)]
