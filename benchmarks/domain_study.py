@@ -18,10 +18,11 @@ import sys
 import time
 from pathlib import Path
 
-from teamrl.config import load_config
-from teamrl.training.build import build_policies, build_workflow, resolve_model_path
+from teamrl.config import RunConfig, load_config
+from teamrl.training.build import TINY_DEFAULT, build_policies, build_workflow, resolve_model_path
 from teamrl.training.evaluate import evaluate
 from teamrl.training.loop import train
+from teamrl.training.tiny_default import WarmupRecipe, warm_up
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "src" / "teamrl" / "configs"
@@ -52,10 +53,18 @@ def eval_history(run_dir: Path) -> list[dict[str, float]]:
     return rows
 
 
-def study(domain: str, overrides: list[str]) -> dict:
+def warmed_up_model(config: RunConfig, warmup_steps: int) -> str:
+    """The config's model; the tiny default warmed up with `warmup_steps` SFT steps (0: the recipe's)."""
+    if not warmup_steps or config.policy.model != TINY_DEFAULT:
+        return resolve_model_path(config)
+    kind = "team" if config.workflow.name == "single" else config.workflow.name
+    return str(warm_up(WarmupRecipe.for_task(config.task, config.workflow.max_turns, kind, steps=warmup_steps)))
+
+
+def study(domain: str, overrides: list[str], warmup_steps: int = 0) -> dict:
     path = config_path(domain)
     started = time.time()
-    model = resolve_model_path(load_config(path, overrides))
+    model = warmed_up_model(load_config(path, overrides), warmup_steps)
     warmup_s = time.time() - started
     print(f"warm-up ready after {warmup_s:.0f}s: {model}", flush=True)
 
@@ -75,7 +84,8 @@ def study(domain: str, overrides: list[str]) -> dict:
     best = max(history, key=lambda r: (r["success"], r["team_return"]))
     return {
         "domain": domain, "config": str(path.relative_to(ROOT) if path.is_relative_to(ROOT) else path),
-        "overrides": overrides, "task": config.task, "seed": config.seed, "steps": summary["steps"],
+        "overrides": overrides, "warmup_steps": warmup_steps or WarmupRecipe.steps, "task": config.task,
+        "seed": config.seed, "steps": summary["steps"],
         "heldout_instances": config.train.eval_instances, "model": model, "warmup_seconds": warmup_s,
         "train_seconds": summary["train_seconds"], "run_dir": str(run_dir),
         "untrained_single": {"success": single["success"], "team_return": single["team_return"]},
@@ -90,7 +100,8 @@ def report(result: dict, command: str) -> str:
     lines = [f"$ {command}",
              f"{result['domain']}: {result['task']}, tiny default model, seed {result['seed']}, "
              f"{result['steps']} AT-GRPO steps, held-out greedy, {result['heldout_instances']} instances",
-             f"warm-up {result['warmup_seconds']:.0f}s (0 = cached), training {result['train_seconds']:.0f}s",
+             f"warm-up {result['warmup_steps']} steps, {result['warmup_seconds']:.0f}s (0 = cached), "
+             f"training {result['train_seconds']:.0f}s",
              f"{'':20s} {'success':>8s} {'team return':>12s}"]
     lines += [f"{name:20s} {r['success']:8.1%} {r['team_return']:12.3f}" for name, r in rows]
     lines.append("evaluations: " + ", ".join(f"{r['step']}:{r['success']:.1%}" for r in result["evaluations"]))
@@ -102,6 +113,8 @@ def main() -> None:
     parser.add_argument("domain", help="plan_path, sokoban, sudoku, math, code, or a config .yaml path")
     parser.add_argument("--steps", type=int, default=0, help="training steps (default: the config's)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--warmup-steps", type=int, default=0,
+                        help="SFT steps of the tiny default's warm-up (default: the recipe's 500)")
     parser.add_argument("--output-dir", default="runs/domain-study")
     parser.add_argument("--out", default="", help="result stem (default benchmarks/results/<domain>_study)")
     parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="more config overrides")
@@ -110,7 +123,7 @@ def main() -> None:
     overrides = [f"seed={args.seed}", f"output_dir={args.output_dir}", *args.set]
     if args.steps:
         overrides.append(f"train.steps={args.steps}")
-    result = study(args.domain, overrides)
+    result = study(args.domain, overrides, args.warmup_steps)
     text = report(result, "python " + " ".join(shlex.quote(a) for a in sys.argv))
     print("\n" + text)
     stem = Path(args.out or ROOT / "benchmarks" / "results" / f"{Path(args.domain).stem}_study")
