@@ -104,6 +104,9 @@ def test_count_sketch_preserves_cosines_of_large_vectors():
     assert cosine(sx, sy) == pytest.approx(cosine(x, y), abs=0.05)
     assert mean_pairwise_cosine([sx]) is None
     assert mean_pairwise_cosine([x, x, -x]) == pytest.approx((1 - 1 - 1) / 3)
+    # an agent without gradient has no direction: left out, not counted as cosine 0
+    assert mean_pairwise_cosine([x, torch.zeros_like(x), x]) == pytest.approx(1.0)
+    assert mean_pairwise_cosine([x, torch.zeros_like(x)]) is None
 
 
 def test_training_transcripts_carry_the_committed_candidates_advantage():

@@ -129,7 +129,7 @@ class RoleGradients:
             if self.damping > 0 and s.scales:
                 metrics[key + "damping_scale"] = sum(s.scales) / len(s.scales)
             if s.sketch is not None:
-                if role in self.ema:
+                if role in self.ema and float(s.sketch.norm()) > 0 and float(self.ema[role].norm()) > 0:
                     metrics[key + "coherence"] = cosine(s.sketch, self.ema[role])
                 self.ema[role] = s.sketch if role not in self.ema else (
                     self.tau * self.ema[role] + (1 - self.tau) * s.sketch)

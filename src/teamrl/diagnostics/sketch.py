@@ -63,9 +63,14 @@ def cosine(a: torch.Tensor, b: torch.Tensor, eps: float = 1e-12) -> float:
     return float(torch.dot(a, b)) / (na * nb)
 
 
-def mean_pairwise_cosine(vectors: list[torch.Tensor]) -> float | None:
-    """Mean cosine over all pairs; None with fewer than two vectors."""
-    if len(vectors) < 2:
+def mean_pairwise_cosine(vectors: list[torch.Tensor], eps: float = 1e-12) -> float | None:
+    """Mean cosine over the pairs of non-zero vectors; None with fewer than two of them.
+
+    A zero gradient (an agent whose samples carried no advantage) has no direction: it is left out
+    rather than counted as cosine 0, which would read as "unrelated" in an echo-chamber check.
+    """
+    live = [v for v in vectors if float(v.norm()) > eps]
+    if len(live) < 2:
         return None
-    pairs = [cosine(vectors[i], vectors[j]) for i in range(len(vectors)) for j in range(i + 1, len(vectors))]
+    pairs = [cosine(live[i], live[j]) for i in range(len(live)) for j in range(i + 1, len(live))]
     return sum(pairs) / len(pairs)
