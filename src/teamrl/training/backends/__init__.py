@@ -13,7 +13,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
-from teamrl.config import AlgorithmConfig, ConfigError
+from teamrl.config import AlgorithmConfig, ConfigError, TrainerConfig
 from teamrl.rollout.tree import Sample
 from teamrl.training.update import PolicyOptimizer, update_policy
 
@@ -55,7 +55,7 @@ def update_seeds(names: list[str], rng: random.Random) -> dict[str, int]:
     return {name: rng.getrandbits(63) for name in names}
 
 
-def run_update(name: str, state: PolicyOptimizer, samples: list[Sample], seed: int,
+def run_update(state: PolicyOptimizer, samples: list[Sample], seed: int,
                settings: UpdateSettings, tracker: Any = None) -> PolicyUpdate:
     """`update_policy` on one policy's samples with its own seeded shuffling RNG."""
     stats = update_policy(state, samples, settings.algo, settings.temperature, settings.grad_clip,
@@ -63,9 +63,9 @@ def run_update(name: str, state: PolicyOptimizer, samples: list[Sample], seed: i
     return PolicyUpdate(stats, tracker.end_step() if tracker is not None else {})
 
 
-def make_backend(trainer: Any, optimizers: dict[str, PolicyOptimizer], settings: UpdateSettings) -> UpdateBackend:
+def make_backend(trainer: TrainerConfig, optimizers: dict[str, PolicyOptimizer], settings: UpdateSettings) -> UpdateBackend:
     """The backend `trainer.backend` names (local or ray), holding `optimizers`."""
-    if trainer.data_parallel > 1 and getattr(settings.algo, "coherence_damping", 0.0) > 0:
+    if trainer.data_parallel > 1 and settings.algo.coherence_damping > 0:
         raise ConfigError("trainer.data_parallel > 1 cannot be combined with algorithm.coherence_damping: "
                           "each worker sees only its share of a role's gradient; set one of them off")
     if trainer.backend == "local":

@@ -18,7 +18,7 @@ import os
 import random
 from typing import Any
 
-from teamrl.config import ConfigError
+from teamrl.config import ConfigError, TrainerConfig
 from teamrl.rollout.tree import Sample
 from teamrl.training.backends import PolicyUpdate, UpdateSettings, update_seeds
 from teamrl.training.backends.worker import PolicyWorker, load_weights, pack
@@ -49,7 +49,7 @@ def network_groups(optimizers: dict[str, PolicyOptimizer]) -> list[list[str]]:
     return list(groups.values())
 
 
-def _check_resources(groups: int, trainer: Any, available: dict[str, float]) -> None:
+def _check_resources(groups: int, trainer: TrainerConfig, available: dict[str, float]) -> None:
     """Refuse a request Ray could never place (its actors would wait forever)."""
     for key, per_group, option in (("CPU", trainer.num_cpus_per_policy, "num_cpus_per_policy"),
                                    ("GPU", trainer.num_gpus_per_policy, "num_gpus_per_policy")):
@@ -68,7 +68,7 @@ def _check_resources(groups: int, trainer: Any, available: dict[str, float]) -> 
 class RayBackend:
     """Per-policy actor groups on Ray; see the module docstring."""
 
-    def __init__(self, optimizers: dict[str, PolicyOptimizer], settings: UpdateSettings, trainer: Any) -> None:
+    def __init__(self, optimizers: dict[str, PolicyOptimizer], settings: UpdateSettings, trainer: TrainerConfig) -> None:
         import ray
 
         self.optimizers = optimizers

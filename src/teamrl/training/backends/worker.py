@@ -87,7 +87,7 @@ class PolicyWorker:
         """Each policy's update; rank 0 also returns the new trained weights for the driver."""
         out = {}
         for name, samples in batches.items():
-            result = run_update(name, self.states[name], samples, seeds[name], self.settings, self.trackers[name])
+            result = run_update(self.states[name], samples, seeds[name], self.settings, self.trackers[name])
             out[name] = (result, trained_weights(self.states[name]) if self.rank == 0 else None)
         return out
 
