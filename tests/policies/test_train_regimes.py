@@ -38,7 +38,7 @@ def _config(tmp_path, base, *extra):
         f"task.name={TASK}", "workflow.max_turns=1", f"policy.model={base}", "policy.lr=0.01",
         "train.steps=2", "train.batch_size=2", "train.eval_every=0", "train.eval_instances=2",
         "train.warmup_steps=1", "algorithm.k=4", "rollout.max_new_tokens=4", f"output_dir={tmp_path}",
-        "run_name=run", "diagnostics.level='off'", *extra])
+        "run_name=run", *extra])
 
 
 def test_per_agent_lora_run_writes_an_adapter_per_agent_and_exports(tmp_path, base):
