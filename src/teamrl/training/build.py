@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 
 from teamrl.config import ConfigError, PolicyConfig, RunConfig
@@ -83,7 +84,27 @@ def policies_from_checkpoint(config: RunConfig, workflow: Workflow, folder: Path
     if missing:
         raise ConfigError(f"--checkpoint {folder} has no folder for policies {', '.join(missing)}; "
                           "it was written for another regime or `roles:` mapping")
-    policies, mapping = build_policies(config, workflow)
-    for name, policy in policies.items():
-        load_policy_weights(policy, folder / name)
+    # Full policies load straight from their folders; adapters need their base, which the adapter
+    # folder names. Neither needs the tiny default to be warmed up again.
+    settings = {}
+    for name in dict.fromkeys(mapping.values()):
+        cfg = config.policy_config(name)
+        if cfg.lora is None:
+            settings[name] = dataclasses.replace(cfg, model=str(folder / name), tokenizer="")
+        else:
+            base = _recorded_base(folder / name) or resolve_model_path(config, cfg.model)
+            settings[name] = dataclasses.replace(cfg, model=base)
+    policies = load_policies(settings)
+    for name, cfg in settings.items():
+        if cfg.lora is not None:
+            load_policy_weights(policies[name], folder / name)
     return policies, mapping
+
+
+def _recorded_base(adapter_folder: Path) -> str | None:
+    """The base model an adapter folder was trained on, when that folder still exists here."""
+    config_file = adapter_folder / "adapter_config.json"
+    if not config_file.is_file():
+        return None
+    base = json.loads(config_file.read_text()).get("base_model_name_or_path")
+    return base if base and Path(base).is_dir() else None
