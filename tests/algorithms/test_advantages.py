@@ -65,3 +65,11 @@ def test_vectorised_matches_loop_reference():
         members = rewards[groups == groups[i]].double()
         ref = (rewards[i] - members.mean()) / (members.std(unbiased=False) + 1e-6)
         assert adv[i].item() == pytest.approx(ref.item(), abs=1e-5)
+
+
+def test_equal_rewards_whose_mean_rounds_give_exactly_zero():
+    # mean(0.1, 0.1, 0.1) is not exactly 0.1 in floating point; the group still has no signal.
+    rewards = torch.tensor([0.1, 0.1, 0.1, 0.7, 0.7, 0.7, 0.3, 0.3], dtype=torch.float64)
+    adv, metrics = group_normalized_advantages(rewards, torch.tensor([0, 0, 0, 1, 1, 1, 2, 2]))
+    assert adv.tolist() == [0.0] * 8
+    assert metrics["zero_signal_frac"] == 1.0

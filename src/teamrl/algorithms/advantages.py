@@ -37,7 +37,12 @@ def group_normalized_advantages(
     var = torch.zeros(num, dtype=torch.double).index_add_(0, groups, centred**2) / count
     std = var.sqrt()
     adv = centred / (std[groups] + eps) if scale_by_std else centred
-    flat = std < 1e-12
+    # A group of equal rewards carries no signal: its advantages are exactly 0, not the rounding
+    # error of its mean (0.1 * 3 / 3 != 0.1), so that drop_zero_signal can leave it out.
+    high = torch.full((num,), -torch.inf, dtype=torch.double).scatter_reduce(0, groups, rewards, "amax")
+    low = torch.full((num,), torch.inf, dtype=torch.double).scatter_reduce(0, groups, rewards, "amin")
+    flat = high == low
+    adv = torch.where(flat[groups], torch.zeros_like(adv), adv)
     metrics = {
         "groups": float(num),
         "zero_signal_frac": float(flat.double().mean()) if num else 0.0,
