@@ -234,12 +234,23 @@ class TrainerConfig:
     """GPUs Ray reserves for each policy's actor group (fractions let policies share a GPU)."""
     data_parallel: int = 1
     """Workers per policy, each scoring a share of every minibatch (torch.distributed); > 1 needs ray."""
+    rollout_workers: int = 0
+    """Ray actors that play the training episodes (environment and verifiers included), a contiguous
+    share of every step's instances each; 0: rollouts in the driver. > 0 needs ray."""
+    num_cpus_per_rollout_worker: float = 1.0
+    """CPUs Ray reserves for each rollout worker (fractions allowed)."""
 
     def __post_init__(self) -> None:
         _require(self.backend in ("local", "ray"), "backend", self.backend, "local or ray")
         _require(self.num_cpus_per_policy >= 0 and self.num_gpus_per_policy >= 0, "num_cpus_per_policy",
                  self.num_cpus_per_policy, ">= 0 (and num_gpus_per_policy >= 0)")
         _require(self.data_parallel >= 1, "data_parallel", self.data_parallel, "an integer >= 1")
+        _require(self.rollout_workers >= 0, "rollout_workers", self.rollout_workers, "an integer >= 0")
+        _require(self.num_cpus_per_rollout_worker >= 0, "num_cpus_per_rollout_worker",
+                 self.num_cpus_per_rollout_worker, ">= 0")
+        if self.rollout_workers and self.backend != "ray":
+            raise ConfigError("trainer.rollout_workers > 0 needs trainer.backend: ray (the rollout workers are "
+                              "Ray actors); set trainer.backend=ray or trainer.rollout_workers=0")
 
 
 @dataclass

@@ -131,7 +131,7 @@ def warm_model(tmp_path_factory):
         del os.environ["TEAMRL_CACHE"]
 
 
-def _train(tmp_path, warm_model, backend):
+def _train(tmp_path, warm_model, backend, *extra):
     from teamrl.training.loop import train
 
     config = load_config(None, [
@@ -139,15 +139,23 @@ def _train(tmp_path, warm_model, backend):
         "regime=per_role", "train.steps=3", "train.batch_size=4", "train.eval_every=0",
         "train.eval_instances=6", "algorithm.k=4", "algorithm.minibatch_size=16", "policy.lr=1e-3",
         "algorithm.drop_zero_signal=false",  # every policy trains at every step, so both losses exist
-        f"trainer.backend={backend}", f"output_dir={tmp_path}", f"run_name={backend}",
-        "diagnostics.alerts=false"])  # alerts read metrics only; they are not part of what a backend does
+        f"trainer.backend={backend}", f"output_dir={tmp_path}", f"run_name={backend}{len(extra)}",
+        "diagnostics.alerts=false", *extra])  # alerts read metrics only; they are not part of what a backend does
     run_dir = train(config, model_path=warm_model, progress=False)
     return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
 
 
 def test_ray_run_matches_single_process_run(tmp_path, warm_model, local_ray):
+    """Ray updates; with one rollout worker the episodes are also played in an actor, from the
+    driver's sampling states, and its weights are synchronised after every update."""
     local = _train(tmp_path, warm_model, "local")
-    remote = _train(tmp_path, warm_model, "ray")
+    for workers in (0, 1):
+        remote = _train(tmp_path, warm_model, "ray", f"trainer.rollout_workers={workers}",
+                        "trainer.num_cpus_per_policy=0.5")  # 2 groups + 1 rollout worker fit in 2 CPUs
+        _assert_same_run(local, remote)
+
+
+def _assert_same_run(local, remote):
     assert len(local) == len(remote) >= 4
     compared = set()
     for row_local, row_remote in zip(local, remote):
@@ -159,3 +167,42 @@ def test_ray_run_matches_single_process_run(tmp_path, warm_model, local_ray):
                 compared.add(key)
     for key in ("policy/plan/loss", "policy/tool/loss", "train/success", "role/plan/reward", "eval/success"):
         assert key in compared, key
+
+
+def test_rollout_workers_shard_deterministically_and_receive_weights(warm_model, local_ray):
+    from teamrl.rollout.engine import SamplingParams
+    from teamrl.rollout.tree import RewardWeights
+    from teamrl.training.backends.rollout_workers import RolloutPool, shards
+    from teamrl.training.build import build_policies, build_workflow
+    from teamrl.training.update import make_optimizer
+
+    assert shards(list(range(5)), 2) == [[0, 1, 2], [3, 4]] and shards([7], 2) == [[7], []]
+    with pytest.raises(ConfigError, match="rollout_workers > 0 needs trainer.backend: ray"):
+        load_config(None, ["trainer.rollout_workers=2"])
+    config = load_config(None, ["task.name=plan_path", "task.size=4", "task.min_distance=2", "workflow.max_turns=2",
+                                "trainer.backend=ray", "trainer.rollout_workers=2",
+                                "trainer.num_cpus_per_rollout_worker=0.5"])
+    workflow = build_workflow(config)
+    policies, mapping = build_policies(config, workflow, warm_model)
+    pool = RolloutPool(config, policies, mapping)
+
+    def play(seed):
+        rng = random.Random(seed)
+        samples, episodes = pool.run_episodes([0, 1, 2], "train", SamplingParams(1.0, 1.0, 0, 24), 2,
+                                              RewardWeights(), torch.Generator().manual_seed(seed), rng)
+        return [(s.episode, s.instance, s.generation.response_ids, s.generation.logprobs) for s in samples], episodes
+
+    try:
+        first, episodes = play(4)
+        assert [e.instance for e in episodes] == [0, 1, 2]
+        assert {(episode, instance) for episode, instance, *_ in first} == {(0, 0), (1, 1), (2, 2)}
+        assert play(4)[0] == first  # the same seed and worker count give the same rollouts
+        optimizer = make_optimizer(policies["shared"], config.policy_config("shared"), config.train, False)
+        with torch.no_grad():
+            for p in optimizer.policy.network.parameters():
+                p.add_(0.05 * torch.randn_like(p))
+        pool.sync({"shared": optimizer})
+        again = play(4)[0]  # the workers sample with the new weights: same tokens are scored differently
+        assert [row[3] for row in again] != [row[3] for row in first]
+    finally:
+        pool.close()

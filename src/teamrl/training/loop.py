@@ -6,6 +6,7 @@ import json
 import logging
 import random
 import time
+from functools import partial
 from pathlib import Path
 from statistics import mean
 
@@ -20,6 +21,7 @@ from teamrl.policies.loading import Policy
 from teamrl.rollout.engine import SamplingParams
 from teamrl.rollout.tree import Episode, RewardWeights, Sample, run_episodes
 from teamrl.training.backends import UpdateSettings, make_backend
+from teamrl.training.backends.rollout_workers import RolloutPool
 from teamrl.training.build import build_policies, build_workflow
 from teamrl.training.credit import assign_advantages, trainable
 from teamrl.training.evaluate import evaluate
@@ -36,19 +38,23 @@ def seed_everything(seed: int) -> None:
 
 def rollout_step(config: RunConfig, workflow: Workflow, policies: dict[str, Policy],
                  mapping: dict[str, str], step: int, generator: torch.Generator,
-                 rng: random.Random) -> tuple[list[Sample], list[Episode]]:
-    """One batch of training episodes: tree-sampled (AT-GRPO) or K independent ones (trajectory)."""
+                 rng: random.Random, pool: RolloutPool | None = None) -> tuple[list[Sample], list[Episode]]:
+    """One batch of training episodes: tree-sampled (AT-GRPO) or K independent ones (trajectory).
+
+    pool: Ray rollout workers that play the episodes instead of this process (trainer.rollout_workers).
+    """
     algo, ro = config.algorithm, config.rollout
     params = SamplingParams(ro.temperature, ro.top_p, ro.top_k, ro.max_new_tokens)
     first = step * config.train.batch_size
     instances = list(range(first, first + config.train.batch_size))
     weights = RewardWeights(algo.team_weight, algo.local_weight)
+    play = pool.run_episodes if pool else partial(run_episodes, workflow, policies=policies, agent_to_policy=mapping)
     if algo.grouping == "tree":
-        return run_episodes(workflow, instances, "train", policies, mapping, params, algo.k,
-                            weights, generator, rng, algo.commit)
+        return play(instances=instances, split="train", params=params, branches=algo.k, weights=weights,
+                    generator=generator, rng=rng, commit_rule=algo.commit)
     repeated = [i for i in instances for _ in range(algo.k)]
-    return run_episodes(workflow, repeated, "train", policies, mapping, params, 1, weights,
-                        generator, rng)
+    return play(instances=repeated, split="train", params=params, branches=1, weights=weights,
+                generator=generator, rng=rng)
 
 
 def rollout_metrics(samples: list[Sample], episodes: list[Episode]) -> dict[str, float]:
@@ -81,6 +87,8 @@ def train(config: RunConfig, model_path: str | None = None, progress: bool = Tru
     tcfg, algo = config.train, config.algorithm
     backend = make_backend(config.trainer, optimizers, UpdateSettings(algo, config.rollout.temperature, tcfg.grad_clip,
                                                                      diagnostics.tracker_factory()))
+    # After make_backend (it connects to Ray) and the restore (the workers copy the current weights).
+    pool = RolloutPool(config, policies, mapping) if config.trainer.rollout_workers else None
 
     def held_out(step: int) -> float:
         started = time.time()
@@ -104,7 +112,7 @@ def train(config: RunConfig, model_path: str | None = None, progress: bool = Tru
     step = state.step
     for step in bar:
         t0, evaluated = time.time(), {}
-        samples, episodes = rollout_step(config, workflow, policies, mapping, step - 1, generator, rng)
+        samples, episodes = rollout_step(config, workflow, policies, mapping, step - 1, generator, rng, pool)
         t1 = time.time()
         metrics = rollout_metrics(samples, episodes)
         metrics.update({f"adv/{k}": v for k, v in assign_advantages(samples, episodes, algo).items()})
@@ -114,6 +122,8 @@ def train(config: RunConfig, model_path: str | None = None, progress: bool = Tru
         for name, result in backend.update(batches, rng).items():
             metrics.update({f"policy/{name}/{k}": v for k, v in result.stats.items()})
             per_role.append(result.diagnostics)
+        if pool:
+            pool.sync(optimizers)  # the driver's policies hold the new weights; the workers get them
         metrics.update(diagnostics.step_metrics(samples, per_role))
         t2 = time.time()
         tokens = sum(len(s.generation.response_ids) for s in samples)
@@ -150,6 +160,8 @@ def train(config: RunConfig, model_path: str | None = None, progress: bool = Tru
                "best_step": best_step, "steps": step, "train_seconds": train_seconds,
                "agent_to_policy": mapping}
     run.write_json("summary.json", summary)
+    if pool:
+        pool.close()
     backend.close()
     run.close()
     return run.path

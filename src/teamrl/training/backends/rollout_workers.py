@@ -1,0 +1,151 @@
+"""Rollout workers: Ray actors that play a step's episodes, environment and verifier work included.
+
+With `trainer.rollout_workers: N` (and `backend: ray`) each of N actors builds the workflow from the
+run's config, so its environment steps and verifier calls (the code sandbox, ...) run in the actor's
+process, and holds its own copy of the policies, shipped once from the driver. A step's instances
+are split into N contiguous shards and every actor runs the same `run_episodes` on its shard.
+
+Sampling state is passed explicitly. With N = 1 the actor receives the driver's torch.Generator and
+random.Random states and hands the advanced states back, so the run is the driver-only run. With
+N > 1 one seed is drawn from the loop's RNG per step and every shard gets its own generator and
+tie-break RNG derived from (that seed, shard index): the run is deterministic for a seed and N (and
+resumes exactly, the loop's RNG being checkpointed) but differs from the N = 1 run.
+
+After every update `sync` ships each policy's trained tensors (a LoRA policy: only its adapter) to
+every actor, put into Ray's object store once and shared.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import torch
+
+from teamrl.config import ConfigError, RunConfig
+from teamrl.policies.loading import Policy
+from teamrl.rollout.engine import SamplingParams
+from teamrl.rollout.tree import Episode, RewardWeights, Sample, run_episodes
+from teamrl.training.backends.worker import load_weights, pack, trained_weights, unpack
+from teamrl.training.update import PolicyOptimizer
+
+# (samples, episodes, generator state, random.Random state) of one shard.
+ShardResult = tuple[list[Sample], list[Episode], torch.Tensor, Any]
+
+
+class RolloutWorker:
+    """Holds a workflow and copies of the policies; plays shards of episodes (a Ray actor)."""
+
+    def __init__(self, config: RunConfig, payload: bytes, mapping: dict[str, str], num_threads: int) -> None:
+        from teamrl.training.build import build_workflow
+
+        # Rollout actors on one machine split its cores: without this each starts a thread per core.
+        torch.set_num_threads(max(1, num_threads))
+        self.workflow = build_workflow(config)
+        self.policies: dict[str, Policy] = unpack(payload, "cpu")
+        self.mapping = mapping
+
+    def load(self, weights: dict[str, dict[str, torch.Tensor]]) -> None:
+        """Copy each policy's trained tensors (name -> tensor) into this worker's copy of it."""
+        for name, tensors in weights.items():
+            load_weights(self.policies[name].network, tensors)
+
+    def play(self, instances: list[int], split: str, params: SamplingParams, branches: int,
+             weights: RewardWeights, generator_state: torch.Tensor, rng_state: Any,
+             commit_rule: str) -> ShardResult:
+        """`run_episodes` on `instances` from the given sampling states; returns the advanced states too."""
+        generator = torch.Generator().set_state(generator_state)
+        rng = random.Random()
+        rng.setstate(rng_state)
+        samples, episodes = run_episodes(self.workflow, instances, split, self.policies, self.mapping, params,
+                                         branches, weights, generator, rng, commit_rule)
+        return samples, episodes, generator.get_state(), rng.getstate()
+
+
+def shards(items: list[int], count: int) -> list[list[int]]:
+    """`items` cut into `count` contiguous pieces whose lengths differ by at most one (some may be empty)."""
+    size, extra = divmod(len(items), count)
+    bounds = [0]
+    for index in range(count):
+        bounds.append(bounds[-1] + size + (index < extra))
+    return [items[bounds[i]:bounds[i + 1]] for i in range(count)]
+
+
+def shard_states(seed: int, shard: int) -> tuple[torch.Tensor, Any]:
+    """The generator and tie-break RNG states of one shard of a step with N > 1 workers."""
+    derived = random.Random(f"{seed}/{shard}")  # str seeding hashes the text: stable across runs
+    generator = torch.Generator().manual_seed(derived.getrandbits(63))
+    return generator.get_state(), random.Random(derived.getrandbits(63)).getstate()
+
+
+def _check_cpus(config: RunConfig, groups: int, available: dict[str, float]) -> None:
+    """Refuse more CPUs than the cluster has for update groups plus rollout workers (Ray would hang)."""
+    trainer = config.trainer
+    need = groups * trainer.num_cpus_per_policy + trainer.rollout_workers * trainer.num_cpus_per_rollout_worker
+    have = available.get("CPU", 0.0)
+    if need > have + 1e-9:
+        raise ConfigError(
+            f"{groups} policy actor group(s) x trainer.num_cpus_per_policy = {trainer.num_cpus_per_policy} plus "
+            f"{trainer.rollout_workers} rollout worker(s) x trainer.num_cpus_per_rollout_worker = "
+            f"{trainer.num_cpus_per_rollout_worker} need {need:g} CPUs but the Ray cluster has {have:g}; "
+            "lower them (fractions are allowed) or add nodes")
+
+
+class RolloutPool:
+    """N RolloutWorker actors; `run_episodes` mirrors the driver's call without workflow and policies."""
+
+    def __init__(self, config: RunConfig, policies: dict[str, Policy], mapping: dict[str, str]) -> None:
+        import ray
+
+        trainer = config.trainer
+        cpus = trainer.num_cpus_per_rollout_worker
+        _check_cpus(config, len({id(p.network) for p in policies.values()}), ray.cluster_resources())
+        actor = ray.remote(num_cpus=cpus)(RolloutWorker)
+        payload = ray.put(pack(policies))  # one pickle: LoRA policies keep sharing their base
+        self.workers = [actor.remote(config, payload, mapping, int(max(1, cpus)))
+                        for _ in range(trainer.rollout_workers)]
+
+    def run_episodes(self, instances: list[int], split: str, params: SamplingParams, branches: int,
+                     weights: RewardWeights, generator: torch.Generator, rng: random.Random,
+                     commit_rule: str = "greedy") -> tuple[list[Sample], list[Episode]]:
+        """Play `instances` on the workers, one contiguous shard each; results in instance order.
+
+        One worker continues the driver's `generator` and `rng` (and advances them); several draw
+        one seed from `rng` and sample each shard from states derived from it (see the module doc).
+        """
+        import ray
+
+        pieces = shards(instances, len(self.workers))
+        if len(self.workers) == 1:
+            states = [(generator.get_state(), rng.getstate())]
+        else:
+            seed = rng.getrandbits(63)
+            states = [shard_states(seed, index) for index in range(len(pieces))]
+        futures = [worker.play.remote(piece, split, params, branches, weights, gen, state, commit_rule)
+                   for worker, piece, (gen, state) in zip(self.workers, pieces, states) if piece]
+        samples: list[Sample] = []
+        episodes: list[Episode] = []
+        for shard_samples, shard_episodes, gen_state, rng_state in ray.get(futures):
+            for s in shard_samples:  # episode indices are per shard; make them index the whole batch
+                s.episode += len(episodes)
+            samples += shard_samples
+            episodes += shard_episodes
+        if len(self.workers) == 1:
+            generator.set_state(gen_state)
+            rng.setstate(rng_state)
+        return samples, episodes
+
+    def sync(self, optimizers: dict[str, PolicyOptimizer]) -> None:
+        """Ship every policy's trained tensors (the driver's, just updated) to every worker."""
+        import ray
+
+        ref = ray.put({name: trained_weights(state) for name, state in optimizers.items()})
+        ray.get([worker.load.remote(ref) for worker in self.workers])
+
+    def close(self) -> None:
+        """Stop the actors (Ray itself is stopped by the update backend that started it)."""
+        import ray
+
+        for worker in self.workers:
+            ray.kill(worker)
+        self.workers = []
