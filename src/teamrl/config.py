@@ -149,6 +149,10 @@ class AlgorithmConfig:
     """EMA decay of each role's gradient, ema <- tau * ema + (1 - tau) * g (damping and the coherence metric)."""
     role_balanced: bool = False
     """Each role contributes equally to a minibatch's loss (instead of in proportion to its tokens/samples)."""
+    trajectory_credit: str = "team"
+    """grouping trajectory only. team: every agent's return is the episode's summed reward (one shared
+    outcome); per_agent: each agent's own committed rewards plus the episode's success (0/1), grouped
+    per (instance, agent) (the per-agent-rewards mitigation against echo chambers)."""
 
 
 @dataclass
@@ -298,6 +302,8 @@ class RunConfig:
         check(self.workflow.max_turns >= 1, "workflow.max_turns", self.workflow.max_turns, ">= 1")
         check(self.algorithm.grouping in ("tree", "trajectory"), "algorithm.grouping",
               self.algorithm.grouping, "tree or trajectory")
+        check(self.algorithm.trajectory_credit in ("team", "per_agent"), "algorithm.trajectory_credit",
+              self.algorithm.trajectory_credit, "team or per_agent")
         check(self.algorithm.k >= 2, "algorithm.k", self.algorithm.k, ">= 2 (a group needs two samples)")
         check(self.algorithm.commit in ("greedy", "sample"), "algorithm.commit", self.algorithm.commit,
               "greedy or sample")

@@ -122,8 +122,9 @@ class AlertMonitor:
                     f"Echo chamber: the duplicated '{role}' agents push the policy the same way "
                     f"(gradient cosine {cos:.2f}, threshold {c.echo_cosine:.2f}) and their outputs are "
                     f"converging (diversity {base:.2f} at the start, {now:.2f} now). They may become "
-                    f"confidently wrong together. Mitigations: separate policies per agent, per-agent "
-                    f"rewards (algorithm.local_weight with each agent's own correctness), or "
+                    f"confidently wrong together. Mitigations: separate policies per agent (regime: "
+                    f"per_agent), per-agent rewards (tree grouping, or algorithm.trajectory_credit: "
+                    f"per_agent), or "
                     f"algorithm.coherence_damping.")))
         return out
 

@@ -14,7 +14,9 @@ def assign_advantages(samples: list[Sample], episodes: list[Episode], algo: Algo
 
     tree: groups are (instance, turn, agent) and rewards are each candidate's own.
     trajectory: one group per instance, the reward of every sample is its episode's return
-    (sum of committed rewards over agents), normalised across the K episodes of the instance.
+    (sum of committed rewards over agents), normalised across the K episodes of the instance;
+    with `trajectory_credit: per_agent`, one group per (instance, agent) and each agent's return
+    is its own committed rewards plus the episode's success.
     """
     if not samples:
         return {}
@@ -26,6 +28,16 @@ def assign_advantages(samples: list[Sample], episodes: list[Episode], algo: Algo
             rewards, group_ids([s.tree_key for s in samples]), algo.scale_by_std, algo.adv_eps)
         for s, a in zip(samples, adv.tolist()):
             s.advantage = a
+        return metrics
+    if algo.grouping == "trajectory" and algo.trajectory_credit == "per_agent":
+        keys = list(dict.fromkeys((s.episode, s.agent) for s in samples))
+        returns = torch.tensor([episodes[e].rewards_by_agent.get(a, 0.0) + float(episodes[e].success)
+                                for e, a in keys], dtype=torch.float64)
+        adv, metrics = group_normalized_advantages(
+            returns, group_ids([(episodes[e].instance, a) for e, a in keys]), algo.scale_by_std, algo.adv_eps)
+        by_key = dict(zip(keys, adv.tolist()))
+        for s in samples:
+            s.advantage = by_key[(s.episode, s.agent)]
         return metrics
     if algo.grouping == "trajectory":
         returns = torch.tensor([sum(e.rewards_by_agent.values()) for e in episodes], dtype=torch.float64)
