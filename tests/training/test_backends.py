@@ -139,7 +139,7 @@ def _train(tmp_path, warm_model, backend, *extra):
         "regime=per_role", "train.steps=3", "train.batch_size=4", "train.eval_every=0",
         "train.eval_instances=6", "algorithm.k=4", "algorithm.minibatch_size=16", "policy.lr=1e-3",
         "algorithm.drop_zero_signal=false",  # every policy trains at every step, so both losses exist
-        f"trainer.backend={backend}", f"output_dir={tmp_path}", f"run_name={backend}{len(extra)}",
+        f"trainer.backend={backend}", f"output_dir={tmp_path}", "run_name=" + "_".join([backend] + [e.split("=")[-1] for e in extra]),
         "diagnostics.alerts=false", *extra])  # alerts read metrics only; they are not part of what a backend does
     run_dir = train(config, model_path=warm_model, progress=False)
     return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
