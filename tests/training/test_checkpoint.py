@@ -8,6 +8,7 @@ import random
 from pathlib import Path
 
 import pytest
+import yaml
 import torch
 from safetensors.torch import load_file
 
@@ -265,3 +266,15 @@ def test_alert_monitor_state_survives_a_checkpoint(tmp_path):
     assert all(a == b for a, b, _ in fired)
     assert any(a != c for a, _, c in fired)  # and they depend on the steps before it
     assert resumed.state_dict() == original.state_dict()
+
+
+def test_resume_accepts_a_run_written_before_a_config_key_existed(tmp_path):
+    from teamrl.config import config_to_dict, load_config
+    from teamrl.training.resume import _check_same_run
+
+    saved = config_to_dict(load_config(None))
+    del saved["algorithm"]["trajectory_credit"]  # as written by a teamrl without that key
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(saved))
+    _check_same_run(load_config(None), tmp_path)
+    with pytest.raises(ConfigError, match="algorithm.k"):
+        _check_same_run(load_config(None, ["algorithm.k=4"]), tmp_path)

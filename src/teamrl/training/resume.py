@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 import yaml
 
-from teamrl.config import ConfigError, RunConfig, config_to_dict
+from teamrl.config import ConfigError, RunConfig, config_to_dict, load_config
 from teamrl.policies.loading import Policy
 from teamrl.policies.storage import load_policy_weights
 from teamrl.training.checkpoint import (MARKER, TRAINER_JSON, TRAINER_STATE, CheckpointError, load_optimizer,
@@ -197,7 +197,10 @@ def _newest_valid(root: Path) -> Path | None:
 
 
 def _check_same_run(config: RunConfig, run_path: Path) -> None:
-    saved = _flatten(yaml.safe_load((run_path / "config.yaml").read_text()) or {})
+    try:  # a key added to teamrl after the run was written takes its default, as the run did
+        saved = _flatten(config_to_dict(load_config(run_path / "config.yaml")))
+    except ConfigError:
+        saved = _flatten(yaml.safe_load((run_path / "config.yaml").read_text()) or {})
     current = _flatten(config_to_dict(config))
     differ = sorted(k for k in set(saved) | set(current)
                     if k not in CHANGEABLE and saved.get(k) != current.get(k))
