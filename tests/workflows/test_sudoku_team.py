@@ -111,12 +111,15 @@ def test_plan_steps_the_real_environment_and_scores_every_term() -> None:
 
 
 @pytest.mark.parametrize("agent", ["tool", "plan"])
-def test_garbage_never_raises_and_is_a_penalised_no_op(agent: str) -> None:
+def test_garbage_never_raises_tool_garbage_is_a_no_op_plan_garbage_forfeits(agent: str) -> None:
     team = workflow()
     for text in GARBAGE:
         state = state_of()
         outcome = team.apply(agent, state, text)
-        assert outcome.local < 0 and outcome.team == 0, text
+        # A plan that says nothing ends the episode with the invalid-move penalty (no safe harbour).
+        expected_team = -state.env.config.invalid_penalty if agent == "plan" else 0.0
+        assert outcome.local < 0 and outcome.team == expected_team, text
+        assert team.is_done(state) == (agent == "plan") and not team.success(state)
         assert state.env.cells == list(state.env.puzzle) and state.env.steps_taken == 0
 
 

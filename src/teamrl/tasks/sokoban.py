@@ -405,6 +405,13 @@ class SokobanEnv:
             self.success or self.hit_invalid or self.steps_taken >= self.config.step_budget
         )
 
+    def forfeit(self) -> StepResult:
+        """End the episode as failed with the invalid-move penalty (for a plan that parses to nothing),
+        so that saying nothing is never cheaper than a move that might be invalid."""
+        self.hit_invalid = True
+        penalty = -self.config.invalid_penalty
+        return StepResult(reward=penalty, done=True, terms={"invalid": penalty}, info={"executed": 0})
+
     def distance(self) -> int:
         """Sum over boxes of the distance to a target, matching boxes to targets greedily."""
         self._require_layout()

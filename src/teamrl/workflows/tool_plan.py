@@ -9,8 +9,9 @@ plan: sees the state, the tool's program, the parsed output and the simulation r
 Rewards (one formula, see `Outcome`): the team term of a candidate is the environment's shaped
 reward of its action on the current state (for the tool: of its proposal, on the copy); the local
 term is +format_bonus for a well-formed response (a program that ran and printed an action; a
-plan whose action was executed without an invalid step) and -format_bonus otherwise. A response
-that parses to nothing is a no-op with the negative local term. A response applied after the
+plan whose action was executed without an invalid step) and -format_bonus otherwise. A tool
+response that parses to nothing is a no-op with the negative local term; a plan that parses to
+nothing forfeits the episode (`env.forfeit()`: the invalid-move penalty). A response applied after the
 episode ended (the driver should not send one) changes nothing and scores zero.
 
 The plan role is told the tool proposal's simulation as one word: goal (solved the task),
@@ -192,7 +193,11 @@ class ToolPlanWorkflow:
             return Outcome(0.0, 0.0, {}, {"episode_over": True})
         action = self.parse_action(text, state.env)
         if action is None:
-            return self._malformed(parsed=False)
+            # Not a free no-op: a plan role that may say nothing learns to (as on Plan-Path and here
+            # on Sudoku, where the planner drifted to garbage while the tool was right).
+            result = state.env.forfeit()
+            return Outcome(result.reward, -self.format_bonus, {**result.terms, "format": -self.format_bonus},
+                           {"parsed": False, "outcome": "invalid"})
         result = state.env.step(action)
         local = -self.format_bonus if "invalid_at" in result.info else self.format_bonus
         return Outcome(result.reward, local, {**result.terms, "format": local},
