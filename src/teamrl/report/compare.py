@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from teamrl.report.page import document, esc, fmt, nav, plot, section, table
+from teamrl.report.page import esc, fmt, plot, table, write_page
 from teamrl.report.plots import Line, Panel, color_for, save_figure
 from teamrl.report.runs import RunData
 
@@ -54,13 +54,9 @@ def write_comparison(runs: list[RunData], out: Path) -> Path:
          plot("compare_roles.png" if roles else None, "per-agent reward",
               "One panel per agent: the mean training reward of that agent's turns, one line per run.")),
     ]
-    body = (f"<h1>Comparison of {len(runs)} runs</h1>\n"
-            f'<p class="sub">Each run is labelled by its run directory name; colours match across plots.</p>\n'
-            + nav((a, h) for a, h, _ in sections)
-            + "".join(section(a, h, html) for a, h, html in sections))
-    page = out / "index.html"
-    page.write_text(document(f"teamrl comparison of {len(runs)} runs", body), encoding="utf-8")
-    return page
+    header = (f"<h1>Comparison of {len(runs)} runs</h1>\n"
+              f'<p class="sub">Each run is labelled by its run directory name; colours match across plots.</p>\n')
+    return write_page(out, f"teamrl comparison of {len(runs)} runs", header, sections)
 
 
 def _table_html(runs: list[RunData], labels: list[str]) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import html
 import math
+from pathlib import Path
 from typing import Any, Iterable
 
 CSS = """
@@ -92,3 +93,11 @@ def details(summary: str, body: str, open_: bool = False) -> str:
 
 def pre(text: str) -> str:
     return f"<pre>{esc(text)}</pre>"
+
+
+def write_page(out: Path, title: str, header: str, sections: list[tuple[str, str, str]]) -> Path:
+    """Write out/index.html: the header, a link bar to every (anchor, heading, html) section, the sections."""
+    body = header + nav((a, h) for a, h, _ in sections) + "".join(section(a, h, html) for a, h, html in sections)
+    page = out / "index.html"
+    page.write_text(document(title, body), encoding="utf-8")
+    return page

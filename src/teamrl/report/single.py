@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from teamrl.report.diagnostics import diagnostics_sections
-from teamrl.report.page import details, document, esc, fmt, nav, plot, pre, section, table
+from teamrl.report.page import details, esc, fmt, plot, pre, table, write_page
 from teamrl.report.plots import Line, Panel, save_figure
 from teamrl.report.runs import RunData
 
@@ -28,13 +28,9 @@ def write_run_report(run: RunData, out: Path) -> Path:
     sections.append(("train-transcripts", "Sample training transcripts", _train_transcripts_html(run)))
     sections.append(("config", "Resolved config", _config_html(run)))
     sections.append(("metrics", "Every logged metric", _metrics_table(run)))
-    body = (f"<h1>Run report: {esc(run.name)}</h1>\n"
-            f'<p class="sub">{esc(_describe(run))}<br>Run directory: <code>{esc(run.path.resolve())}</code></p>\n'
-            + nav((a, h) for a, h, _ in sections)
-            + "".join(section(a, h, html) for a, h, html in sections))
-    page = out / "index.html"
-    page.write_text(document(f"teamrl report: {run.name}", body), encoding="utf-8")
-    return page
+    header = (f"<h1>Run report: {esc(run.name)}</h1>\n"
+              f'<p class="sub">{esc(_describe(run))}<br>Run directory: <code>{esc(run.path.resolve())}</code></p>\n')
+    return write_page(out, f"teamrl report: {run.name}", header, sections)
 
 
 def _describe(run: RunData) -> str:
