@@ -137,6 +137,34 @@ def test_plan_steps_the_real_environment_and_scores_every_term() -> None:
     assert invalid.info["outcome"] == "invalid"
 
 
+def test_tool_reads_the_named_state_and_a_swapped_call_solves_another_room() -> None:
+    team = workflow()
+    state = state_of()
+    team.apply("tool", state, "print(solve(grid,player,boxes))")
+    assert state.simulation == "goal" and state.output == "RR"
+    team.apply("tool", state, "print(solve(grid,boxes[0],[player]))")  # the demos' systematic mistake
+    assert state.simulation != "goal"
+    two = state_of(TWO_BOXES)
+    team.apply("tool", two, "print(player, boxes)")
+    assert two.simulation == "none" and two.output == "(1, 1) [(1, 2), (2, 2)]"
+
+
+def test_follow_executes_the_tool_proposal_and_forfeits_without_one() -> None:
+    team = workflow()
+    state = state_of()
+    team.apply("tool", state, "print(solve(grid,player,boxes))")
+    followed = team.apply("plan", state, " Follow")
+    assert team.success(state) and followed.terms["goal"] > 0 and followed.local > 0
+    state = state_of()
+    team.apply("tool", state, "print(1)")  # no proposal this turn
+    forfeit = team.apply("plan", state, "follow")
+    assert forfeit.info["parsed"] is False and team.is_done(state) and forfeit.terms["invalid"] < 0
+    single = workflow(single_agent=True)
+    alone = state_of()
+    unparsed = single.apply("plan", alone, "follow")  # no tool to follow: not a plan
+    assert unparsed.info == {"parsed": False, "outcome": "invalid"} and single.is_done(alone)
+
+
 def test_progress_can_be_negative() -> None:
     team = workflow()
     state = state_of("######\n#..$x#\n#...@#\n#....#\n#....#\n######")

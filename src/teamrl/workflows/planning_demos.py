@@ -4,9 +4,9 @@ As in `plan_path_demos`, they are imperfect in a *systematic* way, so that a mod
 is weak even under greedy decoding (random noise would average out):
 
 Sokoban
-- tool: calls `solve(grid, player, boxes)` with the right positions only sometimes; otherwise it
-  swaps the player with the first box, which solves a different room.
-- plan: copies a tool proposal that reached the goal only sometimes; otherwise it plans in its
+- tool: calls `solve(grid, player, boxes)` only sometimes; otherwise it swaps the player with the
+  first box and drops the others (`solve(grid, boxes[0], [player])`), which solves a different room.
+- plan: follows a tool proposal that reached the goal only sometimes; otherwise it plans in its
   head: the true shortest solution, or a naive push that walks (rows first, walls and boxes
   ignored) behind the first box and pushes it straight at the nearest free target, vertically
   then horizontally.
@@ -86,19 +86,16 @@ def naive_push(env: sokoban.SokobanEnv) -> str:
 
 
 def sokoban_tool(state: ToolPlanState, rng: random.Random, skill: PlanningSkill) -> str:
-    env: sokoban.SokobanEnv = state.env
-    player, boxes = env.player_cell, list(env.box_cells)
-    if rng.random() >= skill.tool_correct:
-        player, boxes[0] = boxes[0], player
-    cells = ",".join(f"({r},{c})" for r, c in boxes)
-    return f"print(solve(grid,({player[0]},{player[1]}),[{cells}]))"
+    if rng.random() < skill.tool_correct:
+        return "print(solve(grid,player,boxes))"
+    return "print(solve(grid,boxes[0],[player]))"
 
 
 def sokoban_plan(
     state: ToolPlanState, rng: random.Random, skill: PlanningSkill, with_tool: bool
 ) -> str:
     if with_tool and state.simulation == "goal" and rng.random() < skill.plan_trust:
-        return state.output
+        return "follow"
     if rng.random() < skill.plan_solve:
         moves = sokoban.solve(state.env)
         if moves:

@@ -1,14 +1,17 @@
 """Sokoban with the paper's tool + plan roles, and the single-agent baseline.
 
 tool: writes a Python program that prints a move string (e.g. "RRDL"). Its namespace holds
-      `grid` (the rendered room as a list of row strings, legend in `teamrl.tasks.sokoban`) and
-      `solve(grid, player, boxes)`: a breadth-first search returning the shortest move string that
-      pushes every box onto a target, '' when there is none. Only walls and targets are read from
-      `grid`; the player's (row, col) and the boxes' [(row, col), ...] must be passed explicitly,
-      so a tool that calls the helper must still read the state right (a real LLM can write its
-      own search instead, as in the paper). The moves are simulated on a copy of the environment.
+      `grid` (the rendered room as a list of row strings, legend in `teamrl.tasks.sokoban`),
+      `player` (row, col), `boxes` [(row, col), ...] and `solve(grid, player, boxes)`: a
+      breadth-first search returning the shortest move string that pushes every box onto a target,
+      '' when there is none. Only walls and targets are read from `grid`, so the tool must pass the
+      state to the helper in the right order (the tiny model's skill, as `bfs(grid, start, goal)`
+      is on Plan-Path; a character model does not copy coordinates reliably, so the state is named).
+      A real LLM can write its own search instead, as in the paper. The moves are simulated on a
+      copy of the environment.
 plan: sees the room, the positions, the tool's program, its moves and the simulation result, and
-      replies with moves (U/D/L/R, 'RRDL' or 'right, down', ...) that step the real environment.
+      replies with moves (U/D/L/R, 'RRDL' or 'right, down', ...) that step the real environment, or
+      `follow` to execute the tool's moves as they are.
 
 Compact prompt (tiny model), e.g. for the tool::
 
@@ -87,16 +90,16 @@ _RULES = (
 CHAT_INSTRUCTIONS = {
     "tool": (
         "You are the tool agent of a two-agent team. " + _RULES + " Write a short Python program "
-        "in a ```python block that prints the moves as a string of U/D/L/R. The variable `grid` "
-        "(list of row strings) and the helper `solve(grid, player, boxes)` are available: it "
-        "returns the shortest move string for the player at (row, col) and the boxes at "
-        "[(row, col), ...], '' if none."
+        "in a ```python block that prints the moves as a string of U/D/L/R. The variables `grid` "
+        "(list of row strings), `player` ((row, col)) and `boxes` ([(row, col), ...]) and the "
+        "helper `solve(grid, player, boxes)` are available: it returns the shortest move string "
+        "for that player and those boxes, '' if none."
     ),
     "plan": (
         "You are the plan agent of a two-agent team. " + _RULES + " Below the room you see the "
         "tool agent's program (code:), the moves it printed (out:) and what they did when "
         "simulated (sim: goal, invalid, missed, none or error). Reply with the moves only, as a "
-        "string of U/D/L/R."
+        "string of U/D/L/R, or with the single word follow to execute the tool agent's moves."
     ),
     "plan_single": _RULES + " Reply with the moves only, as a string of U/D/L/R.",
 }
@@ -139,7 +142,9 @@ class SokobanWorkflow(ToolPlanWorkflow):
         return f"{env.render()}\nplayer=({r},{c}) boxes={_cells(env.box_cells)}"
 
     def namespace(self, env: SokobanEnv) -> str:
-        return f"grid = {env.render().splitlines()!r}"
+        r, c = env.player_cell
+        return (f"grid = {env.render().splitlines()!r}\nplayer = ({r}, {c})\n"
+                f"boxes = {list(env.box_cells)!r}")
 
     def parse_action(self, text: str, env: SokobanEnv) -> list[str] | None:
         return parse_moves(text)

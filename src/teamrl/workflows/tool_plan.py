@@ -4,7 +4,10 @@ tool: writes a short Python program; it runs in the sandbox with the task's help
       current state in its namespace, its printed output is parsed into an action, and the action
       is simulated on a `copy.deepcopy` of the environment (the real environment is not moved).
 plan: sees the state, the tool's program, the parsed output and the simulation result, and emits
-      the action that steps the real environment. With `single_agent=True` the plan role is alone.
+      the action that steps the real environment, or the single word `follow` to execute the tool's
+      parsed proposal as it is (as on Plan-Path: a tiny model copies long action strings poorly,
+      and a real LLM can copy or answer `follow` alike; whether to trust the tool is the decision
+      that matters). With `single_agent=True` the plan role is alone and `follow` means nothing.
 
 Rewards (one formula, see `Outcome`): the team term of a candidate is the environment's shaped
 reward of its action on the current state (for the tool: of its proposal, on the copy); the local
@@ -59,6 +62,7 @@ class ToolPlanState:
     program: str = ""
     output: str = ""
     simulation: str = ""
+    proposal: Any = None  # the tool's parsed action this turn, executed by a plan of `follow`
     transcript: list[tuple[str, str]] = field(default_factory=list)
 
 
@@ -174,6 +178,7 @@ class ToolPlanWorkflow:
         state.program = program or ""
         state.transcript.append(("tool", state.program))
         action = self.parse_action(output, state.env) if ran else None
+        state.proposal = action
         if action is None:
             state.output = " ".join(output.split())[:64]
             state.simulation = "error" if not ran else "none"
@@ -191,7 +196,8 @@ class ToolPlanWorkflow:
         state.transcript.append(("plan", text))
         if state.env.done:
             return Outcome(0.0, 0.0, {}, {"episode_over": True})
-        action = self.parse_action(text, state.env)
+        follows = not self.single_agent and text.strip().lower().startswith("follow")
+        action = state.proposal if follows else self.parse_action(text, state.env)
         if action is None:
             # Not a free no-op: a plan role that may say nothing learns to (as on Plan-Path and here
             # on Sudoku, where the planner drifted to garbage while the tool was right).
