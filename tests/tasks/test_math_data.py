@@ -107,7 +107,7 @@ def test_generic_jsonl(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("line", "message"),
     [
-        ("{not json", "invalid JSON"),
+        ("{not json", "not valid JSON"),
         ("[1, 2]", "expected a JSON object"),
         (json.dumps({"answer": "4"}), "missing field"),
         (json.dumps({"question": "2+2?"}), "no answer field"),

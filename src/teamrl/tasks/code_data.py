@@ -16,24 +16,20 @@ from __future__ import annotations
 import ast
 import base64
 import builtins
-import gzip
 import io
 import json
 import os
 import pickle
 import warnings
 import zlib
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from teamrl.tasks.datafiles import DATA_DIR_ENV, default_data_dir
+from teamrl.tasks.datafiles import DATA_DIR_ENV, DatasetFormatError, default_data_dir, iter_jsonl
 
-
-
-class DataFormatError(ValueError):
-    """A data file or record does not have the expected format."""
+DataFormatError = DatasetFormatError
+"""The error a malformed code data file raises (one class for every loader; this name is kept)."""
 
 
 @dataclass
@@ -85,22 +81,6 @@ def _resolve(path: str | os.PathLike[str] | None, default_name: str) -> Path:
         hint = "" if path is not None else f" (set {DATA_DIR_ENV} to the directory holding {default_name})"
         raise FileNotFoundError(f"data file not found: {resolved}{hint}")
     return resolved
-
-
-def iter_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    """(line number, record) for each non-empty line of a JSON-lines file (.gz allowed)."""
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DataFormatError(f"{path}:{lineno}: not valid JSON ({exc.msg} at column {exc.colno})") from None
-            if not isinstance(record, dict):
-                raise DataFormatError(f"{path}:{lineno}: expected a JSON object, got {type(record).__name__}")
-            yield lineno, record
 
 
 class _Record:

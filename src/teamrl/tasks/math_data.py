@@ -10,16 +10,15 @@ thousands separators, AIME as a plain integer (``"025"`` -> ``"25"``).
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import random
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from teamrl.tasks.base import HELD_OUT_SEED_OFFSET, split_seed
-from teamrl.tasks.datafiles import default_data_dir
+from teamrl.tasks.datafiles import DatasetFormatError, default_data_dir, iter_jsonl
 from teamrl.tasks.parsing import extract_boxed
 
 __all__ = [
@@ -55,10 +54,6 @@ class MathProblem:
     metadata: Mapping[str, Any] = field(default_factory=dict)
 
 
-class DatasetFormatError(ValueError):
-    """A data file or record does not have the expected shape."""
-
-
 # --------------------------------------------------------------------------- locating files
 
 
@@ -67,21 +62,6 @@ def _data_file(name: str, data_dir: str | os.PathLike[str] | None) -> Path:
     if not path.is_file():
         raise FileNotFoundError(f"dataset file {path} does not exist")
     return path
-
-
-def _read_jsonl(path: Path) -> Iterable[tuple[int, dict[str, Any]]]:
-    """(line number, record) for each non-blank line; bad JSON names the file and line."""
-    with path.open(encoding="utf-8") as f:
-        for lineno, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DatasetFormatError(f"{path}:{lineno}: invalid JSON ({exc.msg})") from exc
-            if not isinstance(record, dict):
-                raise DatasetFormatError(f"{path}:{lineno}: expected a JSON object, got {type(record).__name__}")
-            yield lineno, record
 
 
 def _field(record: Mapping[str, Any], names: tuple[str, ...], where: str, kind: type = str) -> Any:
@@ -166,7 +146,7 @@ RecordParser = Callable[[Mapping[str, Any], int, str, str], MathProblem]
 
 
 def _load_jsonl(path: Path, parse: RecordParser, source: str) -> list[MathProblem]:
-    problems = [parse(rec, i, f"{path}:{lineno}", source) for i, (lineno, rec) in enumerate(_read_jsonl(path))]
+    problems = [parse(rec, i, f"{path}:{lineno}", source) for i, (lineno, rec) in enumerate(iter_jsonl(path))]
     if not problems:
         raise DatasetFormatError(f"{path}: no records")
     return problems
