@@ -1,0 +1,73 @@
+"""Dicts (parsed YAML plus dotted overrides) -> nested dataclasses, with errors that name the key."""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from typing import Any, get_type_hints
+
+from teamrl.config.checks import ConfigError
+
+
+def build_dataclass(cls: type, data: dict[str, Any], where: str) -> Any:
+    """Instantiate dataclass `cls` from a dict, recursing into nested dataclasses."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"{where.rstrip('.') or 'config'} must be a mapping, got {type(data).__name__}")
+    hints = get_type_hints(cls)
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - names)
+    if unknown:
+        raise ConfigError(f"unknown key(s) {', '.join(where + k for k in unknown)}; valid keys under "
+                          f"{where or 'the top level'}: {', '.join(sorted(names))}")
+    kwargs = {}
+    for name, value in data.items():
+        hint = optional_dataclass(hints[name], value)
+        if hint is dict:
+            if not isinstance(value, dict):
+                raise ConfigError(f"{where}{name} must be a mapping, got {type(value).__name__}")
+            default = next(f for f in dataclasses.fields(cls) if f.name == name).default_factory()
+            value = {**default, **value}  # e.g. `task.size=5` keeps the default task name
+        if dataclasses.is_dataclass(hint):
+            kwargs[name] = build_dataclass(hint, value or {}, f"{where}{name}.")
+        else:
+            kwargs[name] = coerce(value, hint, where + name)
+    try:
+        return cls(**kwargs)
+    except (ValueError, TypeError) as err:
+        if isinstance(err, ConfigError):  # a field check of `cls`: name the field's full key
+            raise ConfigError(f"{where}{err}") from err
+        raise ConfigError(f"{where.rstrip('.') or 'config'}: {err}") from err
+
+
+def optional_dataclass(hint: Any, value: Any) -> Any:
+    """`X | None` with X a dataclass: X for a mapping, NoneType for None; other hints unchanged."""
+    args = [a for a in typing.get_args(hint) if a is not type(None)]
+    if len(args) == 1 and type(None) in typing.get_args(hint) and dataclasses.is_dataclass(args[0]):
+        return type(None) if value is None else args[0]
+    return hint
+
+
+def coerce(value: Any, hint: Any, key: str) -> Any:
+    if hint is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if hint is float and isinstance(value, str):
+        try:  # YAML 1.1 reads "1e-3" (no dot) as a string
+            return float(value)
+        except ValueError:
+            pass
+    expected = hint if isinstance(hint, type) else None
+    if expected is not None and not isinstance(value, expected):
+        raise ConfigError(f"{key} = {value!r} must be of type {expected.__name__}")
+    if expected is int and isinstance(value, bool):
+        raise ConfigError(f"{key} = {value!r} must be an integer, not a boolean")
+    return value
+
+
+def set_dotted(data: dict[str, Any], dotted: str, value: Any) -> None:
+    parts = dotted.split(".")
+    node = data
+    for part in parts[:-1]:
+        node = node.setdefault(part, {})
+        if not isinstance(node, dict):
+            raise ConfigError(f"override {dotted}: {part} is not a section")
+    node[parts[-1]] = value

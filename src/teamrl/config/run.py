@@ -1,0 +1,140 @@
+"""The whole run's configuration, and loading it from YAML plus `key.sub=value` overrides."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from teamrl.config.building import build_dataclass, set_dotted
+from teamrl.config.checks import ConfigError, require
+from teamrl.config.sections import (AlgorithmConfig, DiagnosticsConfig, PolicyConfig, RolloutConfig, TrainConfig,
+                                    TrainerConfig, WorkflowConfig, check_diagnostics, check_mitigations)
+
+REGIMES = ("shared", "per_role", "per_agent")
+
+
+@dataclass
+class RunConfig:
+    """A whole run. `teamrl train CONFIG.yaml key.sub=value ...`"""
+
+    seed: int = 0
+    """Seeds torch, Python's random and the data order."""
+    output_dir: str = "runs"
+    """Parent folder of run directories."""
+    run_name: str = ""
+    """Run directory name (default: workflow-regime-seed-time)."""
+    regime: str = "shared"
+    """Preset used when `roles` is empty: shared (one policy 'shared' for every agent), per_role (a
+    policy per role, named after it) or per_agent (a policy per agent, named after it)."""
+    task: dict = field(default_factory=lambda: {"name": "plan_path"})
+    """The task: `name` (plan_path, sokoban, sudoku, ...) plus that task's own settings."""
+    workflow: WorkflowConfig = field(default_factory=WorkflowConfig)
+    policy: PolicyConfig = field(default_factory=PolicyConfig)
+    policies: dict = field(default_factory=dict)
+    """Named policies: name -> fields of `policy` to override (model, lr, lora, ...); the rest is inherited."""
+    roles: dict = field(default_factory=dict)
+    """Role or agent name -> policy name; an agent's own entry wins over its role's. Empty: the `regime` preset."""
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    trainer: TrainerConfig = field(default_factory=TrainerConfig)
+    diagnostics: DiagnosticsConfig = field(default_factory=DiagnosticsConfig)
+
+    def __post_init__(self) -> None:
+        check = require
+        check(self.regime in REGIMES, "regime", self.regime, " or ".join(REGIMES))
+        self._check_policies()
+        try:
+            self.task_settings()
+        except (KeyError, ValueError, TypeError) as err:
+            raise ConfigError(f"task: {str(err).strip(chr(34))}") from err
+        from teamrl.workflows.registry import task_entry
+
+        kinds = ("team", "single", *sorted(task_entry(self.task["name"]).workflows))
+        check(self.workflow.name in kinds, "workflow.name", self.workflow.name,
+              f"one of {', '.join(kinds)} for task {self.task['name']!r}")
+        check(self.workflow.prompt_style in ("compact", "chat"), "workflow.prompt_style",
+              self.workflow.prompt_style, "compact or chat")
+        check(self.workflow.max_turns >= 1, "workflow.max_turns", self.workflow.max_turns, ">= 1")
+        check(self.algorithm.grouping in ("tree", "trajectory"), "algorithm.grouping",
+              self.algorithm.grouping, "tree or trajectory")
+        check(self.algorithm.trajectory_credit in ("team", "per_agent"), "algorithm.trajectory_credit",
+              self.algorithm.trajectory_credit, "team or per_agent")
+        check(self.algorithm.k >= 2, "algorithm.k", self.algorithm.k, ">= 2 (a group needs two samples)")
+        check(self.algorithm.commit in ("greedy", "sample"), "algorithm.commit", self.algorithm.commit,
+              "greedy or sample")
+        check(self.algorithm.aggregation in ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum"),
+              "algorithm.aggregation", self.algorithm.aggregation,
+              "token-mean, seq-mean-token-mean or seq-mean-token-sum")
+        check(0 <= self.algorithm.clip_low < 1 and self.algorithm.clip_high >= 0, "algorithm.clip_low",
+              self.algorithm.clip_low, "0 <= clip_low < 1 and clip_high >= 0")
+        check(self.algorithm.minibatch_size >= 1 and self.algorithm.ppo_epochs >= 1,
+              "algorithm.minibatch_size", self.algorithm.minibatch_size, ">= 1 (and ppo_epochs >= 1)")
+        check(self.train.steps >= 0 and self.train.batch_size >= 1, "train.batch_size",
+              self.train.batch_size, ">= 1 (and steps >= 0)")
+        check(self.train.schedule in ("constant", "cosine"), "train.schedule", self.train.schedule,
+              "constant or cosine")
+        check(self.rollout.temperature > 0, "rollout.temperature", self.rollout.temperature,
+              "> 0 for training samples (use eval_temperature: 0 for greedy evaluation)")
+        check(self.rollout.eval_temperature >= 0, "rollout.eval_temperature",
+              self.rollout.eval_temperature, ">= 0")
+        check_mitigations(self.algorithm)
+        check_diagnostics(self.diagnostics)
+
+
+    def _check_policies(self) -> None:
+        """Named policies build into valid PolicyConfigs; `roles` maps names to names."""
+        for name, entry in self.policies.items():
+            if not isinstance(name, str) or not name.isidentifier():
+                raise ConfigError(f"policies: policy name {name!r} must be an identifier (letters, digits, _)")
+            if entry is not None and not isinstance(entry, dict):
+                raise ConfigError(f"policies.{name} must be a mapping of policy fields, got {entry!r}")
+            self.policy_config(name)
+        for key, value in self.roles.items():
+            if not isinstance(value, str) or not value.isidentifier():
+                raise ConfigError(f"roles.{key} = {value!r} must be a policy name (an identifier)")
+            if self.policies and value not in self.policies:
+                raise ConfigError(f"roles.{key} = {value!r} is not defined under `policies` "
+                                  f"(defined: {', '.join(sorted(self.policies))}); add policies.{value} "
+                                  "or map to a defined policy")
+
+    def policy_config(self, name: str) -> PolicyConfig:
+        """The settings of policy `name`: `policy` overridden by `policies[name]` (when present)."""
+        base = dataclasses.asdict(self.policy)
+        entry = dict(self.policies.get(name) or {})
+        if isinstance(entry.get("lora"), dict) and isinstance(base.get("lora"), dict):
+            entry["lora"] = {**base["lora"], **entry["lora"]}  # a policy may change only the rank
+        return build_dataclass(PolicyConfig, {**base, **entry}, f"policies.{name}." if name in self.policies else "policy.")
+
+    def task_settings(self) -> Any:
+        """The task section as the task's typed, validated settings object."""
+        from teamrl.workflows.registry import task_settings
+
+        return task_settings(self.task)
+
+
+def load_config(path: str | Path | None, overrides: list[str] = ()) -> RunConfig:
+    """Read a YAML file (or start from defaults) and apply `key.sub=value` overrides."""
+    data: dict[str, Any] = {}
+    if path is not None:
+        path = Path(path)
+        if not path.is_file():
+            raise ConfigError(f"config file {path} does not exist")
+        try:
+            data = yaml.safe_load(path.read_text()) or {}
+        except yaml.YAMLError as err:
+            raise ConfigError(f"{path} is not valid YAML: {err}") from err
+    for item in overrides:
+        if "=" not in item:
+            raise ConfigError(f"override {item!r} must look like key.sub=value")
+        key, raw = item.split("=", 1)
+        set_dotted(data, key.strip(), yaml.safe_load(raw) if raw else "")
+    return build_dataclass(RunConfig, data, "")
+
+
+def config_to_dict(config: RunConfig) -> dict[str, Any]:
+    return dataclasses.asdict(config)

@@ -1,0 +1,263 @@
+"""The sections of a run configuration: one dataclass each, every field with its help text beside it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from teamrl.config.checks import ConfigError, require
+
+
+@dataclass
+class LoraConfig:
+    """LoRA adapter settings of a policy (PEFT). Policies with `lora` on one base share that base in memory."""
+
+    r: int = 8
+    """Adapter rank."""
+    alpha: float = 16.0
+    """Scale numerator: the adapter's update is scaled by alpha / r."""
+    dropout: float = 0.0
+    """Dropout on the adapter's input during updates (0 keeps sampler and trainer distributions equal)."""
+    target_modules: list = field(default_factory=lambda: ["q_proj", "v_proj"])
+    """Names (last component) of the base model's linear layers that get an adapter."""
+
+    def __post_init__(self) -> None:
+        require(self.r >= 1, "r", self.r, "an integer >= 1")
+        require(self.alpha > 0, "alpha", self.alpha, "> 0")
+        require(0 <= self.dropout < 1, "dropout", self.dropout, "0 <= dropout < 1")
+        require(bool(self.target_modules) and all(isinstance(m, str) and m for m in self.target_modules),
+                 "target_modules", self.target_modules,
+                 "a non-empty list of module names, e.g. [q_proj, v_proj]")
+
+
+@dataclass
+class PolicyConfig:
+    """Where a policy's weights come from and how it is optimised."""
+
+    model: str = "tiny-default"
+    """A local folder written by save_pretrained, a hub name, or 'tiny-default' (built and warmed up by teamrl)."""
+    tokenizer: str = ""
+    """Tokenizer folder or hub name; empty: the model's own."""
+    dtype: str = "float32"
+    """float32, bfloat16 or float16."""
+    device: str = "cpu"
+    """Torch device, e.g. cpu or cuda:0."""
+    chat_template: str = "auto"
+    """auto (use the tokenizer's template if any), on, or off."""
+    lr: float = 2e-4
+    """Peak learning rate of this policy's AdamW."""
+    weight_decay: float = 0.01
+    """AdamW weight decay."""
+    lora: LoraConfig | None = None
+    """LoRA settings (train an adapter on a frozen base); absent: train the full model."""
+
+    def __post_init__(self) -> None:
+        require(self.lr > 0, "lr", self.lr, "> 0")
+        require(self.weight_decay >= 0, "weight_decay", self.weight_decay, ">= 0")
+        require(self.dtype in ("float32", "bfloat16", "float16"), "dtype", self.dtype,
+                 "float32, bfloat16 or float16")
+        require(self.chat_template in ("auto", "on", "off"), "chat_template", self.chat_template,
+                 "auto, on or off")
+
+
+@dataclass
+class WorkflowConfig:
+    """Which team plays the task."""
+
+    name: str = "team"
+    """team (the task's own multi-agent workflow, e.g. tool + plan), single (its single-agent baseline),
+    or a further kind the task defines (e.g. voting)."""
+    max_turns: int = 3
+    """Turns before the episode is cut."""
+    prompt_style: str = "compact"
+    """compact (short prompts for the tiny model) or chat (instructions for real LLMs)."""
+    format_bonus: float = 0.1
+    """Size of each role's local format/validity term (+ when well formed, - otherwise)."""
+
+
+@dataclass
+class RolloutConfig:
+    """Sampling during training and evaluation."""
+
+    temperature: float = 1.0
+    """Training sampling temperature (the trained distribution is softmax(logits / temperature))."""
+    top_p: float = 1.0
+    """Nucleus mass for training samples; < 1 makes the sampler differ from the trained policy."""
+    top_k: int = 0
+    """Top-k for training samples (0 = off)."""
+    max_new_tokens: int = 40
+    """Response length cap."""
+    eval_temperature: float = 0.0
+    """Held-out evaluation temperature (0 = greedy)."""
+
+
+@dataclass
+class AlgorithmConfig:
+    """AT-GRPO and its baselines."""
+
+    grouping: str = "tree"
+    """tree: AT-GRPO groups by (instance, turn, agent); trajectory: one group per instance over K full episodes."""
+    k: int = 8
+    """Candidates per agent per turn (tree) or episodes per instance (trajectory)."""
+    team_weight: float = 1.0
+    """r = team_weight * r_team + local_weight * r_local."""
+    local_weight: float = 1.0
+    """See team_weight."""
+    scale_by_std: bool = True
+    """Divide centred rewards by the group std (False: Dr. GRPO)."""
+    adv_eps: float = 1e-6
+    """Added to the group std."""
+    agentwise_norm: bool = False
+    """Standardise each agent's rewards by its own mean/std before grouping."""
+    drop_zero_signal: bool = True
+    """Leave out of the update the groups whose rewards are all equal (their advantage is 0)."""
+    commit: str = "greedy"
+    """Which candidate continues the episode: greedy (argmax reward, seeded ties) or sample."""
+    clip_low: float = 0.2
+    """PPO ratio clip below 1."""
+    clip_high: float = 0.2
+    """PPO ratio clip above 1."""
+    aggregation: str = "token-mean"
+    """token-mean, seq-mean-token-mean or seq-mean-token-sum."""
+    kl_coef: float = 0.0
+    """Weight of the k3 KL to the frozen initial policy (0 = no reference model)."""
+    entropy_coef: float = 0.0
+    """Weight of the entropy bonus."""
+    ppo_epochs: int = 1
+    """Passes over each step's samples."""
+    minibatch_size: int = 256
+    """Samples per optimizer step (several minibatches make the PPO clip act)."""
+    kl_coef_by_role: dict = field(default_factory=dict)
+    """Per-role KL anchor {role: coef}; listed roles use their coef instead of kl_coef (needs a reference)."""
+    coherence_damping: float = 0.0
+    """lambda: scale each role's gradient by 1 - lambda * clamp(cos(g, EMA(g)), 0, 1) (0 = off; <= 0.3)."""
+    coherence_tau: float = 0.9
+    """EMA decay of each role's gradient, ema <- tau * ema + (1 - tau) * g (damping and the coherence metric)."""
+    role_balanced: bool = False
+    """Each role contributes equally to a minibatch's loss (instead of in proportion to its tokens/samples)."""
+    trajectory_credit: str = "team"
+    """grouping trajectory only. team: every agent's return is the episode's summed reward (one shared
+    outcome); per_agent: each agent's own committed rewards plus the episode's success (0/1), grouped
+    per (instance, agent) (the per-agent-rewards mitigation against echo chambers)."""
+
+
+@dataclass
+class TrainConfig:
+    """The loop."""
+
+    steps: int = 150
+    """Training steps (one rollout batch and one update per step)."""
+    batch_size: int = 16
+    """Task instances per step."""
+    warmup_steps: int = 5
+    """Linear learning-rate warm-up."""
+    schedule: str = "constant"
+    """constant or cosine (after warm-up)."""
+    grad_clip: float = 1.0
+    """Max global grad norm per policy (0 = off)."""
+    eval_every: int = 25
+    """Held-out evaluation period in steps (0 = only at start and end)."""
+    eval_instances: int = 200
+    """Held-out instances per evaluation."""
+    checkpoint_every: int = 0
+    """Resumable checkpoint period in steps (0 = only the final and best weights; nothing to resume from)."""
+    keep_last: int = 3
+    """Step checkpoints kept (older ones are deleted; 0 keeps all). best and final are always kept."""
+    resume: str = ""
+    """'' (new run), auto (continue output_dir/run_name if it exists), or a run directory / checkpoint folder."""
+    time_budget_s: float = 0.0
+    """Stop training after this many seconds (0 = no limit); the final eval still runs."""
+
+    def __post_init__(self) -> None:
+        require(self.keep_last >= 0, "train.keep_last", self.keep_last, ">= 0 (0 keeps every checkpoint)")
+        require(self.checkpoint_every >= 0, "train.checkpoint_every", self.checkpoint_every, ">= 0")
+
+
+@dataclass
+class DiagnosticsConfig:
+    """Role-aware diagnostics and the alerts they raise (see teamrl.diagnostics)."""
+
+    level: str = "cheap"
+    """none, cheap (per-role stats and exact per-role gradient norms) or full (+ gradient cosines,
+    coherence and output diversity)."""
+    sketch_dim: int = 4096
+    """Size of the random projection of gradients used for cosines when the model is too big for exact vectors."""
+    exact_max_params: int = 4_000_000
+    """Keep exact gradient vectors (no projection) for policies with at most this many trainable parameters."""
+    alerts: bool = True
+    """Raise dominant-role, echo-chamber and collapse alerts (printed and written to alerts.jsonl)."""
+    baseline_steps: int = 3
+    """Steps averaged into each metric's step-0 baseline (drift is measured against it)."""
+    window: int = 5
+    """Trailing steps averaged before an alert condition is checked."""
+    dominant_share: float = 0.6
+    """Dominant role: a role's share of its shared policy's gradient norm at or above this..."""
+    drift_toward: float = 0.3
+    """...while another role's response length moved this fraction of the way toward the dominant role's..."""
+    min_length_gap: float = 2.0
+    """(lengths closer than this many tokens at baseline are not compared)..."""
+    format_drop: float = 0.2
+    """...or that role's format adherence fell by at least this much."""
+    echo_cosine: float = 0.8
+    """Echo chamber: gradient cosine between duplicated agents of a role at or above this..."""
+    diversity_drop: float = 0.5
+    """...while their output diversity fell by this fraction of its baseline..."""
+    diversity_floor: float = 0.05
+    """...or below this absolute level."""
+    collapse_drop: float = 0.2
+    """Collapse: the held-out success fell this much (absolute) below its peak."""
+    train_transcripts: int = 4
+    """Training episodes (with each turn's reward and advantage) saved at every evaluation step."""
+
+
+@dataclass
+class TrainerConfig:
+    """Where the per-policy updates run: in this process, or on Ray actors (see README, Scaling out)."""
+
+    backend: str = "local"
+    """local (every policy's update here, one after another) or ray (an actor group per policy, in parallel)."""
+    ray_address: str = ""
+    """Ray cluster to join, e.g. 10.0.0.1:6379; empty: the RAY_ADDRESS variable, else a local Ray."""
+    num_cpus_per_policy: float = 1.0
+    """CPUs Ray reserves for each policy's actor group (fractions allowed)."""
+    num_gpus_per_policy: float = 0.0
+    """GPUs Ray reserves for each policy's actor group (fractions let policies share a GPU)."""
+    data_parallel: int = 1
+    """Workers per policy, each scoring a share of every minibatch (torch.distributed); > 1 needs ray."""
+    rollout_workers: int = 0
+    """Ray actors that play the training episodes (environment and verifiers included), a contiguous
+    share of every step's instances each; 0: rollouts in the driver. > 0 needs ray."""
+    num_cpus_per_rollout_worker: float = 1.0
+    """CPUs Ray reserves for each rollout worker (fractions allowed)."""
+
+    def __post_init__(self) -> None:
+        require(self.backend in ("local", "ray"), "backend", self.backend, "local or ray")
+        require(self.num_cpus_per_policy >= 0 and self.num_gpus_per_policy >= 0, "num_cpus_per_policy",
+                 self.num_cpus_per_policy, ">= 0 (and num_gpus_per_policy >= 0)")
+        require(self.data_parallel >= 1, "data_parallel", self.data_parallel, "an integer >= 1")
+        require(self.rollout_workers >= 0, "rollout_workers", self.rollout_workers, "an integer >= 0")
+        require(self.num_cpus_per_rollout_worker >= 0, "num_cpus_per_rollout_worker",
+                 self.num_cpus_per_rollout_worker, ">= 0")
+        if self.rollout_workers and self.backend != "ray":
+            raise ConfigError("trainer.rollout_workers > 0 needs trainer.backend: ray (the rollout workers are "
+                              "Ray actors); set trainer.backend=ray or trainer.rollout_workers=0")
+
+
+def check_mitigations(algo: AlgorithmConfig) -> None:
+    for role, coef in algo.kl_coef_by_role.items():
+        require(isinstance(coef, (int, float)) and not isinstance(coef, bool) and coef >= 0,
+                 f"algorithm.kl_coef_by_role.{role}", coef, "a number >= 0")
+    require(0 <= algo.coherence_damping <= 1, "algorithm.coherence_damping", algo.coherence_damping,
+             "0 <= lambda <= 1 (0 = off; at 1 a fully coherent role's update freezes)")
+    require(0 <= algo.coherence_tau < 1, "algorithm.coherence_tau", algo.coherence_tau, "0 <= tau < 1")
+
+
+def check_diagnostics(diag: DiagnosticsConfig) -> None:
+    require(diag.level in ("none", "cheap", "full"), "diagnostics.level", diag.level, "none, cheap or full")
+    require(diag.sketch_dim >= 16, "diagnostics.sketch_dim", diag.sketch_dim, ">= 16")
+    require(diag.baseline_steps >= 1 and diag.window >= 1, "diagnostics.window", diag.window,
+             ">= 1 (and baseline_steps >= 1)")
+    for name in ("dominant_share", "drift_toward", "format_drop", "echo_cosine", "diversity_drop",
+                 "diversity_floor", "collapse_drop"):
+        value = getattr(diag, name)
+        require(0 <= value <= 1, f"diagnostics.{name}", value, "a fraction between 0 and 1")
+    require(diag.train_transcripts >= 0, "diagnostics.train_transcripts", diag.train_transcripts, ">= 0")
