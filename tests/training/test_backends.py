@@ -11,6 +11,7 @@ import torch
 from update_fixtures import lora_optimizers, policy_optimizer, synthetic_samples
 
 from teamrl.config import AlgorithmConfig, ConfigError, TrainerConfig, load_config
+from teamrl.diagnostics.session import TrackerFactory
 from teamrl.training.backends import UpdateSettings, make_backend, update_seeds
 from teamrl.training.backends.ray_backend import network_groups
 
@@ -206,3 +207,32 @@ def test_rollout_workers_shard_deterministically_and_receive_weights(warm_model,
         assert [row[3] for row in again] != [row[3] for row in first]
     finally:
         pool.close()
+
+
+def _tracker_states(trainer, states=None):
+    """Tracker states after one update with full per-role tracking (loaded from `states` first, if given)."""
+    factory = TrackerFactory(full=True, damping=0.0, tau=0.9, sketch_dim=64, exact_max_params=10**7, seed=0)
+    settings = dataclasses.replace(_settings(), tracker_factory=factory)
+    backend = make_backend(trainer, _optimizers(), settings)
+    try:
+        if states is not None:
+            backend.load_tracker_states(states)
+        backend.update(_batches(), random.Random(5))
+        return backend.tracker_states()
+    finally:
+        backend.close()
+
+
+def test_ray_tracker_states_match_local_and_restore(local_ray):
+    local, remote = _tracker_states(TrainerConfig()), _tracker_states(TrainerConfig(backend="ray"))
+    assert set(local) == set(remote) == set(NAMES)
+    for name in NAMES:
+        assert set(local[name]["ema"]) == {name} and float(local[name]["ema"][name].norm()) > 0
+        torch.testing.assert_close(remote[name]["ema"][name], local[name]["ema"][name], atol=1e-5, rtol=1e-4)
+    # A restored EMA is what the next step folds into: tau * restored + (1 - tau) * this step's sketch.
+    fresh = _tracker_states(TrainerConfig())
+    for trainer in (TrainerConfig(), TrainerConfig(backend="ray")):
+        resumed = _tracker_states(trainer, states=local)
+        for name in NAMES:
+            expected = 0.9 * local[name]["ema"][name] + 0.1 * fresh[name]["ema"][name]
+            torch.testing.assert_close(resumed[name]["ema"][name], expected, atol=1e-5, rtol=1e-4)

@@ -150,3 +150,29 @@ def test_lora_run_stopped_after_a_checkpoint_resumes_exactly(tmp_path, model_dir
                if p.is_dir())
     train(load_config(config_file, ["run_name=stopped", "train.resume=auto", *lora]), progress=False)
     _assert_same_run(stopped, reference)
+
+
+def test_resume_keeps_the_role_gradient_ema_of_full_diagnostics_and_damping(tmp_path, model_dir, one_thread,
+                                                                            monkeypatch):
+    """The coherence metric and the damping read an EMA of past steps' role gradients: a resumed run that
+    started it afresh would log no coherence at its first step and damp differently."""
+    config_file = _config_file(tmp_path, model_dir)
+    ema = ["diagnostics.level=full", "algorithm.coherence_damping=0.5", "diagnostics.sketch_dim=64"]
+    reference = train(load_config(config_file, ["run_name=reference", *ema]), progress=False)
+    real_save = loop_module.save_training_state
+
+    def save_then_stop(run, state, *args, **kwargs):
+        path = real_save(run, state, *args, **kwargs)
+        if state.step == 3:
+            raise Stop
+        return path
+
+    monkeypatch.setattr(loop_module, "save_training_state", save_then_stop)
+    with pytest.raises(Stop):
+        train(load_config(config_file, ["run_name=stopped", *ema]), progress=False)
+    monkeypatch.setattr(loop_module, "save_training_state", real_save)
+    stopped = tmp_path / "runs" / "stopped"
+    train(load_config(config_file, ["run_name=stopped", "train.resume=auto", *ema]), progress=False)
+    step4 = next(row for row in _rows(stopped) if row["step"] == 4 and "train/success" in row)
+    assert any(key.endswith("/coherence") for key in step4) and any(key.endswith("/damping_scale") for key in step4)
+    _assert_same_run(stopped, reference)

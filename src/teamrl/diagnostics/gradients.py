@@ -56,6 +56,14 @@ class RoleGradients:
         self._prev: torch.Tensor | None = None  # cumulative sketch of the current role so far
         self._roles: dict[str, _RoleStep] = {}
 
+    def state_dict(self) -> dict[str, dict[str, torch.Tensor]]:
+        """What carries over between steps (each role's gradient EMA), for exact resume."""
+        return {"ema": {role: ema.detach().cpu().clone() for role, ema in self.ema.items()}}
+
+    def load_state_dict(self, state: dict[str, dict[str, torch.Tensor]]) -> None:
+        device = self.params[0].device if self.params else torch.device("cpu")
+        self.ema = {role: ema.to(device) for role, ema in state["ema"].items()}
+
     @property
     def needs_sketch(self) -> bool:
         return self.full or self.damping > 0

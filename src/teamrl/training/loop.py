@@ -9,6 +9,7 @@ import time
 from functools import partial
 from pathlib import Path
 from statistics import mean
+from typing import Any
 
 import torch
 from tqdm import tqdm
@@ -25,7 +26,8 @@ from teamrl.training.backends.rollout_workers import RolloutPool
 from teamrl.training.build import build_policies, build_workflow
 from teamrl.training.credit import assign_advantages, trainable
 from teamrl.training.evaluate import evaluate
-from teamrl.training.resume import LoopState, find_resume_point, restore_training_state, save_training_state
+from teamrl.training.resume import (LoopState, TrackerStates, find_resume_point, restore_training_state,
+                                   save_training_state)
 from teamrl.training.run_dir import RunDirectory
 from teamrl.training.update import make_optimizer
 from teamrl.workflows.base import Workflow
@@ -83,10 +85,16 @@ def train(config: RunConfig, model_path: str | None = None, progress: bool = Tru
     run = RunDirectory(config, resume)
     generator = torch.Generator().manual_seed(config.seed)
     rng = random.Random(config.seed)
-    state = restore_training_state(resume, policies, optimizers, generator, rng, {"diagnostics": diagnostics})
+    trackers = diagnostics.tracker_factory()
+    components: dict[str, Any] = {"diagnostics": diagnostics}
+    if trackers is not None:
+        components["trackers"] = TrackerStates()
+    state = restore_training_state(resume, policies, optimizers, generator, rng, components)
     tcfg, algo = config.train, config.algorithm
     backend = make_backend(config.trainer, optimizers, UpdateSettings(algo, config.rollout.temperature, tcfg.grad_clip,
-                                                                     diagnostics.tracker_factory()))
+                                                                     trackers))
+    if trackers is not None:
+        components["trackers"].attach(backend)
     # After make_backend (it connects to Ray) and the restore (the workers copy the current weights).
     pool = RolloutPool(config, policies, mapping) if config.trainer.rollout_workers else None
 
@@ -145,8 +153,7 @@ def train(config: RunConfig, model_path: str | None = None, progress: bool = Tru
         if tcfg.checkpoint_every and step % tcfg.checkpoint_every == 0:
             state = LoopState(step, history["initial"], best, best_step, time.time() - started)
             backend.pull_optimizer_state()  # the Ray backend's optimizers live in its actors
-            save_training_state(run, state, policies, optimizers, generator, rng, tcfg.keep_last,
-                                {"diagnostics": diagnostics})
+            save_training_state(run, state, policies, optimizers, generator, rng, tcfg.keep_last, components)
         if tcfg.time_budget_s and time.time() - started > tcfg.time_budget_s:
             break
     train_seconds = time.time() - started

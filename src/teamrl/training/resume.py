@@ -66,6 +66,29 @@ class ResumePoint:
         return self.loop.log_bytes if self.loop else {}
 
 
+class TrackerStates:
+    """The update backend's per-role gradient trackers (their EMAs) as a checkpoint component.
+
+    The checkpoint is read before the backend exists (its workers copy the restored weights), so a
+    restored state waits here until `attach` hands it to the backend.
+    """
+
+    def __init__(self) -> None:
+        self.backend: Any = None
+        self.restored: dict[str, Any] | None = None
+
+    def attach(self, backend: Any) -> None:
+        self.backend = backend
+        if self.restored is not None:
+            backend.load_tracker_states(self.restored)
+
+    def state_dict(self) -> dict[str, Any]:
+        return self.backend.tracker_states()
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.restored = state
+
+
 def save_training_state(run: "RunDirectory", loop: LoopState, policies: dict[str, Policy],
                         optimizers: dict[str, Any], generator: torch.Generator, rng: random.Random,
                         keep_last: int, components: dict[str, Any] | None = None) -> Path:

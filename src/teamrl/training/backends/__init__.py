@@ -47,6 +47,12 @@ class UpdateBackend(Protocol):
     def pull_optimizer_state(self) -> None:
         """Bring optimizer and scheduler states into the driver's PolicyOptimizers (before a checkpoint)."""
 
+    def tracker_states(self) -> dict[str, Any]:
+        """Each policy's per-role gradient tracker state (policies without a tracker are left out)."""
+
+    def load_tracker_states(self, states: dict[str, Any]) -> None:
+        """Restore what `tracker_states` returned (on resume)."""
+
     def close(self) -> None: ...
 
 

@@ -25,5 +25,13 @@ class LocalBackend:
     def pull_optimizer_state(self) -> None:
         """Nothing to do: the optimizers live in this process."""
 
+    def tracker_states(self) -> dict[str, dict]:
+        return {name: t.state_dict() for name, t in self.trackers.items() if t is not None}
+
+    def load_tracker_states(self, states: dict[str, dict]) -> None:
+        for name, state in states.items():
+            if self.trackers.get(name) is not None:
+                self.trackers[name].load_state_dict(state)
+
     def close(self) -> None:
         """Nothing to release."""

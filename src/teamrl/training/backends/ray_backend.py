@@ -124,6 +124,21 @@ class RayBackend:
                 self.optimizers[name].optimizer.load_state_dict(optimizer)
                 self.optimizers[name].scheduler.load_state_dict(scheduler)
 
+    def tracker_states(self) -> dict[str, dict]:
+        """The per-role gradient trackers' states, from each group's first actor."""
+        import ray
+
+        states: dict[str, dict] = {}
+        for states_of_group in ray.get([workers[0].tracker_states.remote() for _, workers in self.groups]):
+            states.update(states_of_group)
+        return states
+
+    def load_tracker_states(self, states: dict[str, dict]) -> None:
+        import ray
+
+        ray.get([w.load_tracker_states.remote({n: states[n] for n in names if n in states})
+                 for names, workers in self.groups for w in workers])
+
     def close(self) -> None:
         """Stop the actors, and Ray itself when this backend started it."""
         import ray

@@ -91,6 +91,15 @@ class PolicyWorker:
             out[name] = (result, trained_weights(self.states[name]) if self.rank == 0 else None)
         return out
 
+    def tracker_states(self) -> dict[str, dict]:
+        """Each policy's per-role gradient tracker state (none under data parallelism)."""
+        return {name: t.state_dict() for name, t in self.trackers.items() if t is not None}
+
+    def load_tracker_states(self, states: dict[str, dict]) -> None:
+        for name, state in states.items():
+            if self.trackers.get(name) is not None:
+                self.trackers[name].load_state_dict(state)
+
     def optimizer_states(self) -> dict[str, tuple[dict, dict]]:
         """Each policy's optimizer and scheduler state_dicts (tensors on CPU)."""
         return {name: (_to_cpu(state.optimizer.state_dict()), state.scheduler.state_dict())
