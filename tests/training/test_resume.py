@@ -128,27 +128,33 @@ class Stop(Exception):
     """Stands for the process dying right after a checkpoint."""
 
 
-def test_lora_run_stopped_after_a_checkpoint_resumes_exactly(tmp_path, model_dir, one_thread, monkeypatch):
-    """Per-role LoRA (two adapters, two optimizers on one shared base), stopped in-process."""
-    config_file = _config_file(tmp_path, model_dir)
-    lora = ["policy.lora={r: 4, alpha: 8}"]
-    reference = train(load_config(config_file, ["run_name=reference", *lora]), progress=False)
+def _stopped_and_resumed(tmp_path, config_file, monkeypatch, overrides, stop_at=3) -> Path:
+    """Run `stopped` until its step-`stop_at` checkpoint is written (then it "dies"), resume it; its folder."""
     real_save = loop_module.save_training_state
 
     def save_then_stop(run, state, *args, **kwargs):
         path = real_save(run, state, *args, **kwargs)
-        if state.step == 3:
+        if state.step == stop_at:
             raise Stop
         return path
 
     monkeypatch.setattr(loop_module, "save_training_state", save_then_stop)
     with pytest.raises(Stop):
-        train(load_config(config_file, ["run_name=stopped", *lora]), progress=False)
+        train(load_config(config_file, ["run_name=stopped", *overrides]), progress=False)
     monkeypatch.setattr(loop_module, "save_training_state", real_save)
     stopped = tmp_path / "runs" / "stopped"
-    assert all((p / "adapter_config.json").exists() for p in (stopped / "checkpoints" / "step00003").iterdir()
+    train(load_config(config_file, ["run_name=stopped", "train.resume=auto", *overrides]), progress=False)
+    return stopped
+
+
+def test_lora_run_stopped_after_a_checkpoint_resumes_exactly(tmp_path, model_dir, one_thread, monkeypatch):
+    """Per-role LoRA (two adapters, two optimizers on one shared base), stopped in-process."""
+    config_file = _config_file(tmp_path, model_dir)
+    lora = ["policy.lora={r: 4, alpha: 8}"]
+    reference = train(load_config(config_file, ["run_name=reference", *lora]), progress=False)
+    stopped = _stopped_and_resumed(tmp_path, config_file, monkeypatch, lora)
+    assert all((p / "adapter_config.json").exists() for p in (stopped / "checkpoints" / "step00005").iterdir()
                if p.is_dir())
-    train(load_config(config_file, ["run_name=stopped", "train.resume=auto", *lora]), progress=False)
     _assert_same_run(stopped, reference)
 
 
@@ -159,20 +165,7 @@ def test_resume_keeps_the_role_gradient_ema_of_full_diagnostics_and_damping(tmp_
     config_file = _config_file(tmp_path, model_dir)
     ema = ["diagnostics.level=full", "algorithm.coherence_damping=0.5", "diagnostics.sketch_dim=64"]
     reference = train(load_config(config_file, ["run_name=reference", *ema]), progress=False)
-    real_save = loop_module.save_training_state
-
-    def save_then_stop(run, state, *args, **kwargs):
-        path = real_save(run, state, *args, **kwargs)
-        if state.step == 3:
-            raise Stop
-        return path
-
-    monkeypatch.setattr(loop_module, "save_training_state", save_then_stop)
-    with pytest.raises(Stop):
-        train(load_config(config_file, ["run_name=stopped", *ema]), progress=False)
-    monkeypatch.setattr(loop_module, "save_training_state", real_save)
-    stopped = tmp_path / "runs" / "stopped"
-    train(load_config(config_file, ["run_name=stopped", "train.resume=auto", *ema]), progress=False)
+    stopped = _stopped_and_resumed(tmp_path, config_file, monkeypatch, ema)
     step4 = next(row for row in _rows(stopped) if row["step"] == 4 and "train/success" in row)
     assert any(key.endswith("/coherence") for key in step4) and any(key.endswith("/damping_scale") for key in step4)
     _assert_same_run(stopped, reference)

@@ -56,6 +56,18 @@ class UpdateBackend(Protocol):
     def close(self) -> None: ...
 
 
+def tracker_states(trackers: dict[str, Any]) -> dict[str, Any]:
+    """The states of the policies' trackers (policies without one are left out)."""
+    return {name: t.state_dict() for name, t in trackers.items() if t is not None}
+
+
+def load_tracker_states(trackers: dict[str, Any], states: dict[str, Any]) -> None:
+    """Load `tracker_states` output into the trackers that exist here."""
+    for name, state in states.items():
+        if trackers.get(name) is not None:
+            trackers[name].load_state_dict(state)
+
+
 def update_seeds(names: list[str], rng: random.Random) -> dict[str, int]:
     """One minibatch-shuffling seed per policy, drawn in a fixed order whatever runs the updates."""
     return {name: rng.getrandbits(63) for name in names}

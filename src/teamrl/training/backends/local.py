@@ -5,7 +5,8 @@ from __future__ import annotations
 import random
 
 from teamrl.rollout.tree import Sample
-from teamrl.training.backends import PolicyUpdate, UpdateSettings, run_update, update_seeds
+from teamrl.training.backends import (PolicyUpdate, UpdateSettings, load_tracker_states, run_update, tracker_states,
+                                     update_seeds)
 from teamrl.training.update import PolicyOptimizer
 
 
@@ -26,12 +27,10 @@ class LocalBackend:
         """Nothing to do: the optimizers live in this process."""
 
     def tracker_states(self) -> dict[str, dict]:
-        return {name: t.state_dict() for name, t in self.trackers.items() if t is not None}
+        return tracker_states(self.trackers)
 
     def load_tracker_states(self, states: dict[str, dict]) -> None:
-        for name, state in states.items():
-            if self.trackers.get(name) is not None:
-                self.trackers[name].load_state_dict(state)
+        load_tracker_states(self.trackers, states)
 
     def close(self) -> None:
         """Nothing to release."""

@@ -13,7 +13,7 @@ from typing import Any
 import torch
 
 from teamrl.rollout.tree import Sample
-from teamrl.training.backends import PolicyUpdate, UpdateSettings, run_update
+from teamrl.training.backends import PolicyUpdate, UpdateSettings, load_tracker_states, run_update, tracker_states
 from teamrl.training.data_parallel import init_group
 from teamrl.training.update import PolicyOptimizer
 
@@ -93,12 +93,10 @@ class PolicyWorker:
 
     def tracker_states(self) -> dict[str, dict]:
         """Each policy's per-role gradient tracker state (none under data parallelism)."""
-        return {name: t.state_dict() for name, t in self.trackers.items() if t is not None}
+        return tracker_states(self.trackers)
 
     def load_tracker_states(self, states: dict[str, dict]) -> None:
-        for name, state in states.items():
-            if self.trackers.get(name) is not None:
-                self.trackers[name].load_state_dict(state)
+        load_tracker_states(self.trackers, states)
 
     def optimizer_states(self) -> dict[str, tuple[dict, dict]]:
         """Each policy's optimizer and scheduler state_dicts (tensors on CPU)."""
