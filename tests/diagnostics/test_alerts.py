@@ -64,7 +64,7 @@ def test_echo_chamber_fires_when_aligned_duplicates_stop_differing():
     # baseline 0.725 (rows 0, 1); the window mean must fall to half of it, 0.3625: step 5 averages
     # rows 2..4 = (0.5 + 0.35 + 0.2) / 3 = 0.35
     assert fired[0].step == 5
-    assert "gradient cosine 0.90" in fired[0].message
+    assert "gradient cosine up to 0.90" in fired[0].message
 
 
 def test_no_echo_chamber_when_gradients_disagree_or_outputs_stay_diverse():
@@ -72,6 +72,23 @@ def test_no_echo_chamber_when_gradients_disagree_or_outputs_stay_diverse():
     assert _run(AlertMonitor(CONFIG, {}), uncorrelated) == []
     diverse = _echo_rows(lambda t: 0.95, lambda t: 0.7 + 0.05 * (t % 2))
     assert _run(AlertMonitor(CONFIG, {}), diverse) == []
+
+
+def test_echo_chamber_fires_on_a_one_update_alignment_then_no_gradient():
+    """As in the voting run of the README: the generators line up for one update, then fail alike and
+    leave no gradient (no cosine is logged); their diversity collapses over the next steps."""
+    diversity = [1.0] * 6 + [0.58, 0.48, 0.05, 0.05, 0.05]
+    rows = [{"diag/role/generator/diversity": d} for d in diversity]
+    for t in range(8):
+        rows[t]["diag/role/generator/dup_grad_cos"] = 0.85 if t == 7 else 0.1
+    config = DiagnosticsConfig(baseline_steps=2, window=5)
+    fired = _run(AlertMonitor(config, {}), rows)
+    # (rows are steps 1..11) diversity window means: step 9 (1, 1, .58, .48, .05) = 0.622 > 0.5,
+    # step 10 (1, .58, .48, .05, .05) = 0.432 <= 0.5 (half the baseline 1.0)
+    assert [(a.kind, a.step) for a in fired] == [("echo_chamber", 10)]
+    assert "gradient cosine up to 0.85 over their last 5 updates" in fired[0].message
+    never_aligned = [{k: (0.1 if k.endswith("cos") else v) for k, v in row.items()} for row in rows]
+    assert _run(AlertMonitor(config, {}), never_aligned) == []
 
 
 def test_collapse_names_the_best_checkpoint_and_rearms_after_recovery():

@@ -198,7 +198,7 @@ class DiagnosticsConfig:
     format_drop: float = 0.2
     """...or that role's format adherence fell by at least this much."""
     echo_cosine: float = 0.8
-    """Echo chamber: gradient cosine between duplicated agents of a role at or above this..."""
+    """Echo chamber: gradient cosine between duplicated agents of a role at or above this (at any of the last `window` updates)..."""
     diversity_drop: float = 0.5
     """...while their output diversity fell by this fraction of its baseline..."""
     diversity_floor: float = 0.05

@@ -4,9 +4,11 @@
   of the gradient mass (trailing mean) while another role of that policy drifts toward it: its
   response length moved `drift_toward` of the way to the dominant role's baseline length, or its
   format adherence fell by `format_drop`;
-- echo chamber: duplicated agents of one role push the policy the same way (mean pairwise
-  gradient cosine >= `echo_cosine`) while their outputs converge (diversity fell by
-  `diversity_drop` of its baseline, or below `diversity_floor`);
+- echo chamber: duplicated agents of one role pushed the policy the same way (their mean pairwise
+  gradient cosine reached `echo_cosine` at one of the last `window` updates that had a gradient:
+  the peak, not the mean, because the alignment can last one update, after which the agents fail
+  alike and leave no gradient to compare) while their outputs converge (diversity, averaged over
+  the window, fell by `diversity_drop` of its baseline, or below `diversity_floor`);
 - collapse: held-out success fell `collapse_drop` below its peak; names the checkpoint to keep.
 
 An alert fires when its condition becomes true and again only after the condition cleared, so a
@@ -109,10 +111,11 @@ class AlertMonitor:
         return "; ".join(reasons)
 
     def _echo(self, step: int, metrics: dict[str, float]) -> list[Alert]:
-        c, out = self.config, []
-        roles = [k.split("/")[2] for k in metrics if k.startswith("diag/role/") and k.endswith("/dup_grad_cos")]
+        c, out, n = self.config, [], self.config.window
+        roles = [k.split("/")[2] for k in self.windows.keys()
+                 if k.startswith("diag/role/") and k.endswith("/dup_grad_cos")]
         for role in roles:
-            cos = self.windows.mean(f"diag/role/{role}/dup_grad_cos")
+            cos = self.windows.peak(f"diag/role/{role}/dup_grad_cos")
             base = self.baselines.get(f"diag/role/{role}/diversity")
             now = self.windows.mean(f"diag/role/{role}/diversity")
             if None in (cos, base, now) or cos < c.echo_cosine:
@@ -120,11 +123,11 @@ class AlertMonitor:
             if now <= max(c.diversity_floor, (1 - c.diversity_drop) * base):
                 out.append(Alert(step, "echo_chamber", role, (
                     f"Echo chamber: the duplicated '{role}' agents push the policy the same way "
-                    f"(gradient cosine {cos:.2f}, threshold {c.echo_cosine:.2f}) and their outputs are "
-                    f"converging (diversity {base:.2f} at the start, {now:.2f} now). They may become "
-                    f"confidently wrong together. Mitigations: separate policies per agent (regime: "
-                    f"per_agent), per-agent rewards (tree grouping, or algorithm.trajectory_credit: "
-                    f"per_agent), or "
+                    f"(gradient cosine up to {cos:.2f} over their last {n} updates, threshold "
+                    f"{c.echo_cosine:.2f}) and their outputs are converging (diversity {base:.2f} at "
+                    f"the start, {now:.2f} now). They may become confidently wrong together. "
+                    f"Mitigations: separate policies per agent (regime: per_agent), per-agent rewards "
+                    f"(tree grouping, or algorithm.trajectory_credit: per_agent), or "
                     f"algorithm.coherence_damping.")))
         return out
 

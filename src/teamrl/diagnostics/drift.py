@@ -71,3 +71,12 @@ class Windows:
         """Mean of the last `size` values, or None until that many were seen."""
         values = self._values.get(key)
         return sum(values) / len(values) if values and len(values) == self.size else None
+
+    def peak(self, key: str) -> float | None:
+        """Largest of the last `size` values, or None until that many were seen."""
+        values = self._values.get(key)
+        return max(values) if values and len(values) == self.size else None
+
+    def keys(self) -> list[str]:
+        """Every metric seen so far (also those absent from the latest step)."""
+        return list(self._values)
