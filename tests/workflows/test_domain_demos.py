@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import itertools
 from pathlib import Path
 
@@ -9,6 +10,7 @@ import pytest
 
 from teamrl.config import load_config
 from teamrl.policies.tiny_model import CHARACTERS
+from teamrl.training import tiny_default
 from teamrl.training.tiny_default import WarmupRecipe, demo_batches
 
 CONFIGS = Path(__file__).resolve().parents[2] / "src" / "teamrl" / "configs"
@@ -32,3 +34,24 @@ def test_domain_config_warms_up_on_its_own_demos(domain, agents):
             # Prompt and response fit the rollout budget the config gives the model.
             assert len(response) <= config.rollout.max_new_tokens
     assert seen == agents
+
+
+@pytest.mark.parametrize("edited, changes, keeps", [
+    ("teamrl.tasks.sokoban", "sokoban", "plan_path"),
+    ("teamrl.workflows.tool_plan", "sudoku", "code"),
+    ("teamrl.tasks.code_procedural", "code", "sokoban"),
+    ("teamrl.policies.tiny_model", "math", None),
+])
+def test_warmup_cache_key_follows_the_task_own_code(monkeypatch, edited, changes, keeps):
+    """Editing a module that shapes a task's demos retrains its warm-up; another task's cache stays."""
+    def digests() -> dict[str, str]:
+        return {t: WarmupRecipe.for_task({"name": t}, 3).digest() for t in (changes, keeps) if t}
+
+    before = digests()
+    real = inspect.getsource
+    monkeypatch.setattr(tiny_default.inspect, "getsource",
+                        lambda obj: real(obj) + ("\n# edited" if getattr(obj, "__name__", "") == edited else ""))
+    after = digests()
+    assert after[changes] != before[changes]
+    if keeps:
+        assert after[keeps] == before[keeps]

@@ -9,10 +9,10 @@ reuses it, and a changed recipe gets a new folder.
 from __future__ import annotations
 
 import hashlib
+import importlib
 import inspect
 import json
 import os
-import sys
 import time
 from dataclasses import asdict, dataclass
 from collections.abc import Iterator
@@ -50,16 +50,17 @@ class WarmupRecipe:
     def digest(self) -> str:
         """Hash of the recipe and of the code that makes the demonstrations and the model.
 
-        Editing a scripted agent or the model builder must not silently reuse an old checkpoint.
+        Editing a scripted agent, the task's workflow or environment, or the model builder must not
+        silently reuse an old checkpoint (the task entry's `sources` name the modules).
         """
         from teamrl.policies import tiny_model
-        from teamrl.workflows import (plan_path_demos, plan_path_team, planning_demos, sokoban_team,
-                                      sudoku_team, tool_plan)
 
-        modules = [tiny_model, plan_path_demos, plan_path_team, planning_demos, sokoban_team,
-                   sudoku_team, tool_plan]
         entry = task_entry(dict(self.task)["name"])
-        modules += [sys.modules[name] for name in entry.sources if sys.modules[name] not in modules]
+        modules = [tiny_model] + [importlib.import_module(name) for name in entry.sources]
+        for part in (entry.workflow, entry.demos):  # a user's task may list no sources
+            module = inspect.getmodule(part)
+            if module is not None and module not in modules:
+                modules.append(module)
         code = "".join(inspect.getsource(m) for m in modules)
         fields = asdict(self)
         if fields["workflow"] == "team":

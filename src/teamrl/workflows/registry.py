@@ -38,7 +38,9 @@ class TaskEntry:
     demos: Demos | None = None
     """Scripted (agent, prompt, response) triples for warming up the tiny default model."""
     sources: tuple[str, ...] = ()
-    """Modules whose code shapes the demonstrations; hashed into the warm-up cache key."""
+    """Modules whose code shapes the demonstrations (demos, workflow, environment or data, parsing);
+    hashed, with the tiny model's builder, into the warm-up cache key, so editing any of them
+    retrains the warm-up and editing another task's modules does not."""
     workflows: dict[str, Callable[..., Workflow]] = dataclasses.field(default_factory=dict)
     """Further workflow kinds of this task by name (e.g. voting), built like `workflow`."""
 
@@ -55,20 +57,26 @@ class TaskEntry:
 TASKS: dict[str, TaskEntry] = {
     "plan_path": TaskEntry(
         PlanPathConfig, PlanPathWorkflow,
-        lambda wf, seed: plan_path_demos.demonstrations(wf, seed, plan_path_demos.ScriptedSkill())),
+        lambda wf, seed: plan_path_demos.demonstrations(wf, seed, plan_path_demos.ScriptedSkill()),
+        sources=("teamrl.workflows.plan_path_demos", "teamrl.workflows.plan_path_team", "teamrl.tasks.plan_path",
+                 "teamrl.tasks.parsing")),
     "sokoban": TaskEntry(
         SokobanConfig, SokobanWorkflow,
-        lambda wf, seed: planning_demos.demonstrations(wf, seed, planning_demos.PlanningSkill())),
+        lambda wf, seed: planning_demos.demonstrations(wf, seed, planning_demos.PlanningSkill()),
+        sources=("teamrl.workflows.planning_demos", "teamrl.workflows.sokoban_team", "teamrl.workflows.tool_plan",
+                 "teamrl.tasks.sokoban", "teamrl.tasks.parsing")),
     "sudoku": TaskEntry(
         SudokuConfig, SudokuWorkflow,
-        lambda wf, seed: planning_demos.demonstrations(wf, seed, planning_demos.PlanningSkill())),
+        lambda wf, seed: planning_demos.demonstrations(wf, seed, planning_demos.PlanningSkill()),
+        sources=("teamrl.workflows.planning_demos", "teamrl.workflows.sudoku_team", "teamrl.workflows.tool_plan",
+                 "teamrl.tasks.sudoku", "teamrl.tasks.parsing")),
     # The scripted math / code agents play procedural sources only (arithmetic; procedural
     # add,sub,mul,affine); other sources train a model given by path (policy.model).
     "math": TaskEntry(
         MathTaskConfig, MathWorkflow,
         with_study_demos(lambda wf, seed: math_demos.demonstrations(wf, seed, math_demos.MathSkill())),
-        sources=("teamrl.workflows.math_demos", "teamrl.workflows.demo_driver",
-                 "teamrl.workflows.math_team", "teamrl.tasks.math_data") + STUDY_SOURCES,
+        sources=("teamrl.workflows.math_demos", "teamrl.workflows.demo_driver", "teamrl.workflows.math_team",
+                 "teamrl.tasks.math_data", "teamrl.tasks.math_answers") + STUDY_SOURCES,
         workflows=dict(STUDY_WORKFLOWS)),
     "code": TaskEntry(
         CodeTaskConfig, code_demos.code_workflow,
