@@ -13,7 +13,8 @@ from teamrl.workflows.code_demos import (
     SMOKE_TEST, CodeSkill, TrustedCodeRunner, checking_test, code_workflow, coder_program, demonstrations,
     phrase_terms, responder,
 )
-from teamrl.workflows.code_team import CodeState, CodeTaskConfig, CodeWorkflow, parse_tests
+from teamrl.workflows.code_parsing import parse_tests
+from teamrl.workflows.code_team import CodeState, CodeTaskConfig, CodeWorkflow
 from teamrl.workflows.plan_path_demos import TrustedRunner
 from teamrl.workflows.registry import task_entry
 

@@ -7,9 +7,10 @@ import copy
 import pytest
 
 from teamrl.tasks.code_data import CodeProblem, default_data_dir, load_humaneval, load_mbpp
-from teamrl.workflows.code_team import (
-    CodeRunner, CodeWorkflow, ProblemSplits, parse_program, parse_tests, visible_prompt,
-)
+from teamrl.workflows.code_parsing import parse_program, parse_tests, visible_prompt
+from teamrl.workflows.code_runner import CodeRunner
+from teamrl.workflows.code_team import CodeWorkflow
+from teamrl.workflows.math_team import ProblemSplits
 
 B = 0.1
 REFERENCE = "def f(x):\n    return x*3+1\n"

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from study_helpers import B, speak
-from teamrl.workflows.code_team import CodeRunner, CodeTaskConfig
+from teamrl.workflows.code_runner import CodeRunner
+from teamrl.workflows.code_team import CodeTaskConfig
 from teamrl.workflows.registry import task_entry
 from teamrl.workflows.study_domains import Answer, CodeDomain
 

@@ -30,7 +30,9 @@ from typing import Any
 
 from teamrl.tasks.code_data import CodeProblem
 from teamrl.workflows import demo_driver
-from teamrl.workflows.code_team import CodeRunner, CodeState, CodeWorkflow, Steps, UnitRun
+from teamrl.workflows.code_parsing import Steps
+from teamrl.workflows.code_runner import CodeRunner, UnitRun
+from teamrl.workflows.code_team import CodeState, CodeWorkflow
 from teamrl.workflows.plan_path_demos import TrustedRunner
 
 FAMILIES = ("add", "sub", "mul", "affine")

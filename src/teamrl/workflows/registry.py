@@ -81,8 +81,9 @@ TASKS: dict[str, TaskEntry] = {
     "code": TaskEntry(
         CodeTaskConfig, code_demos.code_workflow,
         with_study_demos(lambda wf, seed: code_demos.demonstrations(wf, seed, code_demos.CodeSkill())),
-        sources=("teamrl.workflows.code_demos", "teamrl.workflows.demo_driver",
-                 "teamrl.workflows.code_team", "teamrl.tasks.code_procedural") + STUDY_SOURCES,
+        sources=("teamrl.workflows.code_demos", "teamrl.workflows.demo_driver", "teamrl.workflows.code_team",
+                 "teamrl.workflows.code_parsing", "teamrl.workflows.code_sources",
+                 "teamrl.tasks.code_procedural") + STUDY_SOURCES,
         workflows=dict(STUDY_WORKFLOWS)),
 }
 

@@ -25,8 +25,10 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from teamrl.tasks.math_answers import answers_match
-from teamrl.workflows.code_team import (CodeProblemSource, CodeRunner, CodeTaskConfig, code_problems, parse_program,
-                                       visible_prompt)
+from teamrl.workflows.code_parsing import parse_program, visible_prompt
+from teamrl.workflows.code_runner import CodeRunner
+from teamrl.workflows.code_sources import CodeProblemSource, code_problems
+from teamrl.workflows.code_team import CodeTaskConfig
 from teamrl.workflows.math_team import MAX_ANSWER_CHARS, MathTaskConfig, ProblemSplits, math_problems, reasoner_answer
 
 SHOWN_CHARS = 400  # how much of one agent's output another agent is shown

@@ -1,0 +1,100 @@
+"""Running the code team's programs in the sandbox, cached: ground-truth grading and model-written tests."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any
+
+from teamrl.tasks.code_data import CodeProblem
+from teamrl.workflows.code_parsing import Steps
+
+
+@dataclass
+class UnitRun:
+    """Verdicts of one program against one set of model-written unit tests."""
+
+    passed: list[bool]
+    errors: list[str]
+    loaded: bool
+    units: list[str] = field(default_factory=list)  # the units' sources, for prompts
+
+    @property
+    def n_passed(self) -> int:
+        return sum(self.passed)
+
+    @property
+    def all_passed(self) -> bool:
+        return self.loaded and bool(self.passed) and all(self.passed)
+
+    def summary(self) -> str:
+        """'2/3 passed' plus the first failure, for prompts."""
+        if not self.loaded:
+            return f"program failed to load ({self.errors[0] if self.errors else 'error'})"
+        text = f"{self.n_passed}/{len(self.passed)} passed"
+        failed = next((i for i, ok in enumerate(self.passed) if not ok), None)
+        if failed is None:
+            return text
+        source = self.units[failed] if failed < len(self.units) else f"unit {failed}"
+        return f"{text}; first failure: {source} -> {self.errors[failed][:120]}"
+
+
+class CodeRunner:
+    """Runs programs in the sandbox, cached: ground-truth grading and model-written unit tests."""
+
+    def __init__(self, wall_time_s: float = 2.0, workers: int = 2, cache_size: int = 50_000) -> None:
+        self.wall_time_s, self.workers, self.cache_size = wall_time_s, workers, cache_size
+        self._cache: OrderedDict[Any, Any] = OrderedDict()
+        self._sandbox = None  # started on first use
+
+    def _box(self) -> Any:
+        if self._sandbox is None:
+            from teamrl.sandbox import Sandbox, SandboxLimits
+
+            limits = SandboxLimits(wall_time_s=self.wall_time_s, cpu_time_s=self.wall_time_s)
+            self._sandbox = Sandbox(limits, workers=self.workers)
+        return self._sandbox
+
+    def _cached(self, keys: list[Any], compute: Any) -> list[Any]:
+        missing = list(dict.fromkeys(k for k in keys if k not in self._cache))
+        if missing:
+            for key, value in zip(missing, compute(missing)):
+                self._cache[key] = value
+            while len(self._cache) > self.cache_size:
+                self._cache.popitem(last=False)
+        return [self._cache[k] for k in keys]
+
+    def ground_truth(self, jobs: list[tuple[str, CodeProblem]]) -> list[tuple[float, str]]:
+        """(pass ratio, status) of each program on its problem's ground-truth tests."""
+        def compute(keys: list[Any]) -> list[tuple[float, str]]:
+            results = self._box().run_tests_many([
+                {"program": program, "tests": tests, "entry_point": entry, "setup": setup}
+                for _, program, tests, entry, setup in keys])
+            return [(r.pass_ratio, r.status) for r in results]
+        return self._cached([("gt", program, p.tests, p.entry_point, p.test_setup) for program, p in jobs], compute)
+
+    def run_units(self, jobs: list[tuple[str, Steps]]) -> list[UnitRun]:
+        """Each program against its model-written unit tests (program and tests in separate processes)."""
+        def compute(keys: list[Any]) -> list[UnitRun]:
+            results = self._box().run_untrusted_tests_many([(program, steps) for _, program, steps in keys])
+            return [_read_units(r, [src for src, unit in steps if unit]) for r, (_, _, steps) in zip(results, keys)]
+        return self._cached([("units", program, steps) for program, steps in jobs], compute)
+
+    def close(self) -> None:
+        """Stop the sandbox workers."""
+        if self._sandbox is not None:
+            self._sandbox.close()
+            self._sandbox = None
+
+
+def _read_units(result: Any, units: list[str]) -> UnitRun:
+    """A sandbox TestResult as a UnitRun; a unit that never reported (crash, timeout) failed."""
+    total = len(units)
+    if not result.program_loaded:
+        return UnitRun([False] * total, [result.error] * total, False, units)
+    passed, errors = [False] * total, [f"not run ({result.status})"] * total
+    for case in result.cases[:total]:
+        passed[case.index] = case.passed
+        if case.error != "not run":
+            errors[case.index] = case.error
+    return UnitRun(passed, errors, True, units)
