@@ -64,7 +64,7 @@ TASKS: dict[str, TaskEntry] = {
         SokobanConfig, SokobanWorkflow,
         lambda wf, seed: planning_demos.demonstrations(wf, seed, planning_demos.PlanningSkill()),
         sources=("teamrl.workflows.planning_demos", "teamrl.workflows.sokoban_team", "teamrl.workflows.tool_plan",
-                 "teamrl.tasks.sokoban", "teamrl.tasks.parsing")),
+                 "teamrl.tasks.sokoban", "teamrl.tasks.sokoban_rooms", "teamrl.tasks.parsing")),
     "sudoku": TaskEntry(
         SudokuConfig, SudokuWorkflow,
         lambda wf, seed: planning_demos.demonstrations(wf, seed, planning_demos.PlanningSkill()),
