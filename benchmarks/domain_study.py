@@ -18,11 +18,10 @@ import sys
 import time
 from pathlib import Path
 
-from teamrl.config import RunConfig, load_config
-from teamrl.training.build import TINY_DEFAULT, build_policies, build_workflow, resolve_model_path
+from teamrl.config import load_config
+from teamrl.training.build import build_policies, build_workflow, resolve_model_path
 from teamrl.training.evaluate import evaluate
 from teamrl.training.loop import train
-from teamrl.training.tiny_default import WarmupRecipe, warm_up
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "src" / "teamrl" / "configs"
@@ -53,18 +52,10 @@ def eval_history(run_dir: Path) -> list[dict[str, float]]:
     return rows
 
 
-def warmed_up_model(config: RunConfig, warmup_steps: int) -> str:
-    """The config's model; the tiny default warmed up with `warmup_steps` SFT steps (0: the recipe's)."""
-    if not warmup_steps or config.policy.model != TINY_DEFAULT:
-        return resolve_model_path(config)
-    kind = "team" if config.workflow.name == "single" else config.workflow.name
-    return str(warm_up(WarmupRecipe.for_task(config.task, config.workflow.max_turns, kind, steps=warmup_steps)))
-
-
-def study(domain: str, overrides: list[str], warmup_steps: int = 0) -> dict:
+def study(domain: str, overrides: list[str]) -> dict:
     path = config_path(domain)
     started = time.time()
-    model = warmed_up_model(load_config(path, overrides), warmup_steps)
+    model = resolve_model_path(load_config(path, overrides))
     warmup_s = time.time() - started
     print(f"warm-up ready after {warmup_s:.0f}s: {model}", flush=True)
 
@@ -84,7 +75,7 @@ def study(domain: str, overrides: list[str], warmup_steps: int = 0) -> dict:
     best = max(history, key=lambda r: (r["success"], r["team_return"]))
     return {
         "domain": domain, "config": str(path.relative_to(ROOT) if path.is_relative_to(ROOT) else path),
-        "overrides": overrides, "warmup_steps": warmup_steps or WarmupRecipe.steps, "task": config.task,
+        "overrides": overrides, "warmup_steps": config.policy.warmup_sft_steps, "task": config.task,
         "seed": config.seed, "steps": summary["steps"],
         "heldout_instances": config.train.eval_instances, "model": model, "warmup_seconds": warmup_s,
         "train_seconds": summary["train_seconds"], "run_dir": str(run_dir),
@@ -114,7 +105,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=0, help="training steps (default: the config's)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--warmup-steps", type=int, default=0,
-                        help="SFT steps of the tiny default's warm-up (default: the recipe's 500)")
+                        help="SFT steps of the tiny default's warm-up (default: the config's policy.warmup_sft_steps)")
     parser.add_argument("--output-dir", default="runs/domain-study")
     parser.add_argument("--out", default="", help="result stem (default benchmarks/results/<domain>_study)")
     parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="more config overrides")
@@ -123,7 +114,9 @@ def main() -> None:
     overrides = [f"seed={args.seed}", f"output_dir={args.output_dir}", *args.set]
     if args.steps:
         overrides.append(f"train.steps={args.steps}")
-    result = study(args.domain, overrides, args.warmup_steps)
+    if args.warmup_steps:
+        overrides.append(f"policy.warmup_sft_steps={args.warmup_steps}")
+    result = study(args.domain, overrides)
     text = report(result, "python " + " ".join(shlex.quote(a) for a in sys.argv))
     print("\n" + text)
     stem = Path(args.out or ROOT / "benchmarks" / "results" / f"{Path(args.domain).stem}_study")

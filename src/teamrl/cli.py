@@ -22,7 +22,7 @@ def cmd_warmup(args: argparse.Namespace) -> int:
 
     config = _load(args)
     kind = "team" if config.workflow.name == "single" else config.workflow.name
-    recipe = WarmupRecipe.for_task(config.task, config.workflow.max_turns, kind)
+    recipe = WarmupRecipe.for_task(config.task, config.workflow.max_turns, kind, steps=config.policy.warmup_sft_steps)
     started = time.time()
     path = warm_up(recipe, force=args.force)
     print(f"tiny default model ready in {time.time() - started:.1f}s: {path}")

@@ -31,6 +31,7 @@ def test_overrides_are_typed_and_nested(tmp_path):
     (["rollout.temperature=0"], "use eval_temperature"),
     (["algorithm.aggregation=sum"], "token-mean"),
     (["oops"], "must look like key.sub=value"),
+    (["policy.warmup_sft_steps=0"], "policy.warmup_sft_steps = 0 is invalid: expected an integer >= 1"),
 ])
 def test_bad_values_fail_with_a_clear_message(overrides, message):
     with pytest.raises(ConfigError, match=message):
@@ -48,3 +49,13 @@ def test_missing_and_malformed_files(tmp_path):
     wrong.write_text("train: 5\n")
     with pytest.raises(ConfigError, match="train must be a mapping"):
         load_config(wrong)
+
+
+def test_the_warmup_length_reaches_the_warmup_recipe(monkeypatch):
+    from teamrl.training import build
+
+    seen = []
+    monkeypatch.setattr(build, "warm_up", lambda recipe: seen.append(recipe) or "/warmed")
+    config = load_config(None, ["task.name=sokoban", "policy.warmup_sft_steps=123"])
+    assert build.resolve_model_path(config) == "/warmed"
+    assert seen[0].steps == 123 and dict(seen[0].task)["name"] == "sokoban"

@@ -49,10 +49,13 @@ class PolicyConfig:
     """AdamW weight decay."""
     lora: LoraConfig | None = None
     """LoRA settings (train an adapter on a frozen base); absent: train the full model."""
+    warmup_sft_steps: int = 500
+    """model: tiny-default only: supervised steps of its warm-up on the task's scripted demos (cached per recipe)."""
 
     def __post_init__(self) -> None:
         require(self.lr > 0, "lr", self.lr, "> 0")
         require(self.weight_decay >= 0, "weight_decay", self.weight_decay, ">= 0")
+        require(self.warmup_sft_steps >= 1, "warmup_sft_steps", self.warmup_sft_steps, "an integer >= 1")
         require(self.dtype in ("float32", "bfloat16", "float16"), "dtype", self.dtype,
                  "float32, bfloat16 or float16")
         require(self.chat_template in ("auto", "on", "off"), "chat_template", self.chat_template,

@@ -32,7 +32,8 @@ def resolve_model_path(config: RunConfig, model: str | None = None) -> str:
     if model != TINY_DEFAULT:
         return model
     kind = "team" if config.workflow.name == "single" else config.workflow.name
-    return str(warm_up(WarmupRecipe.for_task(config.task, config.workflow.max_turns, kind)))
+    return str(warm_up(WarmupRecipe.for_task(config.task, config.workflow.max_turns, kind,
+                                             steps=config.policy.warmup_sft_steps)))
 
 
 def agent_mapping(config: RunConfig, workflow: Workflow) -> dict[str, str]:
