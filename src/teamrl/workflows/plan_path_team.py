@@ -12,21 +12,15 @@ plan: sees the grid, the tool's program, its output and the simulation result, a
       it does poorly; a real LLM can copy or answer `follow` alike. Whether to trust the tool is
       still the planner's decision.)
 
-Rewards (one formula, see `Outcome`): the team term of a candidate is the environment's shaped
-reward of its moves on the current state (for the tool: of its proposal, simulated on a copy);
-the local term is +format_bonus for a well-formed response (a program that ran and printed moves;
-a plan of valid moves) and -format_bonus otherwise.
+Rewards: see `teamrl.workflows.tool_plan` (the shared tool + plan machinery of Plan-Path, Sokoban
+and Sudoku); the team term is `PlanPathEnv.step`'s shaped reward.
 """
 
 from __future__ import annotations
 
-import copy
-from dataclasses import dataclass, field
-
 from teamrl.tasks.parsing import parse_action_list
 from teamrl.tasks.plan_path import PlanPathConfig, PlanPathEnv, make_instance
-from teamrl.workflows.base import Agent, Outcome
-from teamrl.workflows.program_runner import ProgramRunner
+from teamrl.workflows.tool_plan import Runner, ToolPlanState, ToolPlanWorkflow
 
 TOOL_HELPERS = '''
 from collections import deque
@@ -65,11 +59,18 @@ CHAT_INSTRUCTIONS = {
         "R = col+1), or with the single word follow to execute the tool agent's proposed moves. "
         "A move into '#' or off the grid ends the episode."
     ),
+    "plan_single": (
+        "Grid path-finding task. Reply with the moves from S to G only, as a string of U/D/L/R "
+        "(U = row-1, D = row+1, L = col-1, R = col+1). A move into '#' or off the grid ends the episode."
+    ),
 }
 
 
 MOVE_ALIASES = {"U": "U", "D": "D", "L": "L", "R": "R",
                 "UP": "U", "DOWN": "D", "LEFT": "L", "RIGHT": "R"}
+
+PlanPathState = ToolPlanState
+"""One episode's state (the shared tool + plan state)."""
 
 
 def parse_moves(text: str) -> list[str]:
@@ -77,30 +78,11 @@ def parse_moves(text: str) -> list[str]:
     return parse_action_list(text, MOVE_ALIASES)
 
 
-def extract_program(text: str) -> str:
-    """The code of a ```python block if there is one, else the whole text."""
-    if "```" in text:
-        body = text.split("```", 2)[1]
-        return body[len("python"):] if body.startswith("python") else body
-    return text
-
-
-@dataclass
-class PlanPathState:
-    """One episode: the real environment and what the tool said this turn."""
-
-    env: PlanPathEnv
-    program: str = ""
-    output: str = ""
-    simulation: str = ""
-    proposal: list[str] = field(default_factory=list)  # the tool's parsed moves, for `follow`
-    transcript: list[tuple[str, str]] = field(default_factory=list)
-
-
-class PlanPathWorkflow:
+class PlanPathWorkflow(ToolPlanWorkflow):
     """tool -> plan, sequential; or the plan role alone (`single_agent=True`)."""
 
-    parallel = False
+    helpers = TOOL_HELPERS
+    instructions = CHAT_INSTRUCTIONS
 
     def __init__(
         self,
@@ -109,80 +91,29 @@ class PlanPathWorkflow:
         single_agent: bool = False,
         prompt_style: str = "compact",
         format_bonus: float = 0.1,
-        runner: ProgramRunner | None = None,
+        runner: Runner | None = None,
     ) -> None:
-        if prompt_style not in ("compact", "chat"):
-            raise ValueError(f"prompt_style must be 'compact' or 'chat', got {prompt_style!r}")
+        if not isinstance(task, PlanPathConfig):
+            raise TypeError(f"PlanPathWorkflow needs a PlanPathConfig, got {type(task).__name__}")
         self.task = task
-        self.max_turns = max_turns
-        self.single_agent = single_agent
-        self.prompt_style = prompt_style
-        self.format_bonus = format_bonus
-        self.agents = [Agent("plan", "plan")] if single_agent else [
-            Agent("tool", "tool"), Agent("plan", "plan")]
-        self.runner = runner or ProgramRunner()
+        super().__init__(max_turns, single_agent, prompt_style, format_bonus, runner)
 
-    def new_state(self, split: str, index: int) -> PlanPathState:
-        return PlanPathState(make_instance(self.task, split, index))
+    def make_env(self, split: str, index: int) -> PlanPathEnv:
+        return make_instance(self.task, split, index)
 
-    def observation(self, state: PlanPathState) -> str:
-        env = state.env
+    def observation(self, env: PlanPathEnv) -> str:
         (r, c), (gr, gc) = env.position, env.goal
         return f"{env.render()}\nstart=({r},{c}) goal=({gr},{gc})"
 
-    def render(self, agent: str, state: PlanPathState) -> str:
-        lines = [agent, self.observation(state)]
-        if agent == "plan" and not self.single_agent:
-            # the proposal comes last, right before the answer, where copying it is easiest
-            lines += [f"code:{state.program.strip()}", f"sim:{state.simulation}", f"out:{state.output}"]
-        prompt = "\n".join(lines) + "\n>"
-        if self.prompt_style == "chat":
-            return f"{CHAT_INSTRUCTIONS[agent]}\n\n{prompt[len(agent) + 1:-2]}"
-        return prompt
+    def plan_context(self, state: ToolPlanState) -> list[str]:
+        # The proposal comes last, right before the answer, where a tiny model copies it most easily.
+        return [f"code:{state.program.strip()}", f"sim:{state.simulation}", f"out:{state.output}"]
 
-    def _program_source(self, state: PlanPathState, program: str) -> str:
-        env = state.env
-        return (f"{TOOL_HELPERS}\ngrid = {list(env.grid)!r}\nstart = {env.position!r}\n"
-                f"goal = {env.goal!r}\n{program}\n")
+    def namespace(self, env: PlanPathEnv) -> str:
+        return f"grid = {list(env.grid)!r}\nstart = {env.position!r}\ngoal = {env.goal!r}"
 
-    def apply_many(self, agent: str, states: list[PlanPathState], responses: list[str]) -> list[Outcome]:
-        if agent == "plan":
-            return [self.apply(agent, s, r) for s, r in zip(states, responses)]
-        programs = [extract_program(r) for r in responses]
-        results = self.runner.run([self._program_source(s, p) for s, p in zip(states, programs)])
-        return [self._apply_tool(s, p, out, ok) for s, p, (out, ok) in zip(states, programs, results)]
+    def parse_action(self, text: str, env: PlanPathEnv) -> list[str] | None:
+        return parse_moves(text) or None
 
-    def apply(self, agent: str, state: PlanPathState, response: str) -> Outcome:
-        if agent == "tool":
-            program = extract_program(response)
-            ((out, ok),) = self.runner.run([self._program_source(state, program)])
-            return self._apply_tool(state, program, out, ok)
-        if agent != "plan":
-            raise ValueError(f"unknown agent {agent!r}; Plan-Path agents are tool and plan")
-        follows = response.strip().lower().startswith("follow") and not self.single_agent
-        moves = list(state.proposal) if follows else parse_moves(response)
-        state.transcript.append((agent, response))
-        result = state.env.step(moves) if moves else state.env.forfeit()
-        if not moves:
-            return Outcome(result.reward, -self.format_bonus, {**result.terms, "format": -self.format_bonus})
-        local = -self.format_bonus if "invalid_at" in result.info else self.format_bonus
-        return Outcome(result.reward, local, {**result.terms, "format": local}, result.info)
-
-    def _apply_tool(self, state: PlanPathState, program: str, output: str, ran: bool) -> Outcome:
-        state.program, state.output = program, output.strip()[:64]
-        state.transcript.append(("tool", program))
-        moves = parse_moves(output) if ran else []
-        state.proposal = moves
-        if not moves:
-            state.simulation = "error" if not ran else "none"
-            return Outcome(0.0, -self.format_bonus, {"format": -self.format_bonus})
-        trial = copy.deepcopy(state.env)
-        result = trial.step(moves)
-        state.simulation = "goal" if trial.success else ("invalid" if trial.hit_invalid else "missed")
-        return Outcome(result.reward, self.format_bonus, {**result.terms, "format": self.format_bonus})
-
-    def is_done(self, state: PlanPathState) -> bool:
-        return state.env.done
-
-    def success(self, state: PlanPathState) -> bool:
-        return state.env.success
+    def show_action(self, action: list[str]) -> str:
+        return "".join(action)

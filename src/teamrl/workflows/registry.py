@@ -58,8 +58,8 @@ TASKS: dict[str, TaskEntry] = {
     "plan_path": TaskEntry(
         PlanPathConfig, PlanPathWorkflow,
         lambda wf, seed: plan_path_demos.demonstrations(wf, seed, plan_path_demos.ScriptedSkill()),
-        sources=("teamrl.workflows.plan_path_demos", "teamrl.workflows.plan_path_team", "teamrl.tasks.plan_path",
-                 "teamrl.tasks.parsing")),
+        sources=("teamrl.workflows.plan_path_demos", "teamrl.workflows.plan_path_team", "teamrl.workflows.tool_plan",
+                 "teamrl.tasks.plan_path", "teamrl.tasks.parsing")),
     "sokoban": TaskEntry(
         SokobanConfig, SokobanWorkflow,
         lambda wf, seed: planning_demos.demonstrations(wf, seed, planning_demos.PlanningSkill()),

@@ -1,4 +1,4 @@
-"""Shared machinery of the paper's tool + plan workflows on grid puzzles (Sokoban, Sudoku).
+"""Shared machinery of the paper's tool + plan workflows on grid puzzles (Plan-Path, Sokoban, Sudoku).
 
 tool: writes a short Python program; it runs in the sandbox with the task's helpers and the
       current state in its namespace, its printed output is parsed into an action, and the action
@@ -118,6 +118,10 @@ class ToolPlanWorkflow:
         """A parsed action as one line, in the form the plan role is expected to write."""
         raise NotImplementedError(f"{type(self).__name__} must define show_action")
 
+    def plan_context(self, state: ToolPlanState) -> list[str]:
+        """The lines that show the plan role what the tool did this turn."""
+        return [f"code:{state.program.strip()}", f"out:{state.output}", f"sim:{state.simulation}"]
+
     # ------------------------------------------------------------------ the protocol
     def new_state(self, split: str, index: int) -> ToolPlanState:
         return ToolPlanState(self.make_env(split, index))
@@ -126,8 +130,7 @@ class ToolPlanWorkflow:
         self._check_agent(agent)
         lines = [agent, self.observation(state.env)]
         if agent == "plan" and not self.single_agent:
-            lines += [f"code:{state.program.strip()}", f"out:{state.output}",
-                      f"sim:{state.simulation}"]
+            lines += self.plan_context(state)
         if self.prompt_style == "chat":
             key = "plan_single" if agent == "plan" and self.single_agent else agent
             return f"{self.instructions[key]}\n\n" + "\n".join(lines[1:])
