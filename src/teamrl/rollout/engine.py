@@ -15,10 +15,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from transformers import DynamicCache
 
 from teamrl.policies.loading import Policy
 from teamrl.policies.scoring import cached_forward, left_pad
+from teamrl.rollout.kv_cache import reserved_cache
+
+
+COMPACT_WHEN_FINISHED = 0.25
+"""Drop finished rows from the decode batch once they are this fraction of it."""
 
 
 @dataclass(frozen=True)
@@ -94,7 +98,7 @@ def sample(
     ids, mask = left_pad(prompts, tok.pad_token_id)
     ids, mask = ids.to(device), mask.to(device)
     positions = (mask.cumsum(-1) - 1).clamp(min=0)
-    cache = DynamicCache()
+    cache = reserved_cache(params.max_new_tokens)  # decode steps write in place (kv_cache.py)
     logits = cached_forward(model, cache, input_ids=ids, attention_mask=mask, position_ids=positions)
     # The shared prefix is encoded once; its cache is copied for the K samples.
     if num_samples > 1:
@@ -112,12 +116,17 @@ def sample(
     sampler_logps = torch.zeros((rows, width), device=device)
     lengths = torch.zeros(rows, dtype=torch.long, device=device)
     finished = torch.zeros(rows, dtype=torch.bool, device=device)
-    active = torch.arange(rows, device=device)  # original row of each live batch row
+    active = torch.arange(rows, device=device)  # original row of each batch row
+    live = torch.ones(rows, dtype=torch.bool, device=device)  # batch rows still generating
+    fed = torch.full((rows,), tok.pad_token_id, dtype=torch.long, device=device)  # next input of each batch row
     max_stop = max((len(s) for s in params.stop_strings), default=0)
     temperature = params.temperature if params.temperature > 0 else 1.0
 
     for step in range(width):
-        scaled = logits / temperature
+        # Only live rows are sampled (finished rows still in the batch are skipped), so the random
+        # stream, and the samples, do not depend on when finished rows are compacted away.
+        in_batch = live.nonzero().squeeze(-1)
+        scaled = logits[in_batch] / temperature
         logp = torch.log_softmax(scaled, dim=-1)
         if params.temperature == 0:
             chosen = scaled.argmax(dim=-1)
@@ -127,25 +136,29 @@ def sample(
                              if truncated else logp)
             chosen = torch.multinomial(filtered_logp.exp(), 1, generator=generator).squeeze(-1)
             sampler_logp = filtered_logp.gather(-1, chosen[:, None]).squeeze(-1)
-        tokens[active, step] = chosen
-        logps[active, step] = logp.gather(-1, chosen[:, None]).squeeze(-1)
-        sampler_logps[active, step] = sampler_logp
-        lengths[active] = step + 1
+        rows_now = active[in_batch]
+        tokens[rows_now, step] = chosen
+        logps[rows_now, step] = logp.gather(-1, chosen[:, None]).squeeze(-1)
+        sampler_logps[rows_now, step] = sampler_logp
+        lengths[rows_now] = step + 1
         done = torch.isin(chosen, stop_ids)
         if max_stop:
-            for j, row in enumerate(active.tolist()):
+            for j, row in enumerate(rows_now.tolist()):
                 tail = tok.decode(tokens[row, max(0, step - max_stop - 1): step + 1].tolist())
                 if any(s in tail for s in params.stop_strings):
                     done[j] = True
-        finished[active] = done
-        if bool(done.all()) or step == width - 1:
+        finished[rows_now] = done
+        live[in_batch[done]] = False
+        fed[in_batch] = chosen
+        if not bool(live.any()) or step == width - 1:
             break
-        if bool(done.any()):
-            # Finished rows leave the batch, so late decode steps only pay for live rows.
-            keep = (~done).nonzero().squeeze(-1)
+        if int((~live).sum()) >= COMPACT_WHEN_FINISHED * len(live):
+            # Finished rows leave the batch, so late decode steps only pay for live rows. Not at every
+            # finish: each compaction copies the whole KV cache, which costs more than a few idle rows.
+            keep = live.nonzero().squeeze(-1)
             cache.batch_select_indices(keep)
-            active, chosen, mask, next_pos = active[keep], chosen[keep], mask[keep], next_pos[keep]
-        logits = cached_forward(model, cache, input_ids=chosen[:, None],
+            active, live, fed, mask, next_pos = active[keep], live[keep], fed[keep], mask[keep], next_pos[keep]
+        logits = cached_forward(model, cache, input_ids=fed[:, None],
                                  attention_mask=mask[:, : prompt_width + step + 1],
                                  position_ids=next_pos[:, None])
         next_pos = next_pos + 1
