@@ -236,3 +236,29 @@ def test_ray_tracker_states_match_local_and_restore(local_ray):
         for name in NAMES:
             expected = 0.9 * local[name]["ema"][name] + 0.1 * fresh[name]["ema"][name]
             torch.testing.assert_close(resumed[name]["ema"][name], expected, atol=1e-5, rtol=1e-4)
+
+
+class Stop(Exception):
+    """Stands for the driver dying right after a checkpoint."""
+
+
+def test_ray_run_stopped_after_a_checkpoint_resumes_exactly(tmp_path, warm_model, local_ray,
+                                                                                   monkeypatch):
+    from teamrl.training import loop as loop_module
+
+    extra = ("trainer.num_cpus_per_policy=1", "train.checkpoint_every=1")
+    reference = _train(tmp_path, warm_model, "ray", *extra, "run_name=reference")
+    real_save = loop_module.save_training_state
+
+    def save_then_stop(run, state, *args, **kwargs):
+        path = real_save(run, state, *args, **kwargs)
+        if state.step == 2:
+            raise Stop
+        return path
+
+    monkeypatch.setattr(loop_module, "save_training_state", save_then_stop)
+    with pytest.raises(Stop):
+        _train(tmp_path, warm_model, "ray", *extra, "run_name=stopped")
+    monkeypatch.setattr(loop_module, "save_training_state", real_save)
+    resumed = _train(tmp_path, warm_model, "ray", *extra, "run_name=stopped", "train.resume=auto")
+    _assert_same_run(reference, resumed)

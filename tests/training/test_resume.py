@@ -169,3 +169,29 @@ def test_resume_keeps_the_role_gradient_ema_of_full_diagnostics_and_damping(tmp_
     step4 = next(row for row in _rows(stopped) if row["step"] == 4 and "train/success" in row)
     assert any(key.endswith("/coherence") for key in step4) and any(key.endswith("/damping_scale") for key in step4)
     _assert_same_run(stopped, reference)
+
+
+def test_a_failing_step_still_releases_the_backend_and_the_workflow(tmp_path, model_dir, one_thread, monkeypatch):
+    """Ray actors, rollout workers and sandbox workers must not outlive a run that raised."""
+    closed = []
+    real_backend, real_workflow = loop_module.make_backend, loop_module.build_workflow
+
+    def spy_backend(*args, **kwargs):
+        backend = real_backend(*args, **kwargs)
+        backend.close = lambda: closed.append("backend")
+        return backend
+
+    def spy_workflow(*args, **kwargs):
+        workflow = real_workflow(*args, **kwargs)
+        workflow.close = lambda: closed.append("workflow")
+        return workflow
+
+    def fail(*args, **kwargs):
+        raise Stop
+
+    monkeypatch.setattr(loop_module, "make_backend", spy_backend)
+    monkeypatch.setattr(loop_module, "build_workflow", spy_workflow)
+    monkeypatch.setattr(loop_module, "rollout_step", fail)
+    with pytest.raises(Stop):
+        train(load_config(_config_file(tmp_path, model_dir), ["run_name=failing"]), progress=False)
+    assert sorted(closed) == ["backend", "workflow"]

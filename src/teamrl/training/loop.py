@@ -83,95 +83,101 @@ def train(config: RunConfig, model_path: str | None = None, progress: bool = Tru
                                        diagnostics.needs_reference)
                   for name, p in policies.items()}
     run = RunDirectory(config, resume)
-    generator = torch.Generator().manual_seed(config.seed)
-    rng = random.Random(config.seed)
-    trackers = diagnostics.tracker_factory()
-    components: dict[str, Any] = {"diagnostics": diagnostics}
-    if trackers is not None:
-        components["trackers"] = TrackerStates()
-    state = restore_training_state(resume, policies, optimizers, generator, rng, components)
-    tcfg, algo = config.train, config.algorithm
-    backend = make_backend(config.trainer, optimizers, UpdateSettings(algo, config.rollout.temperature, tcfg.grad_clip,
-                                                                     trackers))
-    if trackers is not None:
-        components["trackers"].attach(backend)
-    # After make_backend (it connects to Ray) and the restore (the workers copy the current weights).
-    pool = RolloutPool(config, policies, mapping) if config.trainer.rollout_workers else None
+    backend = pool = None
+    try:
+        generator = torch.Generator().manual_seed(config.seed)
+        rng = random.Random(config.seed)
+        trackers = diagnostics.tracker_factory()
+        components: dict[str, Any] = {"diagnostics": diagnostics}
+        if trackers is not None:
+            components["trackers"] = TrackerStates()
+        state = restore_training_state(resume, policies, optimizers, generator, rng, components)
+        tcfg, algo = config.train, config.algorithm
+        backend = make_backend(config.trainer, optimizers, UpdateSettings(algo, config.rollout.temperature, tcfg.grad_clip,
+                                                                         trackers))
+        if trackers is not None:
+            components["trackers"].attach(backend)
+        # After make_backend (it connects to Ray) and the restore (the workers copy the current weights).
+        pool = RolloutPool(config, policies, mapping) if config.trainer.rollout_workers else None
 
-    def held_out(step: int) -> float:
-        started = time.time()
-        metrics, episodes = evaluate(workflow, policies, mapping, tcfg.eval_instances,
-                                     config.rollout.eval_temperature, config.rollout.max_new_tokens,
-                                     seed=config.seed)
-        run.log(step, {f"eval/{k}": v for k, v in metrics.items()} | {"time/eval_s": time.time() - started})
-        run.write_json(f"transcripts/eval_step{step:05d}.json",
-                       [{"instance": e.instance, "success": e.success, "turns": e.transcript}
-                        for e in episodes[:8]])
-        return metrics["success"]
+        def held_out(step: int) -> float:
+            started = time.time()
+            metrics, episodes = evaluate(workflow, policies, mapping, tcfg.eval_instances,
+                                         config.rollout.eval_temperature, config.rollout.max_new_tokens,
+                                         seed=config.seed)
+            run.log(step, {f"eval/{k}": v for k, v in metrics.items()} | {"time/eval_s": time.time() - started})
+            run.write_json(f"transcripts/eval_step{step:05d}.json",
+                           [{"instance": e.instance, "success": e.success, "turns": e.transcript}
+                            for e in episodes[:8]])
+            return metrics["success"]
 
-    if state is None:
-        initial = held_out(0)
-        state = LoopState(initial_success=initial, best_success=initial)
-        diagnostics.alerts(0, {"eval/success": initial})  # the first peak (a resumed run restored its own)
-    history = {"initial": state.initial_success}
-    best, best_step = state.best_success, state.best_step
-    started = time.time() - state.elapsed_s
-    bar = tqdm(range(state.step + 1, tcfg.steps + 1), disable=not progress, desc="train", dynamic_ncols=True)
-    step = state.step
-    for step in bar:
-        t0, evaluated = time.time(), {}
-        samples, episodes = rollout_step(config, workflow, policies, mapping, step - 1, generator, rng, pool)
-        t1 = time.time()
-        metrics = rollout_metrics(samples, episodes)
-        metrics.update({f"adv/{k}": v for k, v in assign_advantages(samples, episodes, algo).items()})
-        batches = {name: trainable([s for s in samples if s.policy == name], algo.drop_zero_signal)
-                   for name in optimizers}
-        per_role = []
-        for name, result in backend.update(batches, rng).items():
-            metrics.update({f"policy/{name}/{k}": v for k, v in result.stats.items()})
-            per_role.append(result.diagnostics)
+        if state is None:
+            initial = held_out(0)
+            state = LoopState(initial_success=initial, best_success=initial)
+            diagnostics.alerts(0, {"eval/success": initial})  # the first peak (a resumed run restored its own)
+        history = {"initial": state.initial_success}
+        best, best_step = state.best_success, state.best_step
+        started = time.time() - state.elapsed_s
+        bar = tqdm(range(state.step + 1, tcfg.steps + 1), disable=not progress, desc="train", dynamic_ncols=True)
+        step = state.step
+        for step in bar:
+            t0, evaluated = time.time(), {}
+            samples, episodes = rollout_step(config, workflow, policies, mapping, step - 1, generator, rng, pool)
+            t1 = time.time()
+            metrics = rollout_metrics(samples, episodes)
+            metrics.update({f"adv/{k}": v for k, v in assign_advantages(samples, episodes, algo).items()})
+            batches = {name: trainable([s for s in samples if s.policy == name], algo.drop_zero_signal)
+                       for name in optimizers}
+            per_role = []
+            for name, result in backend.update(batches, rng).items():
+                metrics.update({f"policy/{name}/{k}": v for k, v in result.stats.items()})
+                per_role.append(result.diagnostics)
+            if pool:
+                pool.sync(optimizers)  # the driver's policies hold the new weights; the workers get them
+            metrics.update(diagnostics.step_metrics(samples, per_role))
+            t2 = time.time()
+            tokens = sum(len(s.generation.response_ids) for s in samples)
+            metrics.update({"time/rollout_s": t1 - t0, "time/update_s": t2 - t1,
+                            "time/tokens_per_s": tokens / max(t1 - t0, 1e-9),
+                            "time/elapsed_s": t2 - started})
+            if tcfg.eval_every and step % tcfg.eval_every == 0 and step < tcfg.steps:
+                success = held_out(step)
+                evaluated = {"eval/success": success}
+                if success > best:
+                    best, best_step = success, step
+                    run.save_checkpoint("best", policies)
+                metrics["eval/best_success"] = best
+                run.write_json(f"transcripts/train_step{step:05d}.json",
+                               training_transcripts(samples, episodes, config.diagnostics.train_transcripts))
+            metrics.update(_report_alerts(run.path, diagnostics.alerts(step, metrics | evaluated), progress))
+            run.log(step, metrics)
+            bar.set_postfix(success=f"{metrics['train/success']:.2f}", best=f"{best:.2f}")
+            if tcfg.checkpoint_every and step % tcfg.checkpoint_every == 0:
+                state = LoopState(step, history["initial"], best, best_step, time.time() - started)
+                backend.pull_optimizer_state()  # the Ray backend's optimizers live in its actors
+                save_training_state(run, state, policies, optimizers, generator, rng, tcfg.keep_last, components)
+            if tcfg.time_budget_s and time.time() - started > tcfg.time_budget_s:
+                break
+        train_seconds = time.time() - started
+        final = held_out(step)
+        _report_alerts(run.path, diagnostics.alerts(step, {"eval/success": final}), progress)
+        if final >= best:
+            best, best_step = final, step
+            run.save_checkpoint("best", policies)
+        run.save_checkpoint("final", policies)
+        summary = {"initial_success": history["initial"], "final_success": final, "best_success": best,
+                   "best_step": best_step, "steps": step, "train_seconds": train_seconds,
+                   "agent_to_policy": mapping}
+        run.write_json("summary.json", summary)
+        return run.path
+    finally:  # also when a step fails: Ray actors, rollout workers and sandbox workers are released
         if pool:
-            pool.sync(optimizers)  # the driver's policies hold the new weights; the workers get them
-        metrics.update(diagnostics.step_metrics(samples, per_role))
-        t2 = time.time()
-        tokens = sum(len(s.generation.response_ids) for s in samples)
-        metrics.update({"time/rollout_s": t1 - t0, "time/update_s": t2 - t1,
-                        "time/tokens_per_s": tokens / max(t1 - t0, 1e-9),
-                        "time/elapsed_s": t2 - started})
-        if tcfg.eval_every and step % tcfg.eval_every == 0 and step < tcfg.steps:
-            success = held_out(step)
-            evaluated = {"eval/success": success}
-            if success > best:
-                best, best_step = success, step
-                run.save_checkpoint("best", policies)
-            metrics["eval/best_success"] = best
-            run.write_json(f"transcripts/train_step{step:05d}.json",
-                           training_transcripts(samples, episodes, config.diagnostics.train_transcripts))
-        metrics.update(_report_alerts(run.path, diagnostics.alerts(step, metrics | evaluated), progress))
-        run.log(step, metrics)
-        bar.set_postfix(success=f"{metrics['train/success']:.2f}", best=f"{best:.2f}")
-        if tcfg.checkpoint_every and step % tcfg.checkpoint_every == 0:
-            state = LoopState(step, history["initial"], best, best_step, time.time() - started)
-            backend.pull_optimizer_state()  # the Ray backend's optimizers live in its actors
-            save_training_state(run, state, policies, optimizers, generator, rng, tcfg.keep_last, components)
-        if tcfg.time_budget_s and time.time() - started > tcfg.time_budget_s:
-            break
-    train_seconds = time.time() - started
-    final = held_out(step)
-    _report_alerts(run.path, diagnostics.alerts(step, {"eval/success": final}), progress)
-    if final >= best:
-        best, best_step = final, step
-        run.save_checkpoint("best", policies)
-    run.save_checkpoint("final", policies)
-    summary = {"initial_success": history["initial"], "final_success": final, "best_success": best,
-               "best_step": best_step, "steps": step, "train_seconds": train_seconds,
-               "agent_to_policy": mapping}
-    run.write_json("summary.json", summary)
-    if pool:
-        pool.close()
-    backend.close()
-    run.close()
-    return run.path
+            pool.close()
+        if backend is not None:
+            backend.close()
+        if hasattr(workflow, "close"):
+            workflow.close()
+        run.close()
 
 
 def _report_alerts(folder: Path, alerts: list[Alert], progress: bool) -> dict[str, float]:
