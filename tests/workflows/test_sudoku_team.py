@@ -123,6 +123,18 @@ def test_garbage_never_raises_tool_garbage_is_a_no_op_plan_garbage_forfeits(agen
         assert state.env.cells == list(state.env.puzzle) and state.env.steps_taken == 0
 
 
+def test_follow_applies_the_tool_grid() -> None:
+    team = workflow()
+    state = state_of()
+    team.apply("tool", state, "print(solve(grid))")
+    followed = team.apply("plan", state, "follow")
+    assert team.success(state) and followed.terms["goal"] > 0 and followed.local > 0
+    partial = state_of()
+    team.apply("tool", partial, "print(singles(grid))")
+    team.apply("plan", partial, "follow")
+    assert not team.success(partial)
+
+
 def test_responses_after_the_episode_change_nothing() -> None:
     team = workflow()
     state = state_of()

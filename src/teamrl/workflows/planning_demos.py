@@ -14,7 +14,7 @@ Sokoban
 Sudoku
 - tool: prints `solve(grid)` only sometimes; otherwise it prints `singles(grid)`, which fills only
   the blanks forced on the current grid (a complete grid for very few puzzles; valid progress).
-- plan: copies a tool grid that reached the goal only sometimes; otherwise it writes the solution
+- plan: follows a tool grid that reached the goal only sometimes; otherwise it writes the solution
   or a column- and box-blind fill: each row's blanks get its missing digits in increasing order.
 
 `demonstrations(workflow, seed, skill)` yields (agent, prompt, response) triples like Plan-Path's;
@@ -124,7 +124,7 @@ def sudoku_plan(
     state: ToolPlanState, rng: random.Random, skill: PlanningSkill, with_tool: bool
 ) -> str:
     if with_tool and state.simulation == "goal" and rng.random() < skill.plan_trust:
-        return state.output
+        return "follow"
     env: sudoku.SudokuEnv = state.env
     if rng.random() < skill.plan_solve:
         n = env.size

@@ -11,7 +11,8 @@ tool: writes a Python program that prints a grid (a list of rows of ints, 0 = bl
       is simulated on a copy of the environment; the plan role is shown it as one line of rows.
 plan: sees the puzzle, the tool's program, its grid and the simulation result, and replies with a
       grid that steps the real environment, e.g. "1234 3412 2143 4321" (one line) or one row of
-      digits per line; 0 leaves a cell blank, and a changed entry of the team's own is replaced.
+      digits per line; 0 leaves a cell blank, and a changed entry of the team's own is replaced;
+      or `follow` to apply the tool's grid as it is.
       The grid is checked as a whole (`SudokuEnv.step`): a clash anywhere applies nothing.
 
 Compact prompt (tiny model), e.g. for the tool::
@@ -100,7 +101,8 @@ CHAT_INSTRUCTIONS = {
         "You are the plan agent of a two-agent team. " + _RULES + " Below the puzzle you see the "
         "tool agent's program (code:), the grid it printed (out:) and what it did when simulated "
         "(sim: goal, invalid, missed, none or error). Reply with the completed grid only, its "
-        "rows as digits separated by spaces, e.g. 1234 3412 2143 4321."
+        "rows as digits separated by spaces, e.g. 1234 3412 2143 4321, or with the single word "
+        "follow to apply the tool agent's grid."
     ),
     "plan_single": _RULES + (
         " Reply with the completed grid only, its rows as digits separated by spaces, "
