@@ -84,6 +84,21 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_alerts(args: argparse.Namespace) -> int:
+    from teamrl.diagnostics.replay import replay_alerts
+
+    try:
+        alerts = replay_alerts(Path(args.run_dir), args.overrides)
+    except ValueError as err:
+        print(f"teamrl: error: {err}", file=sys.stderr)
+        return 2
+    for alert in alerts:
+        print(f"step {alert.step:4d}  {alert.kind}  {alert.subject}\n    {alert.message}")
+    if not alerts:
+        print("no alert")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="teamrl", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -119,6 +134,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="run directories written by train")
     p.add_argument("--out", help="output folder (default: RUN_DIR/report; ./teamrl-compare for several runs)")
     p.set_defaults(func=cmd_report)
+    p = sub.add_parser("alerts", help="the alerts a finished run raises under other diagnostics settings, "
+                       "replayed from its metrics (alerts never change training)")
+    p.add_argument("run_dir", metavar="RUN_DIR", help="a run directory written by train")
+    p.add_argument("overrides", nargs="*", help="dotted overrides, e.g. diagnostics.window=1 diagnostics.echo_cosine=0.7")
+    p.set_defaults(func=cmd_alerts)
     return parser
 
 

@@ -7,6 +7,7 @@ import json
 import pytest
 import yaml
 
+from teamrl.cli import main as cli_main
 from teamrl.config import config_to_dict, load_config
 from teamrl.diagnostics.replay import observations, replay_alerts
 
@@ -54,3 +55,13 @@ def test_replay_errors_say_what_is_missing(tmp_path):
         replay_alerts(run)
     with pytest.raises(ValueError, match="diagnostics.level: none"):
         replay_alerts(run, ["diagnostics.level=none"])
+
+
+def test_alerts_command_prints_the_replayed_alerts(tmp_path, capsys):
+    run = _run_dir(tmp_path, ROWS)
+    assert cli_main(["alerts", str(run)]) == 0
+    assert "step    3  collapse" in capsys.readouterr().out
+    assert cli_main(["alerts", str(run), "diagnostics.collapse_drop=0.5"]) == 0
+    assert capsys.readouterr().out.strip() == "no alert"
+    assert cli_main(["alerts", str(tmp_path / "missing")]) == 2
+    assert "has no config.yaml" in capsys.readouterr().err

@@ -2,7 +2,7 @@
 
 Alerts never change training, so replaying a run's metrics.jsonl through a fresh `AlertMonitor`
 (built from the run's config.yaml plus overrides such as `diagnostics.window=5`) gives exactly the
-alerts that run would have raised with those settings (`benchmarks/replay_alerts.py`).
+alerts that run would have raised with those settings (`teamrl alerts RUN_DIR key=value ...`).
 """
 
 from __future__ import annotations
