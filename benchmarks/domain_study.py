@@ -1,12 +1,12 @@
 """Per-domain study: the untrained tiny team vs the same team after AT-GRPO, on held-out instances.
 
-Run: python benchmarks/domain_study.py DOMAIN [--steps N] [--seed 0] [--set key=value ...]
+Run: python benchmarks/domain_study.py DOMAIN [--steps N] [--seed 0] [--warmup-steps N] [--set key=value ...]
 DOMAIN is a config in src/teamrl/configs (plan_path, sokoban, sudoku, math, code: <domain>_team.yaml)
-or a path to a YAML config. The tiny default model is warmed up on the task's scripted demos
-(cached), the untrained single agent is scored as a reference, then the team is trained with the
-config's AT-GRPO settings; the loop scores the untrained team first (step 0) and the trained team
-last. Writes benchmarks/results/<domain>_study.json and .txt: held-out success (greedy) and mean
-held-out team return, before / after / best, with the command and wall times.
+or a path to a YAML config. The tiny default model is warmed up on the task's scripted demos for
+`policy.warmup_sft_steps` steps (cached), the untrained single agent is scored as a reference, then the
+team is trained with the config's AT-GRPO settings; the loop scores the untrained team first (step 0)
+and the trained team last. Writes benchmarks/results/<domain>_study.json and .txt: held-out success
+(greedy) and mean held-out team return, before / after / best, with the command and wall times.
 """
 
 from __future__ import annotations
