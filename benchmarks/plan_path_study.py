@@ -1,5 +1,6 @@
 """The default study: untrained team vs AT-GRPO (shared, per-role) vs single-agent GRPO vs
-trajectory-level GRPO on Plan-Path with the tiny default model, same steps and samples.
+trajectory-level GRPO vs SFT on the team's own successes, on Plan-Path with the tiny default model,
+same steps and samples.
 
 Run: python benchmarks/plan_path_study.py [--steps 60] [--out benchmarks/results/plan_path_study.json]
 Every run starts from the same warmed-up tiny model (`teamrl warmup` first, or it is built here).
@@ -25,6 +26,8 @@ RUNS = {
     "at-grpo per-role": ["regime=per_role"],
     "single-agent grpo": ["workflow.name=single"],
     "trajectory grpo": ["algorithm.grouping=trajectory"],
+    # The SFT baseline: fine-tune the team on its own successful episodes (same rollouts as trajectory GRPO).
+    "sft on successes": ["algorithm.grouping=trajectory", "algorithm.objective=rft"],
 }
 
 

@@ -62,6 +62,11 @@ class RunConfig:
         check(self.workflow.max_turns >= 1, "workflow.max_turns", self.workflow.max_turns, ">= 1")
         check(self.algorithm.grouping in ("tree", "trajectory"), "algorithm.grouping",
               self.algorithm.grouping, "tree or trajectory")
+        check(self.algorithm.objective in ("grpo", "rft"), "algorithm.objective", self.algorithm.objective,
+              "grpo or rft")
+        check(self.algorithm.objective != "rft" or self.algorithm.grouping == "trajectory", "algorithm.objective",
+              self.algorithm.objective, "grpo with tree grouping (rft imitates whole successful episodes: set "
+              "algorithm.grouping=trajectory)")
         check(self.algorithm.trajectory_credit in ("team", "per_agent"), "algorithm.trajectory_credit",
               self.algorithm.trajectory_credit, "team or per_agent")
         check(self.algorithm.k >= 2, "algorithm.k", self.algorithm.k, ">= 2 (a group needs two samples)")

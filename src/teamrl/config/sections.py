@@ -97,6 +97,10 @@ class RolloutConfig:
 class AlgorithmConfig:
     """AT-GRPO and its baselines."""
 
+    objective: str = "grpo"
+    """grpo: group-normalised advantages (AT-GRPO and its GRPO baselines); rft: the SFT baseline on the team's
+    own successes (rejection-sampling fine-tuning): every response of a successful episode gets advantage 1,
+    every other 0 (needs grouping: trajectory)."""
     grouping: str = "tree"
     """tree: AT-GRPO groups by (instance, turn, agent); trajectory: one group per instance over K full episodes."""
     k: int = 8

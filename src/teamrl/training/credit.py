@@ -20,6 +20,8 @@ def assign_advantages(samples: list[Sample], episodes: list[Episode], algo: Algo
     """
     if not samples:
         return {}
+    if algo.objective == "rft":
+        return success_advantages(samples, episodes)
     if algo.grouping == "tree":
         rewards = torch.tensor([s.reward for s in samples], dtype=torch.float64)
         if algo.agentwise_norm:
@@ -47,6 +49,20 @@ def assign_advantages(samples: list[Sample], episodes: list[Episode], algo: Algo
             s.advantage = float(adv[s.episode])
         return metrics
     raise ValueError(f"unknown grouping {algo.grouping!r}; use tree or trajectory")
+
+
+def success_advantages(samples: list[Sample], episodes: list[Episode]) -> dict[str, float]:
+    """The SFT baseline's credit: 1 for every response of a successful episode, 0 otherwise.
+
+    With these advantages the PPO-clipped loss at ratio 1 has the gradient of the mean log-likelihood of
+    the successful episodes' responses (token-mean aggregation: SFT's token-mean NLL), so the same update
+    code fine-tunes on the team's own successes (rejection-sampling fine-tuning, filtered imitation).
+    """
+    for s in samples:
+        s.advantage = 1.0 if episodes[s.episode].success else 0.0
+    kept = sum(s.advantage for s in samples)
+    return {"kept_fraction": kept / len(samples),
+            "successful_episodes": sum(e.success for e in episodes) / max(len(episodes), 1)}
 
 
 def trainable(samples: list[Sample], drop_zero_signal: bool) -> list[Sample]:
