@@ -274,3 +274,13 @@ def test_parse_int_grid_round_trip(grid: list[list[int]], sep: str) -> None:
     text = "Here you go:\n" + "\n".join(sep.join(str(x) for x in row) for row in grid) + "\n"
     assert parse_int_grid(text, len(grid)) == grid
     assert parse_int_grid(str(grid), len(grid)) == grid
+
+
+def test_model_code_parses_without_syntax_warnings(recwarn, capfd):
+    """`1if x` and `"\\d"` make Python print SyntaxWarnings; model output must not flood the log with them."""
+    from teamrl.tasks.parsing import parse_python
+
+    assert extract_code_block("print(1if 1 else 2)") == "print(1if 1 else 2)"
+    parse_python('x = "\\d"')
+    assert not [w for w in recwarn if issubclass(w.category, SyntaxWarning)]
+    assert "SyntaxWarning" not in capfd.readouterr().err

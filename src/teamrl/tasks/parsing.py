@@ -14,6 +14,7 @@ import ast
 import html
 import re
 import textwrap
+import warnings
 from typing import Literal
 
 __all__ = [
@@ -113,9 +114,17 @@ def _clean_code(body: str) -> str:
     return textwrap.dedent(body.replace("\r\n", "\n")).strip()
 
 
+def parse_python(code: str) -> ast.Module:
+    """`ast.parse` for model-written code: without the SyntaxWarnings (`1if x`, `"\\d"`) that Python
+    prints to stderr for such text, which would flood a training log. Raises what `ast.parse` raises."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SyntaxWarning)
+        return ast.parse(code)
+
+
 def _parses_as_python(code: str) -> bool:
     try:
-        ast.parse(code)
+        parse_python(code)
     except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError):
         # ValueError: null bytes; RecursionError/MemoryError: absurdly nested input.
         return False

@@ -7,7 +7,7 @@ import re
 import textwrap
 
 from teamrl.tasks.code_data import CodeProblem
-from teamrl.tasks.parsing import extract_code_block
+from teamrl.tasks.parsing import extract_code_block, parse_python
 
 Steps = tuple[tuple[str, bool], ...]  # (statement source, is an assert unit), in order
 
@@ -32,7 +32,7 @@ def visible_prompt(problem: CodeProblem) -> str:
 
 def _defines(code: str, name: str | None) -> bool:
     try:
-        tree = ast.parse(code)
+        tree = parse_python(code)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return False
     if name is None:
@@ -63,13 +63,13 @@ def parse_program(text: str, problem: CodeProblem) -> tuple[str, bool]:
 def _statements(code: str) -> tuple[list[ast.stmt], bool]:
     """Top-level statements; when the whole block does not parse, the lines that do (salvaged)."""
     try:
-        return ast.parse(code).body, True
+        return parse_python(code).body, True
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         pass
     salvaged: list[ast.stmt] = []
     for line in code.splitlines():
         try:
-            salvaged += ast.parse(line.strip()).body
+            salvaged += parse_python(line.strip()).body
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             continue
     return salvaged, False

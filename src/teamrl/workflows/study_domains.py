@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from teamrl.tasks.math_answers import answers_match
+from teamrl.tasks.parsing import parse_python
 from teamrl.workflows.code_parsing import parse_program, visible_prompt
 from teamrl.workflows.code_runner import CodeRunner
 from teamrl.workflows.code_sources import CodeProblemSource, code_problems
@@ -169,7 +170,7 @@ class CodeDomain:
 def _normal_program(program: str) -> str:
     """A program's syntax tree without formatting and comments (the text when it does not parse)."""
     try:
-        return ast.dump(ast.parse(program))
+        return ast.dump(parse_python(program))
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return program.strip()
 
