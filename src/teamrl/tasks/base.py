@@ -68,3 +68,18 @@ def split_seed(split: str, index: int) -> int:
     if split == "heldout":
         return HELD_OUT_SEED_OFFSET + index
     raise ValueError(f"unknown split {split!r}: use 'train' or 'heldout'")
+
+
+def check_puzzle_settings(config: Any, task: str) -> None:
+    """The checks every generated puzzle's settings share (Sokoban, Sudoku): `max_steps` >= 0, the
+    shaped reward's magnitudes >= 0, `heldout_instances` >= 0 and `max_attempts` >= 1."""
+    if config.max_steps < 0:
+        raise ValueError(f"{task}.max_steps must be >= 0, got {config.max_steps}")
+    for name in ("step_cost", "invalid_penalty", "progress_coef", "goal_bonus"):
+        value = getattr(config, name)
+        if value < 0:
+            raise ValueError(f"{task}.{name} must be >= 0 (it is a magnitude), got {value}")
+    if config.heldout_instances < 0:
+        raise ValueError(f"{task}.heldout_instances must be >= 0, got {config.heldout_instances}")
+    if config.max_attempts < 1:
+        raise ValueError(f"{task}.max_attempts must be >= 1, got {config.max_attempts}")

@@ -12,7 +12,7 @@ import random
 from collections import deque
 from dataclasses import dataclass
 
-from teamrl.tasks.base import split_seed
+from teamrl.tasks.base import check_puzzle_settings, split_seed
 
 MOVES: tuple[str, ...] = ("U", "D", "L", "R")
 LEGEND = (
@@ -79,18 +79,7 @@ class SokobanConfig:
             raise ValueError(
                 f"sokoban.min_solution_moves must be >= 1, got {self.min_solution_moves}"
             )
-        if self.max_steps < 0:
-            raise ValueError(f"sokoban.max_steps must be >= 0, got {self.max_steps}")
-        for name in ("step_cost", "invalid_penalty", "progress_coef", "goal_bonus"):
-            value = getattr(self, name)
-            if value < 0:
-                raise ValueError(f"sokoban.{name} must be >= 0 (it is a magnitude), got {value}")
-        if self.heldout_instances < 0:
-            raise ValueError(
-                f"sokoban.heldout_instances must be >= 0, got {self.heldout_instances}"
-            )
-        if self.max_attempts < 1:
-            raise ValueError(f"sokoban.max_attempts must be >= 1, got {self.max_attempts}")
+        check_puzzle_settings(self, "sokoban")
 
     @property
     def step_budget(self) -> int:

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Sequence
 
-from teamrl.tasks.base import HELD_OUT_SEED_OFFSET, StepResult, split_seed
+from teamrl.tasks.base import HELD_OUT_SEED_OFFSET, StepResult, check_puzzle_settings, split_seed
 
 _BOX = {4: 2, 9: 3}
 _MAX_BLANKS = {4: 12, 9: 64}  # a uniquely solvable puzzle needs >= 4 (4x4) / 17 (9x9) givens
@@ -63,18 +63,7 @@ class SudokuConfig:
                 f"sudoku.num_blanks must be between 1 and {limit} for a {self.size}x{self.size} "
                 f"grid (0 = default), got {self.num_blanks}"
             )
-        if self.max_steps < 0:
-            raise ValueError(f"sudoku.max_steps must be >= 0, got {self.max_steps}")
-        for name in ("step_cost", "invalid_penalty", "progress_coef", "goal_bonus"):
-            value = getattr(self, name)
-            if value < 0:
-                raise ValueError(f"sudoku.{name} must be >= 0 (it is a magnitude), got {value}")
-        if self.heldout_instances < 0:
-            raise ValueError(
-                f"sudoku.heldout_instances must be >= 0, got {self.heldout_instances}"
-            )
-        if self.max_attempts < 1:
-            raise ValueError(f"sudoku.max_attempts must be >= 1, got {self.max_attempts}")
+        check_puzzle_settings(self, "sudoku")
 
     @property
     def blanks(self) -> int:
