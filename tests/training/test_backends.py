@@ -242,11 +242,13 @@ class Stop(Exception):
     """Stands for the driver dying right after a checkpoint."""
 
 
-def test_ray_run_stopped_after_a_checkpoint_resumes_exactly(tmp_path, warm_model, local_ray,
-                                                                                   monkeypatch):
+@pytest.mark.parametrize("workers", [0, 2])
+def test_ray_run_stopped_after_a_checkpoint_resumes_exactly(tmp_path, warm_model, local_ray, monkeypatch, workers):
+    """Also with two rollout workers, whose per-step sampling seeds come from the checkpointed loop RNG."""
     from teamrl.training import loop as loop_module
 
-    extra = ("trainer.num_cpus_per_policy=1", "train.checkpoint_every=1")
+    extra = ("trainer.num_cpus_per_policy=0.5", "trainer.num_cpus_per_rollout_worker=0.5",
+             f"trainer.rollout_workers={workers}", "train.checkpoint_every=1")
     reference = _train(tmp_path, warm_model, "ray", *extra, "run_name=reference")
     real_save = loop_module.save_training_state
 
