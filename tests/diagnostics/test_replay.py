@@ -51,7 +51,7 @@ def test_replay_errors_say_what_is_missing(tmp_path):
         replay_alerts(tmp_path)
     run = _run_dir(tmp_path, ROWS)
     (run / "metrics.jsonl").write_text('{"step": 0, "eval/success": 0.5}\n{"step": 1,\n')
-    with pytest.raises(ValueError, match=r"metrics.jsonl:2: not valid JSON"):
+    with pytest.raises(ValueError, match=r"metrics.jsonl, line 2: not valid JSON"):
         replay_alerts(run)
     with pytest.raises(ValueError, match="diagnostics.level: none"):
         replay_alerts(run, ["diagnostics.level=none"])

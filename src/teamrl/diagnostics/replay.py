@@ -7,12 +7,12 @@ alerts that run would have raised with those settings (`teamrl alerts RUN_DIR ke
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from teamrl.config import load_config
 from teamrl.diagnostics.alerts import Alert
 from teamrl.diagnostics.session import RunDiagnostics
+from teamrl.report.runs import load_metrics
 from teamrl.training.build import agent_mapping, build_workflow
 
 
@@ -52,11 +52,5 @@ def replay_alerts(run_dir: Path, overrides: list[str] = ()) -> list[Alert]:
     finally:
         if hasattr(workflow, "close"):
             workflow.close()
-    rows = []
-    for lineno, line in enumerate((run_dir / "metrics.jsonl").read_text().splitlines(), 1):
-        if line.strip():
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError as err:
-                raise ValueError(f"{run_dir / 'metrics.jsonl'}:{lineno}: not valid JSON ({err.msg})") from None
+    rows = load_metrics(run_dir / "metrics.jsonl")  # the report's reader: file and line on a bad row
     return [alert for step, metrics in observations(rows) for alert in diagnostics.alerts(step, metrics)]
