@@ -3,7 +3,7 @@ import math
 import pytest
 import torch
 
-from teamrl.algorithms.advantages import agentwise_normalized_rewards, group_ids, group_normalized_advantages
+from teamrl.algorithms.advantages import agentwise_scaled_advantages, group_ids, group_normalized_advantages
 
 
 def test_group_ids_are_contiguous_in_first_appearance_order():
@@ -50,10 +50,32 @@ def test_non_finite_rewards_are_rejected():
         group_normalized_advantages(torch.tensor([1.0, float("nan")]), torch.tensor([0, 0]))
 
 
-def test_agentwise_normalisation_standardises_each_agent():
-    rewards = torch.tensor([10.0, 20.0, 0.1, 0.3])
-    out = agentwise_normalized_rewards(rewards, torch.tensor([0, 0, 1, 1]), eps=0.0)
-    assert out.tolist() == pytest.approx([-1.0, 1.0, -1.0, 1.0], rel=1e-5)
+def test_agentwise_scaling_uses_each_agents_reward_std_across_its_groups():
+    """Agent 0 has groups {0, 2} and {4, 6}: rewards 0, 2, 4, 6 have population std sqrt(5); each group's
+    centred rewards -1, +1 are divided by sqrt(5) (per-group std would give -1, +1). Agent 1 has one group
+    {10, 20} (std 5): centred -5, +5 -> -1, +1. Agent 1's flat group {3, 3} gives 0."""
+    rewards = torch.tensor([0.0, 2.0, 4.0, 6.0, 10.0, 20.0, 3.0, 3.0])
+    groups = torch.tensor([0, 0, 1, 1, 2, 2, 3, 3])
+    agents = torch.tensor([0, 0, 0, 0, 1, 1, 1, 1])
+    adv, metrics = agentwise_scaled_advantages(rewards, groups, agents, eps=0.0)
+    s0 = math.sqrt(5.0)
+    # agent 1's rewards 10, 20, 3, 3: mean 9, population std sqrt((1 + 121 + 36 + 36) / 4) = sqrt(48.5)
+    s1 = math.sqrt(48.5)
+    assert adv.tolist() == pytest.approx([-1 / s0, 1 / s0, -1 / s0, 1 / s0, -5 / s1, 5 / s1, 0.0, 0.0], rel=1e-5)
+    assert metrics["zero_signal_frac"] == 0.25
+
+
+def test_agentwise_scaling_differs_from_per_group_std_scaling():
+    """The mitigation must change something when every group holds one agent (AT-GRPO's groups)."""
+    rewards = torch.tensor([0.0, 1.0, 0.0, 0.1, 0.0, 5.0])
+    groups = torch.tensor([0, 0, 1, 1, 2, 2])
+    agents = torch.tensor([0, 0, 0, 0, 1, 1])
+    per_group, _ = group_normalized_advantages(rewards, groups, eps=0.0)
+    agentwise, _ = agentwise_scaled_advantages(rewards, groups, agents, eps=0.0)
+    assert per_group[:4].tolist() == pytest.approx([-1.0, 1.0, -1.0, 1.0], rel=1e-5)
+    # the small-spread group keeps a small advantage relative to the other group of the same agent
+    assert abs(agentwise[2].item()) == pytest.approx(abs(agentwise[0].item()) / 10, rel=1e-5)
+    assert not torch.allclose(per_group, agentwise)
 
 
 def test_vectorised_matches_loop_reference():

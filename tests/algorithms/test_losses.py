@@ -55,3 +55,48 @@ def test_k3_is_zero_at_equality_and_positive_elsewhere():
     value = kl_k3(torch.tensor([-1.0]), torch.tensor([-2.0])).item()
     assert value == pytest.approx(math.exp(-1) + 1 - 1)
     assert value > 0
+
+
+def test_extreme_ratios_give_a_finite_loss_and_gradient():
+    """A log-ratio of 1000 overflows exp without the clamp (inf * 0 = NaN in the gradient)."""
+    logp = torch.tensor([[1000.0, -1000.0, 0.0]], requires_grad=True)
+    old = torch.zeros(1, 3)
+    for adv in (1.0, -1.0, 0.0):
+        logp.grad = None
+        loss, metrics = ppo_clip_loss(logp, old, torch.tensor([adv]), torch.ones(1, 3), 0.2, 0.2)
+        loss.backward()
+        assert torch.isfinite(loss) and torch.isfinite(logp.grad).all()
+        assert all(math.isfinite(v) for v in metrics.values())
+        assert metrics["ratio_max"] == pytest.approx(math.exp(20.0), rel=1e-5)
+
+
+def test_log_ratio_clamp_is_the_setting():
+    logp = torch.tensor([[3.0]])
+    _, metrics = ppo_clip_loss(logp, torch.zeros(1, 1), torch.tensor([1.0]), torch.ones(1, 1), log_ratio_clamp=2.0)
+    assert metrics["ratio_max"] == pytest.approx(math.exp(2.0), rel=1e-6)
+    loss, _ = ppo_clip_loss(torch.tensor([[-3.0]]), torch.zeros(1, 1), torch.tensor([-1.0]), torch.ones(1, 1),
+                            0.2, 0.2, log_ratio_clamp=2.0)
+    # A < 0: min(ratio * A, clip(ratio) * A) = max(ratio, 0.8) * -1 with ratio = e^-2 -> 0.8; negated: 0.8
+    assert loss.item() == pytest.approx(0.8, rel=1e-6)
+
+
+def test_padding_with_infinite_logprobs_leaves_loss_metrics_and_gradient_finite():
+    logp = torch.tensor([[-1.0, 0.0], [-0.5, 0.0]], requires_grad=True)
+    old = torch.tensor([[-1.2, float("-inf")], [-0.4, float("nan")]])
+    mask = torch.tensor([[1.0, 0.0], [1.0, 0.0]])
+    loss, metrics = ppo_clip_loss(logp, old, torch.tensor([1.0, -1.0]), mask)
+    loss.backward()
+    assert torch.isfinite(loss) and torch.isfinite(logp.grad).all()
+    assert logp.grad[:, 1].abs().sum() == 0
+    assert all(math.isfinite(v) for v in metrics.values())
+    # same loss as without the padding column
+    ref, _ = ppo_clip_loss(logp[:, :1].detach(), old[:, :1], torch.tensor([1.0, -1.0]), mask[:, :1])
+    assert loss.item() == pytest.approx(ref.item(), rel=1e-6)
+
+
+def test_k3_is_clamped_and_finite_on_padding():
+    logp = torch.tensor([[0.0, 0.0, 0.0]])
+    ref = torch.tensor([[100.0, float("-inf"), float("nan")]])
+    kl = kl_k3(logp, ref, clamp=10.0)
+    assert torch.isfinite(kl).all()
+    assert kl[0, 0].item() == pytest.approx(math.exp(10.0) - 10.0 - 1.0, rel=1e-6)

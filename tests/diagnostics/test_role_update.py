@@ -161,3 +161,22 @@ def test_agentwise_normalisation_divides_by_each_agents_own_reward_std():
     assert [s.advantage for s in plain] == pytest.approx([-1, 1, -1, 1, -5, 5, -5, 5])
     a, b = 1 / 5 ** 0.5, 5 / 25 ** 0.5
     assert [s.advantage for s in normed] == pytest.approx([-a, a, -a, a, -b, b, -b, b])
+
+
+def test_agentwise_normalisation_changes_tree_advantages_with_group_std_scaling():
+    """With the default scale_by_std the per-group std used to undo the per-agent rescale (every tree group
+    holds one agent): agent a's groups {0, 2} and {4, 4.2} gave +-1 in both. Scaled by a's own reward std
+    over the batch (rewards 0, 2, 4, 4.2: mean 2.55, population std sqrt(11.63 / 4)) the small-spread group's
+    advantages are ten times smaller than the other's."""
+    from teamrl.training.credit import assign_advantages
+    from diag_helpers import sample
+
+    def batch():
+        return [sample("a", "writer", reward=r, episode=e) for e, r in ((0, 0.0), (0, 2.0), (1, 4.0), (1, 4.2))]
+
+    plain, normed = batch(), batch()
+    assign_advantages(plain, [], AlgorithmConfig(adv_eps=0.0))
+    assign_advantages(normed, [], AlgorithmConfig(adv_eps=0.0, agentwise_norm=True))
+    assert [s.advantage for s in plain] == pytest.approx([-1, 1, -1, 1], rel=1e-5)
+    std = (11.63 / 4) ** 0.5
+    assert [s.advantage for s in normed] == pytest.approx([-1 / std, 1 / std, -0.1 / std, 0.1 / std], rel=1e-5)

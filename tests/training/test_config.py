@@ -59,3 +59,17 @@ def test_the_warmup_length_reaches_the_warmup_recipe(monkeypatch):
     config = load_config(None, ["task.name=sokoban", "policy.warmup_sft_steps=123"])
     assert build.resolve_model_path(config) == "/warmed"
     assert seen[0].steps == 123 and dict(seen[0].task)["name"] == "sokoban"
+
+
+def test_agentwise_norm_with_team_trajectory_credit_is_refused_with_the_fix():
+    from teamrl.config.sections import AlgorithmConfig, check_mitigations
+    with pytest.raises(ConfigError, match="trajectory_credit=per_agent"):
+        check_mitigations(AlgorithmConfig(agentwise_norm=True, grouping="trajectory"))
+    check_mitigations(AlgorithmConfig(agentwise_norm=True, grouping="trajectory", trajectory_credit="per_agent"))
+
+
+@pytest.mark.parametrize("key", ["log_ratio_clamp", "kl_clamp"])
+def test_clamps_must_be_positive(key):
+    from teamrl.config.sections import AlgorithmConfig, check_mitigations
+    with pytest.raises(ConfigError, match=f"algorithm.{key}"):
+        check_mitigations(AlgorithmConfig(**{key: 0.0}))

@@ -16,6 +16,39 @@ def group_ids(keys: Sequence[Hashable]) -> torch.Tensor:
     return torch.tensor([index.setdefault(k, len(index)) for k in keys], dtype=torch.long)
 
 
+def _group_mean_std(values: torch.Tensor, groups: torch.Tensor, num: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-group mean [num] and population std [num] of float64 `values` [N]."""
+    count = torch.zeros(num, dtype=torch.double).index_add_(0, groups, torch.ones_like(values))
+    mean = torch.zeros(num, dtype=torch.double).index_add_(0, groups, values) / count
+    var = torch.zeros(num, dtype=torch.double).index_add_(0, groups, (values - mean[groups]) ** 2) / count
+    return mean, var.sqrt()
+
+
+def _flat_groups(values: torch.Tensor, groups: torch.Tensor, num: int) -> torch.Tensor:
+    """[num] bool: the groups whose values are all equal (exactly, not up to rounding)."""
+    high = torch.full((num,), -torch.inf, dtype=torch.double).scatter_reduce(0, groups, values, "amax")
+    low = torch.full((num,), torch.inf, dtype=torch.double).scatter_reduce(0, groups, values, "amin")
+    return high == low
+
+
+def _check_rewards(rewards: torch.Tensor, groups: torch.Tensor) -> None:
+    if rewards.shape != groups.shape or rewards.dim() != 1:
+        raise ValueError(f"rewards {tuple(rewards.shape)} and groups {tuple(groups.shape)} must be equal 1-D")
+    if not torch.isfinite(rewards).all():
+        raise ValueError("rewards contain NaN or inf; check the reward function")
+
+
+def _advantage_metrics(adv: torch.Tensor, flat: torch.Tensor) -> dict[str, float]:
+    num = len(flat)
+    return {
+        "groups": float(num),
+        "zero_signal_frac": float(flat.double().mean()) if num else 0.0,
+        "adv_mean": float(adv.mean()) if len(adv) else 0.0,
+        "adv_std": float(adv.std(unbiased=False)) if len(adv) else 0.0,
+        "adv_abs_max": float(adv.abs().max()) if len(adv) else 0.0,
+    }
+
+
 def group_normalized_advantages(
     rewards: torch.Tensor, groups: torch.Tensor, scale_by_std: bool = True, eps: float = 1e-6
 ) -> tuple[torch.Tensor, dict[str, float]]:
@@ -25,40 +58,41 @@ def group_normalized_advantages(
     (a singleton group has std 0 and advantage 0). Returns the advantages [N] and metrics,
     among them the fraction of groups whose rewards are all equal (no learning signal).
     """
-    if rewards.shape != groups.shape or rewards.dim() != 1:
-        raise ValueError(f"rewards {tuple(rewards.shape)} and groups {tuple(groups.shape)} must be equal 1-D")
-    if not torch.isfinite(rewards).all():
-        raise ValueError("rewards contain NaN or inf; check the reward function")
+    _check_rewards(rewards, groups)
     rewards = rewards.double()
     num = int(groups.max()) + 1 if len(groups) else 0
-    count = torch.zeros(num, dtype=torch.double).index_add_(0, groups, torch.ones_like(rewards))
-    mean = torch.zeros(num, dtype=torch.double).index_add_(0, groups, rewards) / count
+    mean, std = _group_mean_std(rewards, groups, num)
     centred = rewards - mean[groups]
-    var = torch.zeros(num, dtype=torch.double).index_add_(0, groups, centred**2) / count
-    std = var.sqrt()
     adv = centred / (std[groups] + eps) if scale_by_std else centred
     # A group of equal rewards carries no signal: its advantages are exactly 0, not the rounding
     # error of its mean (0.1 * 3 / 3 != 0.1), so that drop_zero_signal can leave it out.
-    high = torch.full((num,), -torch.inf, dtype=torch.double).scatter_reduce(0, groups, rewards, "amax")
-    low = torch.full((num,), torch.inf, dtype=torch.double).scatter_reduce(0, groups, rewards, "amin")
-    flat = high == low
+    flat = _flat_groups(rewards, groups, num)
     adv = torch.where(flat[groups], torch.zeros_like(adv), adv)
-    metrics = {
-        "groups": float(num),
-        "zero_signal_frac": float(flat.double().mean()) if num else 0.0,
-        "adv_mean": float(adv.mean()) if len(adv) else 0.0,
-        "adv_std": float(adv.std(unbiased=False)) if len(adv) else 0.0,
-        "adv_abs_max": float(adv.abs().max()) if len(adv) else 0.0,
-    }
-    return adv.float(), metrics
+    return adv.float(), _advantage_metrics(adv, flat)
 
 
-def agentwise_normalized_rewards(
-    rewards: torch.Tensor, agents: torch.Tensor, eps: float = 1e-6
-) -> torch.Tensor:
-    """Standardise each agent's rewards by that agent's own mean and std (Dr. MAS style).
+def agentwise_scaled_advantages(
+    rewards: torch.Tensor, groups: torch.Tensor, agents: torch.Tensor, eps: float = 1e-6
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """A = (r - mean_g) / (std_agent + eps): centred in its group, scaled by its agent's reward std (Dr. MAS).
 
-    Applied before grouping, it keeps one agent's reward scale from dominating the update.
+    rewards: [N]; groups: [N] long (the GRPO groups, e.g. (instance, turn, agent)); agents: [N] long.
+    std_agent is the population std of all of that agent's rewards in the batch, across its groups.
+    Dr. MAS normalises each agent's advantages with the agent's own reward statistics so that no
+    agent's reward scale sets the size of the update. With AT-GRPO's groups every group already holds
+    one agent, so a per-agent *pre*-normalisation is undone by the per-group std; here the per-group
+    std is *replaced*: within an agent, a group whose rewards barely differ gets small advantages
+    (instead of being blown up to unit scale), while across agents the scales are equalised.
     """
-    normed, _ = group_normalized_advantages(rewards, agents, scale_by_std=True, eps=eps)
-    return normed
+    _check_rewards(rewards, groups)
+    if agents.shape != groups.shape:
+        raise ValueError(f"agents {tuple(agents.shape)} and groups {tuple(groups.shape)} must be equal 1-D")
+    rewards = rewards.double()
+    num = int(groups.max()) + 1 if len(groups) else 0
+    num_agents = int(agents.max()) + 1 if len(agents) else 0
+    mean, _ = _group_mean_std(rewards, groups, num)
+    _, agent_std = _group_mean_std(rewards, agents, num_agents)
+    adv = (rewards - mean[groups]) / (agent_std[agents] + eps)
+    flat = _flat_groups(rewards, groups, num)
+    adv = torch.where(flat[groups], torch.zeros_like(adv), adv)
+    return adv.float(), _advantage_metrics(adv, flat)

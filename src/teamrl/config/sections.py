@@ -114,7 +114,9 @@ class AlgorithmConfig:
     adv_eps: float = 1e-6
     """Added to the group std."""
     agentwise_norm: bool = False
-    """Standardise each agent's rewards by its own mean/std before grouping."""
+    """Dr. MAS: divide each group's centred rewards by its agent's reward std over the whole batch instead
+    of by the group's own std (takes precedence over scale_by_std; tree grouping, or trajectory with
+    trajectory_credit: per_agent)."""
     drop_zero_signal: bool = True
     """Leave out of the update the groups whose rewards are all equal (their advantage is 0)."""
     commit: str = "greedy"
@@ -123,6 +125,11 @@ class AlgorithmConfig:
     """PPO ratio clip below 1."""
     clip_high: float = 0.2
     """PPO ratio clip above 1."""
+    log_ratio_clamp: float = 20.0
+    """|log(pi / pi_old)| is clamped to this before exp in the PPO ratio, so a huge ratio cannot give an
+    infinite loss or a NaN gradient (verl clamps at 20 too)."""
+    kl_clamp: float = 10.0
+    """|log(ref / pi)| is clamped to this inside the k3 KL estimator (exp of a large gap overflows)."""
     aggregation: str = "token-mean"
     """token-mean, seq-mean-token-mean or seq-mean-token-sum."""
     kl_coef: float = 0.0
@@ -250,6 +257,14 @@ class TrainerConfig:
 
 
 def check_mitigations(algo: AlgorithmConfig) -> None:
+    require(algo.log_ratio_clamp > 0, "algorithm.log_ratio_clamp", algo.log_ratio_clamp,
+             "> 0 (e.g. 20: ratios beyond exp(20) are treated as exp(20))")
+    require(algo.kl_clamp > 0, "algorithm.kl_clamp", algo.kl_clamp, "> 0 (e.g. 10)")
+    if algo.agentwise_norm and algo.grouping == "trajectory" and algo.trajectory_credit == "team":
+        raise ConfigError("algorithm.agentwise_norm = true does nothing with grouping: trajectory and "
+                          "trajectory_credit: team (every agent shares the episode's return); set "
+                          "algorithm.trajectory_credit=per_agent or algorithm.grouping=tree, or "
+                          "agentwise_norm=false")
     for role, coef in algo.kl_coef_by_role.items():
         require(isinstance(coef, (int, float)) and not isinstance(coef, bool) and coef >= 0,
                  f"algorithm.kl_coef_by_role.{role}", coef, "a number >= 0")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from teamrl.algorithms.advantages import agentwise_normalized_rewards, group_ids, group_normalized_advantages
+from teamrl.algorithms.advantages import agentwise_scaled_advantages, group_ids, group_normalized_advantages
 from teamrl.config import AlgorithmConfig
 from teamrl.rollout.tree import Episode, Sample
 
@@ -17,6 +17,8 @@ def assign_advantages(samples: list[Sample], episodes: list[Episode], algo: Algo
     (sum of committed rewards over agents), normalised across the K episodes of the instance;
     with `trajectory_credit: per_agent`, one group per (instance, agent) and each agent's return
     is its own committed rewards plus the episode's success.
+    With `agentwise_norm`, the centred rewards are divided by each agent's reward std over the batch
+    instead of each group's (tree, and trajectory with per_agent credit).
     """
     if not samples:
         return {}
@@ -24,10 +26,8 @@ def assign_advantages(samples: list[Sample], episodes: list[Episode], algo: Algo
         return success_advantages(samples, episodes)
     if algo.grouping == "tree":
         rewards = torch.tensor([s.reward for s in samples], dtype=torch.float64)
-        if algo.agentwise_norm:
-            rewards = agentwise_normalized_rewards(rewards, group_ids([s.agent for s in samples]), algo.adv_eps).double()
-        adv, metrics = group_normalized_advantages(
-            rewards, group_ids([s.tree_key for s in samples]), algo.scale_by_std, algo.adv_eps)
+        adv, metrics = _normalize(rewards, group_ids([s.tree_key for s in samples]),
+                                  [s.agent for s in samples], algo)
         for s, a in zip(samples, adv.tolist()):
             s.advantage = a
         return metrics
@@ -35,8 +35,8 @@ def assign_advantages(samples: list[Sample], episodes: list[Episode], algo: Algo
         keys = list(dict.fromkeys((s.episode, s.agent) for s in samples))
         returns = torch.tensor([episodes[e].rewards_by_agent.get(a, 0.0) + float(episodes[e].success)
                                 for e, a in keys], dtype=torch.float64)
-        adv, metrics = group_normalized_advantages(
-            returns, group_ids([(episodes[e].instance, a) for e, a in keys]), algo.scale_by_std, algo.adv_eps)
+        adv, metrics = _normalize(returns, group_ids([(episodes[e].instance, a) for e, a in keys]),
+                                  [a for _, a in keys], algo)
         by_key = dict(zip(keys, adv.tolist()))
         for s in samples:
             s.advantage = by_key[(s.episode, s.agent)]
@@ -49,6 +49,14 @@ def assign_advantages(samples: list[Sample], episodes: list[Episode], algo: Algo
             s.advantage = float(adv[s.episode])
         return metrics
     raise ValueError(f"unknown grouping {algo.grouping!r}; use tree or trajectory")
+
+
+def _normalize(rewards: torch.Tensor, groups: torch.Tensor, agents: list[str],
+               algo: AlgorithmConfig) -> tuple[torch.Tensor, dict[str, float]]:
+    """Group-normalised advantages; scaled by each agent's reward std instead with agentwise_norm."""
+    if algo.agentwise_norm:
+        return agentwise_scaled_advantages(rewards, groups, group_ids(agents), algo.adv_eps)
+    return group_normalized_advantages(rewards, groups, algo.scale_by_std, algo.adv_eps)
 
 
 def success_advantages(samples: list[Sample], episodes: list[Episode]) -> dict[str, float]:

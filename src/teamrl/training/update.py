@@ -195,7 +195,8 @@ def _part_loss(state: PolicyOptimizer, part: list[Sample], algo: AlgorithmConfig
     for i, g in enumerate(gens):
         old[i, : len(g.logprobs)] = torch.tensor(g.logprobs)
     adv = torch.tensor([s.advantage for s in part])
-    loss, metrics = ppo_clip_loss(logp, old, adv, mask, algo.clip_low, algo.clip_high, algo.aggregation)
+    loss, metrics = ppo_clip_loss(logp, old, adv, mask, algo.clip_low, algo.clip_high, algo.aggregation,
+                                  algo.log_ratio_clamp)
     aggregate = AGGREGATIONS.get(algo.aggregation)
     ent = aggregate(entropy, mask)
     if algo.entropy_coef:
@@ -207,7 +208,7 @@ def _part_loss(state: PolicyOptimizer, part: list[Sample], algo: AlgorithmConfig
         with torch.no_grad():
             ref_logp, _, _ = shared_prefix_logprobs(state.reference, prompts, responses, index, pad_id,
                                                     temperature)
-        kl = aggregate(kl_k3(logp, ref_logp), mask)
+        kl = aggregate(kl_k3(logp, ref_logp, algo.kl_clamp), mask)
         loss = loss + kl_coef * kl
         metrics["kl_ref"] = float(kl.detach())
     if not torch.isfinite(loss):
