@@ -1,7 +1,6 @@
 """Load the reports in headless Chromium: every image loads, nothing runs, the page is not blank.
 
-Chromium is found on PATH (or $TEAMRL_CHROMIUM). Without it the test skips, unless
-$TEAMRL_REQUIRE_BROWSER is set (CI sets it), where a missing browser is a failure.
+Chromium: see tests/browser.py (a missing browser fails where $TEAMRL_REQUIRE_BROWSER is set).
 Screenshots go to test-artifacts/ (gitignored) for a human to look at.
 """
 
@@ -9,18 +8,16 @@ from __future__ import annotations
 
 import html
 import json
-import os
 import re
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 from PIL import Image
 
+from browser import find_chromium as _chromium, run_chromium as _run_chromium
+
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
-BROWSERS = ["chromium", "chromium-browser", "google-chrome", "google-chrome-stable"]
 
 # Appended to a same-folder copy of the page (never to the report itself, which has no JS):
 # same origin, so it can see whether each relative <img> really decoded.
@@ -41,25 +38,6 @@ window.addEventListener("load", () => {
   document.body.appendChild(out);
 });
 </script>"""
-
-
-def _chromium() -> str:
-    found = os.environ.get("TEAMRL_CHROMIUM") or next(filter(None, map(shutil.which, BROWSERS)), None)
-    if found:
-        return found
-    message = "headless Chromium not found (apt-get install -y chromium, or set TEAMRL_CHROMIUM)"
-    if os.environ.get("TEAMRL_REQUIRE_BROWSER"):
-        pytest.fail(message)
-    pytest.skip(message)
-
-
-def _run_chromium(browser: str, profile: Path, *args: str) -> subprocess.CompletedProcess:
-    command = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-               "--disable-component-update", "--disable-sync", "--no-first-run", "--hide-scrollbars",
-               f"--user-data-dir={profile}", "--enable-logging=stderr", "--v=0", *args]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, f"chromium exited {done.returncode}:\n{done.stderr[-3000:]}"
-    return done
 
 
 def _load(browser: str, page: Path, screenshot: Path, profile: Path) -> dict:

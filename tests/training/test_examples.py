@@ -1,4 +1,4 @@
-"""The README's custom-workflow example runs through the real rollout driver and update."""
+"""The docs' custom-workflow example (docs/howto/own-workflow.md) runs through the real rollout driver and update."""
 
 import importlib.util
 import random
@@ -25,9 +25,10 @@ def _load_example():
     return module
 
 
-def test_readme_example_is_the_example_file():
-    readme_code = re.search(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), re.S).group(1)
-    assert readme_code in (ROOT / "examples" / "guess_team.py").read_text()
+def test_docs_example_is_the_example_file():
+    page = (ROOT / "docs" / "howto" / "own-workflow.md").read_text()
+    docs_code = re.search(r"```python\n(.*?)```", page, re.S).group(1)
+    assert docs_code in (ROOT / "examples" / "guess_team.py").read_text()
 
 
 def test_custom_workflow_trains_one_step():

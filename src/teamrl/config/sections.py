@@ -225,7 +225,7 @@ class DiagnosticsConfig:
 
 @dataclass
 class TrainerConfig:
-    """Where the per-policy updates run: in this process, or on Ray actors (see README, Scaling out)."""
+    """Where the per-policy updates run: in this process, or on Ray actors (see docs/howto/ray.md)."""
 
     backend: str = "local"
     """local (every policy's update here, one after another) or ray (an actor group per policy, in parallel)."""

@@ -1,0 +1,88 @@
+"""The configuration reference, generated from the config dataclasses' own help text.
+
+Every field's help text is written once, as the string literal right below the field (the attribute
+docstring convention of `sections.py` and `run.py`). This module reads those strings back from the
+source with `ast`, so the docs' configuration reference (`docs/reference/config.md`, built by the
+MkDocs hook in `docs/hooks/`) can never disagree with the code.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import inspect
+import textwrap
+from typing import Any
+
+
+def field_help(cls: type) -> dict[str, str]:
+    """Field name -> its help text (the string literal after the field in the class body; '' if none)."""
+    tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
+    body = next(node for node in tree.body if isinstance(node, ast.ClassDef)).body
+    helps: dict[str, str] = {}
+    for node, following in zip(body, [*body[1:], None]):
+        if not (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)):
+            continue
+        text = ""
+        if (isinstance(following, ast.Expr) and isinstance(following.value, ast.Constant)
+                and isinstance(following.value.value, str)):
+            text = " ".join(following.value.value.split())
+        helps[node.target.id] = text
+    return helps
+
+
+def _default(f: dataclasses.Field) -> Any:
+    if f.default is not dataclasses.MISSING:
+        return f.default
+    if f.default_factory is not dataclasses.MISSING:
+        return f.default_factory()
+    return None
+
+
+def _show(value: Any) -> str:
+    if dataclasses.is_dataclass(value):
+        return "(section)"
+    if isinstance(value, str):
+        return f'`"{value}"`' if value == "" else f"`{value}`"
+    return f"`{value!r}`" if isinstance(value, (dict, list)) else f"`{value}`"
+
+
+def _type_name(f: dataclasses.Field) -> str:
+    kind = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type))
+    return kind.replace("|", "or").replace("  ", " ")
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def section_table(cls: type, prefix: str) -> str:
+    """A markdown table of one config dataclass: key (with `prefix`), type, default, help."""
+    helps = field_help(cls)
+    rows = ["| key | type | default | what it does |", "|---|---|---|---|"]
+    for f in dataclasses.fields(cls):
+        default = _default(f)
+        if dataclasses.is_dataclass(default):
+            continue  # nested sections get their own table
+        rows.append(f"| `{prefix}{f.name}` | {_cell(_type_name(f))} | {_cell(_show(default))} "
+                    f"| {_cell(helps.get(f.name, ''))} |")
+    return "\n".join(rows)
+
+
+def config_reference(root: type, extra_sections: list[tuple[str, type, str]] = ()) -> str:
+    """The whole reference: the root's own fields, each nested section, then `extra_sections`
+    ((title, dataclass, key prefix), e.g. each task's settings under `task.`)."""
+    doc = inspect.getdoc(root) or ""
+    parts = [f"## Top level\n\n{doc}\n\n{section_table(root, '')}"]
+    for f in dataclasses.fields(root):
+        default = _default(f)
+        if dataclasses.is_dataclass(default):
+            cls = type(default)
+            parts.append(f"## `{f.name}`\n\n{inspect.getdoc(cls) or ''}\n\n{section_table(cls, f.name + '.')}")
+            for inner in dataclasses.fields(cls):
+                sub = _default(inner)
+                if dataclasses.is_dataclass(sub):
+                    parts.append(f"### `{f.name}.{inner.name}`\n\n{section_table(type(sub), f'{f.name}.{inner.name}.')}")
+    for title, cls, prefix in extra_sections:
+        parts.append(f"## {title}\n\n{inspect.getdoc(cls) or ''}\n\n{section_table(cls, prefix)}")
+    return "\n\n".join(parts) + "\n"

@@ -1,0 +1,143 @@
+"""The docs: the site builds with warnings as errors, the config reference covers every field, every
+command example in the README and the docs parses, and the pages render in a real browser."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from browser import find_chromium, run_chromium
+from teamrl.config import LoraConfig, RunConfig, load_config
+
+ROOT = Path(__file__).resolve().parents[2]
+ARTIFACTS = ROOT / "test-artifacts"
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory) -> Path:
+    """The built site (mkdocs build --strict: a broken link, a missing nav page or a warning fails)."""
+    out = tmp_path_factory.mktemp("site")
+    done = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(ROOT / "mkdocs.yml"),
+                           "-d", str(out)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, f"mkdocs build --strict failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    return out
+
+
+def _sections(cls: type, prefix: str = "") -> list[str]:
+    """Every leaf key of a config dataclass, dotted (nested sections expanded, LoRA included)."""
+    keys: list[str] = []
+    for f in dataclasses.fields(cls):
+        default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+        if dataclasses.is_dataclass(default):
+            keys += _sections(type(default), f"{prefix}{f.name}.")
+        else:
+            keys.append(prefix + f.name)
+    return keys
+
+
+def test_config_reference_lists_every_key_with_help_text(site):
+    page = (site / "reference" / "config" / "index.html").read_text()
+    keys = _sections(RunConfig) + _sections(LoraConfig, "policy.lora.")
+    assert len(keys) > 80
+    missing = [k for k in keys if f"<code>{k}</code>" not in page]
+    assert not missing, f"keys missing from the configuration reference: {missing}"
+    from teamrl.config.reference import field_help
+
+    def undocumented(cls: type) -> list[str]:
+        helps = field_help(cls)
+        return [f.name for f in dataclasses.fields(cls) if not helps.get(f.name)
+                and not dataclasses.is_dataclass(f.default_factory() if f.default_factory is not dataclasses.MISSING
+                                                 else f.default)]
+    sections = [RunConfig, LoraConfig] + [type(getattr(RunConfig(), f.name)) for f in dataclasses.fields(RunConfig)
+                                         if dataclasses.is_dataclass(getattr(RunConfig(), f.name))]
+    assert {cls.__name__: undocumented(cls) for cls in sections if undocumented(cls)} == {}
+
+
+def _fenced_and_prose(text: str) -> tuple[list[str], str]:
+    """The shell code blocks of a Markdown page (fences with no language or bash/sh/console) and its prose."""
+    blocks, prose, current, language = [], [], None, None
+    for line in text.splitlines():
+        fence = re.match(r"^\s*```(\w*)", line)
+        if fence and current is None:
+            current, language = [], fence.group(1)
+        elif fence:
+            if language in ("", "bash", "sh", "console"):
+                blocks.append("\n".join(current))
+            current = None
+        elif current is not None:
+            current.append(line)
+        else:
+            prose.append(line)
+    return blocks, "\n".join(prose)
+
+
+def _command_examples() -> list[tuple[str, str]]:
+    """(page, command) for every `teamrl train|eval|warmup|quickstart` example of a page: the lines of its
+    shell code blocks (continuations joined) and its inline code spans."""
+    found = []
+    for page in PAGES:
+        blocks, prose = _fenced_and_prose(page.read_text())
+        lines = [line for block in blocks for line in re.sub(r"\\\n\s*", " ", block).splitlines()]
+        lines += re.findall(r"`([^`]*teamrl [^`]*)`", prose)
+        for line in lines:
+            line = line.split(" #")[0].strip()
+            match = re.search(r"\bteamrl (train|eval|warmup|quickstart)\b.*", line)
+            if match and "..." not in match.group(0):
+                found.append((str(page.relative_to(ROOT)), match.group(0)))
+    return found
+
+
+def test_every_command_example_in_the_readme_and_docs_parses():
+    examples = _command_examples()
+    assert len(examples) >= 20, examples
+    checked = 0
+    for page, command in examples:
+        words = shlex.split(command)[1:]
+        verb, args = words[0], words[1:]
+        if verb == "quickstart":
+            config, overrides = None, args
+        else:
+            config, overrides = (args[0] if args else None), args[1:]
+        if config is not None and not config.endswith(".yaml"):
+            config, overrides = None, args
+        if config is not None and not (ROOT / config).is_file():
+            assert config.isupper() or config.startswith(("CONFIG", "/")), f"{page}: {command}: no config {config}"
+            config = None  # a placeholder such as CONFIG.yaml: the overrides are still checked on the defaults
+        overrides = [o for o, prev in zip(overrides, [None, *overrides]) if "=" in o and not o.startswith("-")
+                     and not (prev or "").startswith("--")]
+        try:
+            load_config(ROOT / config if config else None, overrides)
+        except Exception as err:  # noqa: BLE001 - reported with the page and the command
+            pytest.fail(f"{page}: `{command}` does not parse: {err}")
+        checked += 1
+    assert checked == len(examples)
+
+
+def _screenshot(browser: str, page: Path, shot: Path, profile: Path) -> tuple[Image.Image, str]:
+    shot.parent.mkdir(parents=True, exist_ok=True)
+    shot.unlink(missing_ok=True)
+    done = run_chromium(browser, profile, "--virtual-time-budget=3000", "--window-size=1200,1600",
+                        f"--screenshot={shot}", "--dump-dom", page.resolve().as_uri())
+    return Image.open(shot).convert("L"), done.stdout
+
+
+@pytest.mark.parametrize("page, shot, expected", [
+    ("index.html", "docs-home.png", ["Where to go", "Getting started", "Configuration reference"]),
+    ("reference/config/index.html", "docs-config.png", ["algorithm.k", "rollout.temperature",
+                                                        "Candidates per agent per turn"]),
+])
+def test_docs_pages_render_in_chromium(site, tmp_path, page, shot, expected):
+    browser = find_chromium()
+    image, dom = _screenshot(browser, site / page, ARTIFACTS / shot, tmp_path / "profile")
+    dark = sum(count for level, count in enumerate(image.histogram()) if level < 200)
+    assert dark > 0.02 * image.size[0] * image.size[1], f"{shot} looks blank ({dark} dark pixels)"
+    for text in expected:
+        assert text in dom, f"{page}: {text!r} not in the rendered page"
