@@ -54,7 +54,8 @@ class RunConfig:
             raise ConfigError(f"task: {str(err).strip(chr(34))}") from err
         from teamrl.workflows.registry import task_entry
 
-        kinds = ("team", "single", *sorted(task_entry(self.task["name"]).workflows))
+        entry = task_entry(self.task["name"])
+        kinds = ("team", *(("single",) if entry.single else ()), *sorted(entry.workflows))
         check(self.workflow.name in kinds, "workflow.name", self.workflow.name,
               f"one of {', '.join(kinds)} for task {self.task['name']!r}")
         check(self.workflow.prompt_style in ("compact", "chat"), "workflow.prompt_style",

@@ -86,14 +86,15 @@ def demo_batches(recipe: WarmupRecipe) -> Iterator[list[tuple[str, str]]]:
     entry, settings = task_entry(task["name"]), task_settings(task)
     if entry.demos is None:
         raise ValueError(f"task {task['name']!r} has no scripted demonstrations to warm up the tiny "
-                         "default model; set policy.model to a model folder instead")
+                         "default model: register the task with script= (scripted agents, see "
+                         "docs/howto/own-workflow.md), or set policy.model to a model folder")
     runner = TrustedRunner()
-    team = entry.build(recipe.workflow, settings, max_turns=recipe.max_turns, runner=runner)
-    single = entry.build("single", settings, max_turns=recipe.max_turns, runner=runner)
-    streams = {"team": entry.demos(team, recipe.seed), "single": entry.demos(single, recipe.seed + 1)}
+    workflows = {"team": entry.build(recipe.workflow, settings, max_turns=recipe.max_turns, runner=runner)}
+    if entry.single:
+        workflows["single"] = entry.build("single", settings, max_turns=recipe.max_turns, runner=runner)
+    streams = {kind: entry.demos(wf, recipe.seed + i) for i, (kind, wf) in enumerate(workflows.items())}
     buffers: dict[tuple[str, str], list[tuple[str, str]]] = {}
-    order = [(stream, agent.name) for stream, wf in (("team", team), ("single", single))
-             for agent in wf.agents]
+    order = [(stream, agent.name) for stream, wf in workflows.items() for agent in wf.agents]
     turn = 0
     while True:
         wanted = order[turn % len(order)]

@@ -7,15 +7,23 @@ typed, validated settings object and a workflow. A user's own task registers an 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import importlib
+import importlib.util
+import inspect
+import os
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from teamrl.tasks.plan_path import PlanPathConfig
 from teamrl.tasks.sokoban import SokobanConfig
 from teamrl.tasks.sudoku import SudokuConfig
-from teamrl.workflows import code_demos, math_demos, planning_demos, plan_path_demos
+from teamrl.workflows import code_demos, demo_driver, math_demos, planning_demos, plan_path_demos
 from teamrl.workflows.base import Workflow
+from teamrl.workflows.demo_driver import Respond
 from teamrl.workflows.code_team import CodeTaskConfig
 from teamrl.workflows.math_team import MathTaskConfig, MathWorkflow
 from teamrl.workflows.plan_path_team import PlanPathWorkflow
@@ -43,6 +51,8 @@ class TaskEntry:
     retrains the warm-up and editing another task's modules does not."""
     workflows: dict[str, Callable[..., Workflow]] = dataclasses.field(default_factory=dict)
     """Further workflow kinds of this task by name (e.g. voting), built like `workflow`."""
+    single: bool = True
+    """Whether `workflow(settings, single_agent=True, ...)` builds the single-agent baseline."""
 
     def build(self, kind: str, settings: Any, **kwargs: Any) -> Workflow:
         """The workflow `kind`: team (the task's own team), single (its single agent), or an extra kind."""
@@ -88,11 +98,122 @@ TASKS: dict[str, TaskEntry] = {
 }
 
 
-def register_task(name: str, entry: TaskEntry) -> None:
-    """Add a user task; names are unique."""
+def register_task(name: str, entry: TaskEntry | None = None, *, workflow: Callable[..., Workflow] | None = None,
+                  settings: type | None = None, script: Respond | None = None, demos: Demos | None = None,
+                  single_agent: Callable[..., Workflow] | None = None,
+                  workflows: dict[str, Callable[..., Workflow]] | None = None) -> TaskEntry:
+    """Add a task that `task.name: <name>` selects; returns its entry. Names are unique.
+
+    Either a ready `TaskEntry`, or (the usual way) keyword arguments:
+      workflow:     builds the team workflow: a class or function taking the settings object (or
+                    nothing); keyword arguments it declares among max_turns, prompt_style,
+                    format_bonus and runner are passed, and `workflow.max_turns` from the config is set
+                    on the built workflow when it does not take it.
+      settings:     a dataclass of the task's own config keys (`task.<key>`); none: no keys.
+      script:       `respond(agent, state, rng) -> response`, scripted agents whose episodes warm up the
+                    tiny default model (`policy.model: tiny-default`); without it, set policy.model.
+      demos:        instead of script: `demos(workflow, seed)` yielding (agent, prompt, response) forever.
+      single_agent: builds the single-agent baseline (`workflow.name: single`), like `workflow`.
+      workflows:    further workflow kinds by name (`workflow.name: <kind>`), like `workflow`.
+    Put the call in a module and name it in the config (`task.module: my_pkg.tasks` or a .py path).
+    """
+    if entry is not None and not isinstance(entry, TaskEntry):
+        kind = entry.__name__ if isinstance(entry, type) else type(entry).__name__
+        raise TypeError(f"register_task({name!r}, {kind}): the second argument must be a TaskEntry; to register a "
+                        f"workflow, call register_task({name!r}, workflow=YourWorkflow, settings=YourSettings)")
+    if entry is None:
+        entry = _entry_from_parts(name, workflow, settings, script, demos, single_agent, workflows or {})
+    elif any(v is not None for v in (workflow, settings, script, demos, single_agent, workflows)):
+        raise TypeError(f"register_task({name!r}, entry, ...): give a TaskEntry or keyword arguments, not both")
     if name in TASKS:
-        raise ValueError(f"task {name!r} is already registered")
+        raise ValueError(f"task {name!r} is already registered; choose another name")
     TASKS[name] = entry
+    return entry
+
+
+@dataclass
+class NoSettings:
+    """A task without settings of its own."""
+
+
+def _entry_from_parts(name: str, workflow: Callable[..., Workflow] | None, settings: type | None,
+                      script: Respond | None, demos: Demos | None, single_agent: Callable[..., Workflow] | None,
+                      workflows: dict[str, Callable[..., Workflow]]) -> TaskEntry:
+    if workflow is None or not callable(workflow):
+        raise TypeError(f"register_task({name!r}): workflow= must be the class or function that builds the "
+                        "team workflow")
+    if settings is not None and not dataclasses.is_dataclass(settings):
+        raise TypeError(f"register_task({name!r}): settings= must be a dataclass (its fields are the task.<key> "
+                        f"config keys), got {settings!r}")
+    if script is not None and demos is not None:
+        raise TypeError(f"register_task({name!r}): give script= or demos=, not both")
+    if script is not None:
+        demos = lambda wf, seed: demo_driver.demonstrations(wf, seed, script)  # noqa: E731
+    team_builder = adapt_factory(workflow)
+    single_builder = adapt_factory(single_agent) if single_agent is not None else None
+
+    def build(task_settings: Any, single_agent: bool = False, **kwargs: Any) -> Workflow:
+        if single_agent:
+            if single_builder is None:
+                raise ValueError(f"task {name!r} has no single-agent workflow; register one with "
+                                 "register_task(..., single_agent=...) or use workflow.name: team")
+            return single_builder(task_settings, **kwargs)
+        return team_builder(task_settings, **kwargs)
+
+    # The warm-up cache key hashes these modules: editing the user's workflow or scripts retrains it.
+    parts = (workflow, settings, script, demos, single_agent, *workflows.values())
+    sources = tuple(dict.fromkeys(m.__name__ for m in map(inspect.getmodule, filter(None, parts)) if m is not None))
+    return TaskEntry(settings or NoSettings, build, demos, sources=sources,
+                     workflows={k: adapt_factory(f) for k, f in workflows.items()}, single=single_agent is not None)
+
+
+def adapt_factory(factory: Callable[..., Workflow]) -> Callable[..., Workflow]:
+    """A user's workflow factory in the registry's calling convention.
+
+    The registry builds workflows as `factory(settings, max_turns=, prompt_style=, format_bonus=, runner=)`;
+    a user's factory gets the settings only if it takes a positional parameter and only the keyword
+    arguments it declares, and a `max_turns` it does not take is set on the workflow it returns (so
+    `workflow.max_turns` in the config is never silently ignored).
+    """
+    params = inspect.signature(factory).parameters.values()
+    takes_all = any(p.kind is p.VAR_KEYWORD for p in params)
+    named = {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)]
+
+    def build(settings: Any, **kwargs: Any) -> Workflow:
+        given = kwargs if takes_all else {k: v for k, v in kwargs.items() if k in named}
+        args = (settings,) if positional and not (len(positional) == 1 and positional[0].name in given) else ()
+        workflow = factory(*args, **given)
+        if "max_turns" in kwargs and "max_turns" not in given:
+            workflow.max_turns = kwargs["max_turns"]
+        return workflow
+
+    return build
+
+
+def load_task_module(spec: str) -> None:
+    """Import the module that registers a user's task: a dotted module name, or a path to a .py file."""
+    if spec.endswith(".py") or "/" in spec or os.sep in spec:
+        path = Path(spec).expanduser().resolve()
+        if not path.is_file():
+            raise ValueError(f"task.module {spec!r}: no such file ({path}); give a .py file or a dotted module name")
+        module_name = f"teamrl_user_task_{hashlib.sha256(str(path).encode()).hexdigest()[:12]}"
+        if module_name in sys.modules:
+            return  # imported already: its register_task calls ran once
+        module_spec = importlib.util.spec_from_file_location(module_name, path)
+        module = importlib.util.module_from_spec(module_spec)
+        sys.modules[module_name] = module
+        try:
+            module_spec.loader.exec_module(module)
+        except Exception:
+            del sys.modules[module_name]
+            raise
+        return
+    try:
+        importlib.import_module(spec)
+    except ModuleNotFoundError as err:
+        raise ValueError(f"task.module {spec!r} could not be imported ({err}); give a module importable from "
+                         "here (check PYTHONPATH or pip install your package) or a path to a .py file") from err
 
 
 def task_entry(name: str) -> TaskEntry:
@@ -102,11 +223,22 @@ def task_entry(name: str) -> TaskEntry:
 
 
 def task_settings(task: dict[str, Any]) -> Any:
-    """The typed settings of a `task:` config section ({'name': ..., field: value, ...})."""
+    """The typed settings of a `task:` config section ({'name': ..., 'module': ..., field: value, ...}).
+
+    `module` (optional) names the module that registers a user's task; it is imported first.
+    """
     params = dict(task)
     name = params.pop("name", None)
+    module = params.pop("module", None)
+    if module is not None:
+        if not isinstance(module, str) or not module:
+            raise ValueError(f"task.module = {module!r} must be a dotted module name or a path to a .py file")
+        load_task_module(module)
     if not name:
         raise ValueError(f"task.name is missing; registered tasks: {', '.join(sorted(TASKS))}")
+    if name not in TASKS and module is not None:
+        raise ValueError(f"task.module {module!r} was imported but registered no task named {name!r}; "
+                         f"registered tasks: {', '.join(sorted(TASKS))}")
     entry = task_entry(name)
     fields = {f.name for f in dataclasses.fields(entry.settings)}
     unknown = sorted(set(params) - fields)
