@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import shlex
-import sys
 import time
 from pathlib import Path
 
+from provenance import provenance
 from teamrl.config import load_config
 from teamrl.training.build import build_policies, build_workflow, resolve_model_path
 from teamrl.training.evaluate import evaluate
@@ -117,7 +116,8 @@ def main() -> None:
     if args.warmup_steps:
         overrides.append(f"policy.warmup_sft_steps={args.warmup_steps}")
     result = study(args.domain, overrides)
-    text = report(result, "python " + " ".join(shlex.quote(a) for a in sys.argv))
+    result["provenance"] = provenance()
+    text = report(result, result["provenance"]["command"])
     print("\n" + text)
     stem = Path(args.out or ROOT / "benchmarks" / "results" / f"{Path(args.domain).stem}_study")
     stem.parent.mkdir(parents=True, exist_ok=True)

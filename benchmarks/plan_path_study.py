@@ -14,6 +14,7 @@ import json
 import time
 from pathlib import Path
 
+from provenance import provenance
 from teamrl.config import load_config
 from teamrl.training.build import build_policies, build_workflow, resolve_model_path
 from teamrl.training.evaluate import evaluate
@@ -75,7 +76,7 @@ def main() -> None:
         print(f"{r['run']:22s} {r['initial']:7.1%} {r['final']:7.1%} {r['best']:7.1%} {r['train_seconds']:8.0f}")
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(json.dumps(results, indent=2))
+        Path(args.out).write_text(json.dumps({"provenance": provenance(), "runs": results}, indent=2))
 
 
 if __name__ == "__main__":

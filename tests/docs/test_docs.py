@@ -61,6 +61,16 @@ def test_config_reference_lists_every_key_with_help_text(site):
     assert {cls.__name__: undocumented(cls) for cls in sections if undocumented(cls)} == {}
 
 
+def test_results_data_page_lists_every_result_file_with_commit_and_command(site):
+    page = (site / "results-data" / "index.html").read_text()
+    files = sorted(p.name for p in (ROOT / "benchmarks" / "results").glob("*.json"))
+    assert len(files) >= 10
+    for name in files:
+        rows = [row for row in page.split("<tr>") if f"<code>{name}</code>" in row]
+        assert rows, f"{name} is not on the results data page"
+        assert all("python benchmarks/" in row for row in rows), f"{name}: a row without its command"
+
+
 def _fenced_and_prose(text: str) -> tuple[list[str], str]:
     """The shell code blocks of a Markdown page (fences with no language or bash/sh/console) and its prose."""
     blocks, prose, current, language = [], [], None, None

@@ -1,0 +1,65 @@
+"""MkDocs hook: fill docs/results-data.md with every study result in benchmarks/results/, each with its
+commit and command (stored in the result, else in benchmarks/results/provenance.yaml)."""
+
+from __future__ import annotations
+
+import ast
+import json
+from pathlib import Path
+
+import yaml
+
+MARKER = "<!-- generated: results data -->"
+RESULTS = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
+
+
+def _value(raw):
+    """Older results stored nested values with str(); read them back as Python literals."""
+    if isinstance(raw, str) and raw[:1] in "{[":
+        try:
+            return ast.literal_eval(raw)
+        except (ValueError, SyntaxError):
+            return raw
+    return raw
+
+
+def _pct(x) -> str:
+    return f"{100 * float(x):.1f}%"
+
+
+def _rows() -> tuple[list[str], list[str]]:
+    legacy = yaml.safe_load((RESULTS / "provenance.yaml").read_text()) or {}
+    domains, studies = [], []
+    for path in sorted(RESULTS.glob("*.json")):
+        data = json.loads(path.read_text())
+        prov = data.get("provenance") if isinstance(data, dict) else None
+        prov = prov or legacy.get(path.name) or {"commit": "not recorded", "command": "not recorded"}
+        where = f"`{prov['commit']}`", f"`{prov['command']}`"
+        if isinstance(data, dict) and "trained_team" in data:
+            untrained, trained, best = (_value(data[k]) for k in ("untrained_team", "trained_team", "best"))
+            single = _value(data.get("untrained_single")) or {}
+            domains.append(f"| `{path.name}` | {data['domain']} | {data['seed']} | {data['steps']} | "
+                           f"{_pct(single.get('success', 0))} | {_pct(untrained['success'])} | "
+                           f"{_pct(trained['success'])} | {_pct(best['success'])} (step {best['step']}) | "
+                           f"{where[0]} | {where[1]} |")
+        else:
+            runs = data["runs"] if isinstance(data, dict) else data
+            for run in runs:
+                studies.append(f"| `{path.name}` | {run['run']} | {run.get('steps', 0)} | {_pct(run['initial'])} | "
+                               f"{_pct(run['final'])} | {_pct(run['best'])} | {where[0]} | {where[1]} |")
+    return domains, studies
+
+
+def generated_results() -> str:
+    domains, studies = _rows()
+    head_d = ("| file | domain | seed | steps | untrained single | untrained team | trained team | best | commit | "
+              "command |\n|---|---|---|---|---|---|---|---|---|---|")
+    head_s = "| file | run | steps | before | after | best | commit | command |\n|---|---|---|---|---|---|---|---|"
+    return ("## Domain studies (`benchmarks/domain_study.py`)\n\n" + head_d + "\n" + "\n".join(domains) +
+            "\n\n## Method comparisons (`benchmarks/plan_path_study.py`)\n\n" + head_s + "\n" + "\n".join(studies) + "\n")
+
+
+def on_page_markdown(markdown: str, page, config, files) -> str:  # noqa: ANN001 (MkDocs' hook signature)
+    if MARKER in markdown:
+        return markdown.replace(MARKER, generated_results())
+    return markdown
