@@ -83,3 +83,15 @@ def test_unknown_names_fail_with_the_roles_and_agents_listed():
 def test_unknown_mode_is_an_error():
     with pytest.raises(ValueError, match="train, eval"):
         sampling_params(RolloutConfig(), "test")
+
+
+def test_training_stops_on_an_unknown_name_before_loading_any_model(tmp_path, monkeypatch):
+    from teamrl.training import loop
+
+    def no_models(*args, **kwargs):
+        raise AssertionError("policies were built before the by_role names were checked")
+
+    monkeypatch.setattr(loop, "build_policies", no_models)
+    config = load_config(None, [f"output_dir={tmp_path}", "rollout.by_role={planner: {top_k: 4}}"])
+    with pytest.raises(ConfigError, match="'planner' is neither a role nor an agent.*roles: tool, plan"):
+        loop.train(config, progress=False)

@@ -158,3 +158,9 @@ def test_a_stop_string_the_decode_loop_missed_still_cuts_the_trained_tokens():
     gen = gens[0][0]
     assert gen.text == "xxae" and gen.response_ids == ids[:4] and gen.finished
     assert gen.logprobs == [0.0, 1.0, 2.0, 3.0] and gen.sampler_logprobs == [0.0, 2.0, 4.0, 6.0]
+
+
+def test_the_engine_doctests_hold():
+    import doctest
+
+    assert doctest.testmod(engine).failed == 0

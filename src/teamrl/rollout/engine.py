@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 import torch
 
@@ -31,6 +32,8 @@ from teamrl.policies.loading import Policy
 from teamrl.policies.scoring import cached_forward, left_pad
 from teamrl.rollout.kv_cache import reserved_cache
 
+
+Token = TypeVar("Token")  # a token id, or in tests a string that decodes to itself
 
 COMPACT_WHEN_FINISHED = 0.25
 """Drop finished rows from the decode batch once they are this fraction of it."""
@@ -80,14 +83,14 @@ class Generation:
     temperature: float | None = None  # of `logprobs` (1 for greedy); None: made elsewhere, the trainer's own
 
 
-def stop_cut(decode: Callable[[list[int]], str], ids: list[int], stops: Sequence[str]) -> tuple[int, int] | None:
+def stop_cut(decode: Callable[[list[Token]], str], ids: list[Token], stops: Sequence[str]) -> tuple[int, int] | None:
     """Where the first stop string ends a response: (n, end) or None when its text holds none.
 
     n: the fewest tokens whose text `decode(ids[:n])` contains a stop string; end: the character
     index just after the first-completed stop string in that text. Binary search over prefixes
     (a prefix's text contains a stop string when a shorter one does).
 
-    >>> stop_cut("".join, list("ab\n\ncd"), ["\n\n", "c"])
+    >>> stop_cut("".join, list("ab||cd"), ["||", "c"])
     (4, 4)
     >>> stop_cut("".join, ["x", "ab", "cd"], ["bc"])
     (3, 4)
