@@ -1,4 +1,4 @@
-"""Each agent samples with its own settings: in the tree driver, the training loop's rollout, evaluation and the update."""
+"""Each agent samples with its own settings: tree driver, training rollout, evaluation and the update."""
 
 import dataclasses
 import random

@@ -15,7 +15,7 @@ agent, so agents with different settings (rollout.by_role) never share a batch.
 Stop strings: a response ends at the first stop string. The stop string is kept: it ends the text
 the workflow reads, and the tokens up to the one that completed it are the trained response (their
 log-probs and loss mask included); nothing after that token is sampled or trained. When that last
-token reaches past the stop string (a BPE token "\n\nThe" for the stop "\n\n"), its extra
+token reaches past the stop string (a BPE token "\\n\\nThe" for the stop "\\n\\n"), its extra
 characters are trained but cut from the text: a token cannot be split without re-tokenizing, which
 would train tokens that were never sampled.
 """

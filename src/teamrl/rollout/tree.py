@@ -19,8 +19,8 @@ from __future__ import annotations
 import copy
 import math
 import random
-from dataclasses import dataclass, field
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
