@@ -50,17 +50,19 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
+    from teamrl.rollout.agent_params import agent_sampling
     from teamrl.training.build import build_policies, build_workflow, policies_from_checkpoint
     from teamrl.training.evaluate import evaluate
 
     config = _load(args)
     workflow = build_workflow(config)
+    sampling = agent_sampling(config.rollout, workflow.agents, "eval")
     if args.checkpoint:
         policies, mapping = policies_from_checkpoint(config, workflow, Path(args.checkpoint))
     else:
         policies, mapping = build_policies(config, workflow)
     metrics, _ = evaluate(workflow, policies, mapping, args.instances or config.train.eval_instances,
-                          config.rollout.eval_temperature, config.rollout.max_new_tokens, config.seed)
+                          seed=config.seed, sampling=sampling)
     print(json.dumps(metrics, indent=2))
     return 0
 

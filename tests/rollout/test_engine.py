@@ -58,12 +58,31 @@ def test_truncation_is_recorded_separately():
         assert all(s >= p - 1e-6 for s, p in zip(g.sampler_logprobs, g.logprobs))
 
 
-def test_stop_strings_cut_the_text():
+def test_stop_strings_cut_text_tokens_and_logprobs_together():
+    """One row: the stopped response is exactly the unstopped one's prefix up to the first stop string."""
     policy = tiny_policy("llama")
-    params = SamplingParams(temperature=1.0, max_new_tokens=30, stop_strings=("a", "e", "i", "o"))
-    gens = sample(policy, [policy.encode_prompt("xyz")], 8, params, torch.Generator().manual_seed(0))
-    for g in gens[0]:
-        assert not any(s in g.text for s in params.stop_strings)
+    prompt = [policy.encode_prompt("xyz")]
+    stops = ("a", "e", "i", "o")
+    cut_some = 0
+    for seed in range(12):
+        free = sample(policy, prompt, 1, SamplingParams(temperature=1.0, max_new_tokens=30),
+                      torch.Generator().manual_seed(seed))[0][0]
+        stopped = sample(policy, prompt, 1, SamplingParams(temperature=1.0, max_new_tokens=30, stop_strings=stops),
+                         torch.Generator().manual_seed(seed))[0][0]
+        # the char tokenizer: a token is one character (or none: special tokens), so the cut is the
+        # first token that is a stop character
+        chars = [policy.tokenizer.decode([t], skip_special_tokens=True) for t in free.response_ids]
+        first = next((i for i, c in enumerate(chars) if c in stops), None)
+        if first is None:
+            assert stopped.response_ids == free.response_ids and stopped.text == free.text
+            continue
+        cut_some += 1
+        assert stopped.text == "".join(chars[: first + 1])  # the stop string is kept, nothing after it
+        assert stopped.response_ids == free.response_ids[: first + 1]
+        assert stopped.logprobs == pytest.approx(free.logprobs[: first + 1], abs=1e-6)
+        assert len(stopped.sampler_logprobs) == len(stopped.response_ids)
+        assert stopped.finished
+    assert cut_some >= 4  # the test saw cuts (and rows without one)
 
 
 def test_chat_template_wraps_prompt():

@@ -84,10 +84,6 @@ class RunConfig:
               self.train.batch_size, ">= 1 (and steps >= 0)")
         check(self.train.schedule in ("constant", "cosine"), "train.schedule", self.train.schedule,
               "constant or cosine")
-        check(self.rollout.temperature > 0, "rollout.temperature", self.rollout.temperature,
-              "> 0 for training samples (use eval_temperature: 0 for greedy evaluation)")
-        check(self.rollout.eval_temperature >= 0, "rollout.eval_temperature",
-              self.rollout.eval_temperature, ">= 0")
         check_mitigations(self.algorithm)
         check_diagnostics(self.diagnostics)
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
+from teamrl.config.building import build_dataclass
 from teamrl.config.checks import ConfigError, require
 
 
@@ -79,7 +81,7 @@ class WorkflowConfig:
 
 @dataclass
 class RolloutConfig:
-    """Sampling during training and evaluation."""
+    """Sampling during training and evaluation; `by_role` changes any of these settings for a role or an agent."""
 
     temperature: float = 1.0
     """Training sampling temperature (the trained distribution is softmax(logits / temperature))."""
@@ -88,9 +90,56 @@ class RolloutConfig:
     top_k: int = 0
     """Top-k for training samples (0 = off)."""
     max_new_tokens: int = 40
-    """Response length cap."""
+    """Response length cap (training and evaluation)."""
+    stop: list = field(default_factory=list)
+    """Strings that end a response (training and evaluation), e.g. ["\\n\\n"]: it ends at the first one, which is
+    kept at the end of the text the workflow reads and in the trained tokens; nothing after it is sampled."""
     eval_temperature: float = 0.0
     """Held-out evaluation temperature (0 = greedy)."""
+    eval_top_p: float = 1.0
+    """Nucleus mass for evaluation samples (used when eval_temperature > 0)."""
+    eval_top_k: int = 0
+    """Top-k for evaluation samples (0 = off; used when eval_temperature > 0)."""
+    by_role: dict = field(default_factory=dict)
+    """Role or agent name -> the settings above that differ for it, e.g. {tool: {max_new_tokens: 64}}; an agent's
+    own entry wins over its role's, field by field. Names are checked against the workflow when it is built."""
+
+    def __post_init__(self) -> None:
+        require(self.temperature > 0, "temperature", self.temperature,
+                "> 0 for training samples (use eval_temperature: 0 for greedy evaluation)")
+        require(0 < self.top_p <= 1, "top_p", self.top_p, "0 < top_p <= 1 (1 = off)")
+        require(self.top_k >= 0, "top_k", self.top_k, "an integer >= 0 (0 = off)")
+        require(self.max_new_tokens >= 1, "max_new_tokens", self.max_new_tokens, "an integer >= 1")
+        require(all(isinstance(s, str) and s for s in self.stop), "stop", self.stop,
+                'a list of non-empty strings, e.g. ["\\n\\n"]')
+        require(self.eval_temperature >= 0, "eval_temperature", self.eval_temperature, ">= 0 (0 = greedy)")
+        require(0 < self.eval_top_p <= 1, "eval_top_p", self.eval_top_p, "0 < eval_top_p <= 1 (1 = off)")
+        require(self.eval_top_k >= 0, "eval_top_k", self.eval_top_k, "an integer >= 0 (0 = off)")
+        for name in self.by_role:
+            self._with_entries([name])  # each entry alone must give valid settings
+
+    def for_agent(self, agent: str, role: str) -> RolloutConfig:
+        """The settings `agent` (of `role`) samples with: these, then by_role[role], then by_role[agent]."""
+        return self._with_entries([name for name in dict.fromkeys((role, agent)) if name in self.by_role])
+
+    def _with_entries(self, names: list[str]) -> RolloutConfig:
+        merged = {key: value for key, value in dataclasses.asdict(self).items() if key != "by_role"}
+        for name in names:
+            entry = self.by_role[name]
+            if not isinstance(name, str) or not isinstance(entry, dict):
+                raise ConfigError(f"by_role.{name} must be a mapping of rollout settings under a role or agent "
+                                  f"name, got {entry!r}")
+            unknown = sorted(set(entry) - set(merged))
+            if unknown:
+                raise ConfigError(f"by_role.{name}: unknown key(s) {', '.join(unknown)}; a role's or agent's "
+                                  f"entry may set: {', '.join(overridable_rollout_fields())}")
+            merged.update(entry)
+        return build_dataclass(RolloutConfig, merged, f"by_role.{names[-1]}." if names else "")
+
+
+def overridable_rollout_fields() -> list[str]:
+    """The RolloutConfig fields a `by_role` entry may set: all of them but `by_role` itself."""
+    return [f.name for f in dataclasses.fields(RolloutConfig) if f.name != "by_role"]
 
 
 @dataclass

@@ -103,7 +103,7 @@ def shared_prefix_logprobs(
     responses: list[list[int]],
     prompt_index: list[int],
     pad_id: int,
-    temperature: float = 1.0,
+    temperature: float | torch.Tensor = 1.0,
     with_entropy: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
     """Like `response_logprobs`, but each distinct prompt is encoded once for all its responses.
@@ -112,6 +112,7 @@ def shared_prefix_logprobs(
     the prompt forward runs on [G, P], its KV cache is gathered to the N responses (the gather is
     differentiable, so gradients still reach the prompt positions), and only [N, T] is recomputed.
     prompts: G distinct prompts; responses: N; prompt_index: [N] prompt of each response.
+    temperature: one for all, or [N] one per response (agents may sample at different temperatures).
     Returns log-probs [N, T], the response mask [N, T], and entropies [N, T] when asked.
     """
     device = next(model.parameters()).device
@@ -136,7 +137,9 @@ def shared_prefix_logprobs(
                                   position_ids=resp_pos)
     # token j is predicted by the logits before it: the prompt's last position for j = 0
     logits = torch.cat([prompt_logits[index][:, None, :], logits[:, :-1, :]], dim=1).float()
-    if temperature > 0:
+    if isinstance(temperature, torch.Tensor):
+        logits = logits / temperature.to(device=device, dtype=logits.dtype)[:, None, None]
+    elif temperature > 0:
         logits = logits / temperature
     logp_all = torch.log_softmax(logits, dim=-1)
     logp = logp_all.gather(-1, resp[..., None]).squeeze(-1)

@@ -8,11 +8,23 @@ The distribution: `softmax(logits / temperature)`. `logprobs` are taken from it,
 recomputes the same quantity. top-k / top-p truncate what the sampler draws from; the log-prob under
 the truncated distribution is kept too (`sampler_logprobs`) so the mismatch can be measured. With
 top_k=0 and top_p=1 the two are identical and the sampler is exactly the trained policy.
+
+One call samples every row with one `SamplingParams`: the rollout driver calls `sample` once per
+agent, so agents with different settings (rollout.by_role) never share a batch.
+
+Stop strings: a response ends at the first stop string. The stop string is kept: it ends the text
+the workflow reads, and the tokens up to the one that completed it are the trained response (their
+log-probs and loss mask included); nothing after that token is sampled or trained. When that last
+token reaches past the stop string (a BPE token "\\n\\nThe" for the stop "\\n\\n"), its extra
+characters are trained but cut from the text: a token cannot be split without re-tokenizing, which
+would train tokens that were never sampled.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 import torch
 
@@ -20,6 +32,8 @@ from teamrl.policies.loading import Policy
 from teamrl.policies.scoring import cached_forward, left_pad
 from teamrl.rollout.kv_cache import reserved_cache
 
+
+Token = TypeVar("Token")  # a token id, or in tests a string that decodes to itself
 
 COMPACT_WHEN_FINISHED = 0.25
 """Drop finished rows from the decode batch once they are this fraction of it."""
@@ -38,7 +52,7 @@ class SamplingParams:
     max_new_tokens: int = 48
     """Length cap of one response."""
     stop_strings: tuple[str, ...] = ()
-    """Text that ends a response (besides the EOS / end-of-turn tokens)."""
+    """Text that ends a response (besides the EOS / end-of-turn tokens); kept at the end of the text."""
 
     def __post_init__(self) -> None:
         if self.temperature < 0:
@@ -47,6 +61,13 @@ class SamplingParams:
             raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
         if self.top_k < 0 or self.max_new_tokens < 1:
             raise ValueError("top_k must be >= 0 and max_new_tokens >= 1")
+        if not all(isinstance(s, str) and s for s in self.stop_strings):
+            raise ValueError(f"stop_strings must be non-empty strings, got {self.stop_strings!r}")
+
+    @property
+    def logprob_temperature(self) -> float:
+        """The temperature of `Generation.logprobs`: this one, or 1 for greedy decoding."""
+        return self.temperature if self.temperature > 0 else 1.0
 
 
 @dataclass
@@ -54,11 +75,42 @@ class Generation:
     """One sampled response."""
 
     prompt_ids: list[int]
-    response_ids: list[int]  # [T] sampled tokens, the final stop token included (it is trained)
+    response_ids: list[int]  # [T] sampled tokens, the final stop token / stop string included (trained)
     logprobs: list[float]  # [T] log-prob of each token under softmax(logits / temperature)
     sampler_logprobs: list[float]  # [T] under the truncated (top-k/top-p) distribution drawn from
-    text: str  # decoded response without the stop token / stop string
+    text: str  # decoded response without the stop token, up to and including a stop string
     finished: bool  # ended by a stop token or string (False: cut at max_new_tokens)
+    temperature: float | None = None  # of `logprobs` (1 for greedy); None: made elsewhere, the trainer's own
+
+
+def stop_cut(decode: Callable[[list[Token]], str], ids: list[Token], stops: Sequence[str]) -> tuple[int, int] | None:
+    """Where the first stop string ends a response: (n, end) or None when its text holds none.
+
+    n: the fewest tokens whose text `decode(ids[:n])` contains a stop string; end: the character
+    index just after the first-completed stop string in that text. Binary search over prefixes
+    (a prefix's text contains a stop string when a shorter one does).
+
+    >>> stop_cut("".join, list("ab||cd"), ["||", "c"])
+    (4, 4)
+    >>> stop_cut("".join, ["x", "ab", "cd"], ["bc"])
+    (3, 4)
+    >>> stop_cut("".join, list("abc"), ["z"]) is None
+    True
+    """
+    def first_end(text: str) -> int | None:
+        ends = [text.index(s) + len(s) for s in stops if s in text]
+        return min(ends) if ends else None
+
+    if not stops or first_end(decode(ids)) is None:
+        return None
+    low, high = 0, len(ids)  # decode(ids[:high]) holds a stop string, decode(ids[:low]) none
+    while high - low > 1:
+        mid = (low + high) // 2
+        if first_end(decode(ids[:mid])) is None:
+            low = mid
+        else:
+            high = mid
+    return high, first_end(decode(ids[:high]))
 
 
 def _filter_logits(logits: torch.Tensor, top_k: int, top_p: float) -> torch.Tensor:
@@ -120,7 +172,7 @@ def sample(
     live = torch.ones(rows, dtype=torch.bool, device=device)  # batch rows still generating
     fed = torch.full((rows,), tok.pad_token_id, dtype=torch.long, device=device)  # next input of each batch row
     max_stop = max((len(s) for s in params.stop_strings), default=0)
-    temperature = params.temperature if params.temperature > 0 else 1.0
+    temperature = params.logprob_temperature
 
     for step in range(width):
         # Only live rows are sampled (finished rows still in the batch are skipped), so the random
@@ -143,8 +195,11 @@ def sample(
         lengths[rows_now] = step + 1
         done = torch.isin(chosen, stop_ids)
         if max_stop:
+            # Early exit only: a stop string of L characters spans at most L tokens (+1 for a leading
+            # space some tokenizers drop). `_collect` finds the exact cut on the whole response.
             for j, row in enumerate(rows_now.tolist()):
-                tail = tok.decode(tokens[row, max(0, step - max_stop - 1): step + 1].tolist())
+                tail = tok.decode(tokens[row, max(0, step - max_stop - 1): step + 1].tolist(),
+                                  skip_special_tokens=True)
                 if any(s in tail for s in params.stop_strings):
                     done[j] = True
         finished[rows_now] = done
@@ -171,8 +226,15 @@ def sample(
 
 def _collect(prompts, num_samples, tokens, logps, sampler_logps, lengths, finished, stop_ids,
              policy: Policy, params: SamplingParams) -> list[list[Generation]]:
-    """Cut the padded [rows, width] buffers into one Generation per row."""
+    """Cut the padded [rows, width] buffers into one Generation per row.
+
+    A stop string cuts the tokens and log-probs where it cuts the text (see the module doc).
+    """
     tok = policy.tokenizer
+
+    def decode(ids: list[int]) -> str:
+        return tok.decode(ids, skip_special_tokens=True)
+
     stop_set = set(stop_ids.tolist())
     tokens_l, logps_l, sampler_l = tokens.tolist(), logps.tolist(), sampler_logps.tolist()
     lengths_l, finished_l = lengths.tolist(), finished.tolist()
@@ -184,11 +246,13 @@ def _collect(prompts, num_samples, tokens, logps, sampler_logps, lengths, finish
             n = lengths_l[row]
             ids = tokens_l[row][:n]
             body = ids[:-1] if ids and ids[-1] in stop_set else ids
-            text = tok.decode(body, skip_special_tokens=True)
-            for s in params.stop_strings:
-                if s in text:
-                    text = text[: text.index(s)]
-            group.append(Generation(list(prompt), ids, logps_l[row][:n], sampler_l[row][:n],
-                                    text, bool(finished_l[row])))
+            cut = stop_cut(decode, body, params.stop_strings)
+            if cut is None:
+                text = decode(body)
+            else:
+                n, end = cut
+                ids, text = ids[:n], decode(body[:n])[:end]
+            group.append(Generation(list(prompt), ids, logps_l[row][:n], sampler_l[row][:n], text,
+                                    bool(finished_l[row]) or cut is not None, params.logprob_temperature))
         results.append(group)
     return results

@@ -6,6 +6,12 @@ One path serves every use:
   state that is stepped is the state that was observed and rewarded);
 - trajectory-level GRPO and evaluation: `branches=1`, K independent episodes per instance are
   simply K entries of `instances`.
+
+Each agent samples with its own settings (`params` may map agent name -> SamplingParams, see
+`teamrl.rollout.agent_params`). Agents are sampled one after another, one `sample` call per agent
+over all live episodes, so even agents that share a policy never share a batch, and every row of a
+batch has its agent's settings. A passing candidate (`teamrl.workflows.base`, "Passing a turn") is
+an ordinary member of its (instance, turn, agent) group.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ from __future__ import annotations
 import copy
 import math
 import random
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,6 +45,11 @@ class Sample:
     policy: str
     committed: bool = False
     advantage: float = 0.0
+
+    @property
+    def passed(self) -> bool:
+        """This candidate passed the turn (the workflow let its agent pass and it did)."""
+        return bool(self.outcome.info.get("passed", False))
 
     @property
     def tree_key(self) -> tuple[int, int, str]:
@@ -80,13 +92,25 @@ def _commit_index(rewards: list[float], rule: str, rng: random.Random) -> int:
     raise ValueError(f"unknown commit rule {rule!r}; use 'greedy' or 'sample'")
 
 
+def params_by_agent(params: SamplingParams | Mapping[str, SamplingParams], agents: list[str]
+                    ) -> dict[str, SamplingParams]:
+    """Agent name -> its SamplingParams: one SamplingParams serves every agent, a mapping names each."""
+    if isinstance(params, SamplingParams):
+        return {agent: params for agent in agents}
+    missing = [agent for agent in agents if not isinstance(params.get(agent), SamplingParams)]
+    if missing:
+        raise ValueError(f"no SamplingParams for agents {', '.join(missing)} (given for: {', '.join(params)}); "
+                         "pass one SamplingParams for all agents or one per agent name")
+    return {agent: params[agent] for agent in agents}
+
+
 def run_episodes(
     workflow: Workflow,
     instances: list[int],
     split: str,
     policies: dict[str, Policy],
     agent_to_policy: dict[str, str],
-    params: SamplingParams,
+    params: SamplingParams | Mapping[str, SamplingParams],
     branches: int,
     weights: RewardWeights,
     generator: torch.Generator,
@@ -96,7 +120,9 @@ def run_episodes(
     """Play one episode per entry of `instances`; return every candidate sample and the episodes.
 
     agent_to_policy: agent name -> name in `policies` of the policy that speaks for that agent.
+    params: the sampling settings of every agent, or agent name -> that agent's settings.
     """
+    params_of = params_by_agent(params, [a.name for a in workflow.agents])
     unmapped = [a.name for a in workflow.agents if agent_to_policy.get(a.name) not in policies]
     if unmapped:
         raise ValueError(f"agents {', '.join(unmapped)} have no policy in agent_to_policy={agent_to_policy} "
@@ -121,7 +147,7 @@ def run_episodes(
             policy_name = agent_to_policy[agent.name]
             policy = policies[policy_name]
             prompts = [policy.encode_prompt(workflow.render(agent.name, source[e])) for e in live]
-            groups = sample(policy, prompts, branches, params, generator)
+            groups = sample(policy, prompts, branches, params_of[agent.name], generator)
             # Score every candidate on its own copy (in place when there is only one).
             targets = [source[e] if branches == 1 and not workflow.parallel else copy.deepcopy(source[e])
                        for e in live for _ in range(branches)]
@@ -138,14 +164,17 @@ def run_episodes(
                 ep, win = episodes[e], block[chosen]
                 ep.team_return += outcomes[win].team
                 ep.rewards_by_agent[agent.name] = ep.rewards_by_agent.get(agent.name, 0.0) + rewards[chosen]
-                ep.transcript.append({"turn": turn, "agent": agent.name, "text": texts[win],
-                                      "reward": rewards[chosen], "terms": outcomes[win].terms})
+                entry = {"turn": turn, "agent": agent.name, "text": texts[win], "reward": rewards[chosen],
+                         "terms": outcomes[win].terms}
+                if outcomes[win].info.get("passed"):
+                    entry["passed"] = True
+                ep.transcript.append(entry)
                 if workflow.parallel:
                     commits.append((e, agent.name, texts[win]))
                 else:
                     ep.state = targets[win]
-        for e, agent_name, text in commits:
-            workflow.apply(agent_name, episodes[e].state, text)
+        for e, agent_name, text in commits:  # through apply_many, so that a committed pass is a pass
+            apply_many(workflow, agent_name, [episodes[e].state], [text])
     for ep in episodes:
         ep.success = workflow.success(ep.state)
     return samples, episodes

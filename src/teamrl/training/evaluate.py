@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Mapping
 from statistics import mean
 
 import torch
@@ -22,12 +23,17 @@ def evaluate(
     max_new_tokens: int = 40,
     seed: int = 0,
     batch: int = 100,
+    sampling: SamplingParams | Mapping[str, SamplingParams] | None = None,
 ) -> tuple[dict[str, float], list[Episode]]:
     """Success rate and returns on the first `instances` held-out instances.
 
     agent_to_policy: agent name -> policy name (see `teamrl.training.build.agent_mapping`).
+    sampling: every agent's settings, or agent name -> its own (the config's per-agent eval settings:
+    `teamrl.rollout.agent_params.agent_sampling(config.rollout, workflow.agents, "eval")`); when
+    given, `temperature` and `max_new_tokens` are not used.
     """
-    params = SamplingParams(temperature=temperature, max_new_tokens=max_new_tokens)
+    params = sampling if sampling is not None else SamplingParams(temperature=temperature,
+                                                                  max_new_tokens=max_new_tokens)
     generator = torch.Generator().manual_seed(seed)
     rng = random.Random(seed)
     episodes: list[Episode] = []

@@ -19,7 +19,7 @@ from teamrl.diagnostics.alerts import Alert
 from teamrl.diagnostics.session import RunDiagnostics
 from teamrl.diagnostics.transcripts import training_transcripts
 from teamrl.policies.loading import Policy
-from teamrl.rollout.engine import SamplingParams
+from teamrl.rollout.agent_params import agent_sampling
 from teamrl.rollout.tree import Episode, RewardWeights, Sample, run_episodes
 from teamrl.training.backends import UpdateSettings, make_backend
 from teamrl.training.backends.rollout_workers import RolloutPool
@@ -45,8 +45,8 @@ def rollout_step(config: RunConfig, workflow: Workflow, policies: dict[str, Poli
 
     pool: Ray rollout workers that play the episodes instead of this process (trainer.rollout_workers).
     """
-    algo, ro = config.algorithm, config.rollout
-    params = SamplingParams(ro.temperature, ro.top_p, ro.top_k, ro.max_new_tokens)
+    algo = config.algorithm
+    params = agent_sampling(config.rollout, workflow.agents, "train")
     first = step * config.train.batch_size
     instances = list(range(first, first + config.train.batch_size))
     weights = RewardWeights(algo.team_weight, algo.local_weight)
@@ -77,6 +77,7 @@ def train(config: RunConfig, model_path: str | None = None, progress: bool = Tru
     resume = find_resume_point(config)
     seed_everything(config.seed)
     workflow = build_workflow(config)
+    eval_sampling = agent_sampling(config.rollout, workflow.agents, "eval")  # checks by_role's names early
     policies, mapping = build_policies(config, workflow, model_path)
     diagnostics = RunDiagnostics(config, workflow.agents, mapping)
     optimizers = {name: make_optimizer(p, config.policy_config(name), config.train,
@@ -102,9 +103,8 @@ def train(config: RunConfig, model_path: str | None = None, progress: bool = Tru
 
         def held_out(step: int) -> float:
             started = time.time()
-            metrics, episodes = evaluate(workflow, policies, mapping, tcfg.eval_instances,
-                                         config.rollout.eval_temperature, config.rollout.max_new_tokens,
-                                         seed=config.seed)
+            metrics, episodes = evaluate(workflow, policies, mapping, tcfg.eval_instances, seed=config.seed,
+                                         sampling=eval_sampling)
             run.log(step, {f"eval/{k}": v for k, v in metrics.items()} | {"time/eval_s": time.time() - started})
             run.write_json(f"transcripts/eval_step{step:05d}.json",
                            [{"instance": e.instance, "success": e.success, "turns": e.transcript}

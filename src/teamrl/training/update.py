@@ -185,6 +185,9 @@ def _part_loss(state: PolicyOptimizer, part: list[Sample], algo: AlgorithmConfig
                pad_id: int, weight: float, kl_coef: float) -> tuple[torch.Tensor, dict[str, float]]:
     """weight * (PPO surrogate - entropy_coef * entropy + kl_coef * KL(pi || ref)) of one part."""
     gens = [s.generation for s in part]
+    # Each sample is scored at the temperature its log-probs were sampled at (per-agent settings).
+    temps = [g.temperature if g.temperature is not None else temperature for g in gens]
+    temperature = temps[0] if len(set(temps)) == 1 else torch.tensor(temps)
     prompt_slot: dict[tuple[int, ...], int] = {}
     index = [prompt_slot.setdefault(tuple(g.prompt_ids), len(prompt_slot)) for g in gens]
     prompts = [list(p) for p in prompt_slot]

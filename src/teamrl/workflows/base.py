@@ -12,6 +12,16 @@ copies states (`copy.deepcopy`) to score candidates and commits one response per
         if workflow.is_done(state): break
 
 In parallel mode every agent of a turn is rendered before any is applied.
+
+Passing a turn (optional; a workflow without these hooks never sees a pass):
+- `may_pass(agent, state) -> bool`: whether `agent` may pass in `state`;
+- `pass_word: str`: a response that, stripped, equals it passes too (besides an empty one);
+- `on_pass(agent, state) -> Outcome`: what a pass does to the state (e.g. records it, so that the
+  other agents or `is_done` see it) and its rewards; default: nothing changes, team 0, local 0.
+A pass is the agent's sampled choice: a passing candidate is trained like any other (its tokens are
+the empty response's stop token, or the pass word), and it stays in its (instance, turn, agent)
+group, so advantages compare passing with answering. `apply` never receives a pass; the outcome's
+`info["passed"]` is True and the transcript entry of a committed pass says `"passed": true`.
 """
 
 from __future__ import annotations
@@ -70,6 +80,36 @@ class Workflow(Protocol):
         """Held-out metric: whether the episode solved its task."""
 
 
+class PassHooks(Protocol):
+    """The optional hooks of a workflow whose agents may pass a turn (see the module doc)."""
+
+    pass_word: str  # optional; "" or absent: only an empty response passes
+
+    def may_pass(self, agent: str, state: Any) -> bool:
+        """Whether `agent` may pass in `state` (absent: never)."""
+
+    def on_pass(self, agent: str, state: Any) -> Outcome:
+        """Apply a pass of `agent` to `state` in place; return its rewards (absent: no change, zero rewards)."""
+
+
+def is_pass(workflow: Any, agent: str, state: Any, response: str) -> bool:
+    """`response` passes the turn: the workflow lets `agent` pass in `state` and the response is empty
+    (whitespace only) or, stripped, equals the workflow's `pass_word` (case-sensitive)."""
+    may_pass = getattr(workflow, "may_pass", None)
+    if may_pass is None or not may_pass(agent, state):
+        return False
+    text, word = response.strip(), getattr(workflow, "pass_word", "")
+    return text == "" or (bool(word) and text == word)
+
+
+def pass_turn(workflow: Any, agent: str, state: Any) -> Outcome:
+    """The outcome of `agent` passing in `state` (the workflow's `on_pass`, else zero rewards), marked passed."""
+    hook = getattr(workflow, "on_pass", None)
+    outcome = hook(agent, state) if hook is not None else Outcome(team=0.0, local=0.0)
+    outcome.info["passed"] = True
+    return outcome
+
+
 def role_names(workflow: Workflow) -> list[str]:
     """The distinct roles of a workflow, in first-appearance order."""
     return list(dict.fromkeys(agent.role for agent in workflow.agents))
@@ -79,8 +119,21 @@ def apply_many(workflow: Any, agent: str, states: list[Any], responses: list[str
     """Apply responses to states; uses the workflow's batched `apply_many` when it has one.
 
     A batched hook lets a workflow run expensive side effects (sandboxed programs) in one pool call.
+    Passes (`is_pass`) go to `pass_turn` instead; the rest keep their order in one `apply` batch.
     """
-    batched = getattr(workflow, "apply_many", None)
-    if batched is not None:
-        return batched(agent, states, responses)
-    return [workflow.apply(agent, s, r) for s, r in zip(states, responses)]
+    passes = [is_pass(workflow, agent, s, r) for s, r in zip(states, responses)]
+    acting = [i for i, passed in enumerate(passes) if not passed]
+    outcomes: list[Outcome | None] = [None] * len(states)
+    if acting:
+        batched = getattr(workflow, "apply_many", None)
+        some_states, some_responses = [states[i] for i in acting], [responses[i] for i in acting]
+        if batched is not None:
+            results = batched(agent, some_states, some_responses)
+        else:
+            results = [workflow.apply(agent, s, r) for s, r in zip(some_states, some_responses)]
+        for i, outcome in zip(acting, results, strict=True):
+            outcomes[i] = outcome
+    for i, passed in enumerate(passes):
+        if passed:
+            outcomes[i] = pass_turn(workflow, agent, states[i])
+    return outcomes
