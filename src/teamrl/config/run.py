@@ -45,8 +45,8 @@ class RunConfig:
     diagnostics: DiagnosticsConfig = field(default_factory=DiagnosticsConfig)
     report_to: list | str = "auto"
     """Experiment trackers that get every metric and the config, besides metrics.jsonl: a list of
-    tensorboard, wandb, mlflow, trackio (each writes offline / locally under the run directory; see
-    docs/howto/trackers.md); auto: tensorboard when installed; all: every installed one; none."""
+    tensorboard, wandb, mlflow, trackio (each writes offline, to local files; docs/howto/trackers.md);
+    auto: tensorboard when installed; all: every installed one; none."""
     project: str = "teamrl"
     """Tracker project: the W&B and trackio project, the MLflow experiment."""
 
