@@ -43,6 +43,12 @@ class RunConfig:
     train: TrainConfig = field(default_factory=TrainConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
     diagnostics: DiagnosticsConfig = field(default_factory=DiagnosticsConfig)
+    report_to: list | str = "auto"
+    """Experiment trackers that get every metric and the config, besides metrics.jsonl: a list of
+    tensorboard, wandb, mlflow, trackio (each writes offline, to local files; docs/howto/trackers.md);
+    auto: tensorboard when installed; all: every installed one; none."""
+    project: str = "teamrl"
+    """Tracker project: the W&B and trackio project, the MLflow experiment."""
 
     def __post_init__(self) -> None:
         check = require
@@ -86,6 +92,10 @@ class RunConfig:
               "constant or cosine")
         check_mitigations(self.algorithm)
         check_diagnostics(self.diagnostics)
+        from teamrl.training.trackers.registry import resolve_report_to
+
+        resolve_report_to(self.report_to)  # unknown names and missing packages fail here, not mid-run
+        check(bool(self.project) and isinstance(self.project, str), "project", self.project, "a non-empty name")
 
 
     def _check_policies(self) -> None:

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
 # Config keys a resumed run may change; any other difference would make it a different run.
 CHANGEABLE = {"train.resume", "train.steps", "train.time_budget_s", "train.keep_last",
-              "train.checkpoint_every", "output_dir", "run_name", "policy.device"}
+              "train.checkpoint_every", "output_dir", "run_name", "policy.device", "report_to"}
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""The run directory: resolved config, metrics.jsonl (+ TensorBoard when installed), checkpoints."""
+"""The run directory: resolved config, metrics.jsonl (+ the `report_to` trackers), checkpoints."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import yaml
 from teamrl.config import RunConfig, config_to_dict
 from teamrl.policies.loading import Policy
 from teamrl.training.checkpoint import CheckpointError, discard_after, write_checkpoint
+from teamrl.training.trackers import open_trackers, resolve_report_to
 
 if TYPE_CHECKING:
     from teamrl.training.resume import ResumePoint
@@ -39,9 +40,13 @@ class RunDirectory:
         self.path.mkdir(parents=True, exist_ok=True)
         (self.path / "config.yaml").write_text(yaml.safe_dump(config_to_dict(config), sort_keys=False))
         self._metrics = open(self.path / "metrics.jsonl", "a", buffering=1)
-        # purge_step hides the TensorBoard events a killed run logged after the checkpoint.
-        purge = None if resume is None else (resume.step + 1 if resume.loop else 0)
-        self._tensorboard = _open_tensorboard(self.path / "tensorboard", purge)
+        try:  # a resumed run logs again from the step after its checkpoint (from 0 without one)
+            self._trackers = open_trackers(resolve_report_to(config.report_to), self.path, config.project,
+                                           config_to_dict(config),
+                                           None if resume is None else (resume.step + 1 if resume.loop else 0))
+        except BaseException:
+            self._metrics.close()
+            raise
 
     @property
     def checkpoints(self) -> Path:
@@ -67,10 +72,7 @@ class RunDirectory:
         clean = {k: (v if isinstance(v, (int, float)) and math.isfinite(v) else None)
                  for k, v in metrics.items()}
         self._metrics.write(json.dumps({"step": step, **clean}) + "\n")
-        if self._tensorboard is not None:
-            for key, value in clean.items():
-                if value is not None:
-                    self._tensorboard.add_scalar(key, value, step)
+        self._trackers.log(step, clean)
 
     def write_json(self, name: str, payload: Any) -> Path:
         target = self.path / name
@@ -93,15 +95,7 @@ class RunDirectory:
         return sizes
 
     def close(self) -> None:
+        """Close metrics.jsonl and the trackers; summary.json is the loop's last write, so a run
+        closed without one stopped early and its tracker runs are marked failed."""
         self._metrics.close()
-        if self._tensorboard is not None:
-            self._tensorboard.close()
-
-
-def _open_tensorboard(path: Path, purge_step: int | None = None):
-    """A SummaryWriter if tensorboard is installed; runs without it lose only the event files."""
-    try:
-        from torch.utils.tensorboard import SummaryWriter
-    except ImportError:
-        return None
-    return SummaryWriter(str(path), purge_step=purge_step)
+        self._trackers.close(failed=not (self.path / "summary.json").exists())
