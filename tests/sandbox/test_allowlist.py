@@ -112,7 +112,8 @@ def _write_key(path: Path, gz: bool = False) -> str:
 def planted():
     """Answer keys in every place a grader's files could be; removed afterwards."""
     tag = uuid.uuid4().hex[:10]
-    beside = Path(tempfile.mkdtemp(prefix=f".teamrl-test-{tag}-", dir=_writable_dir_outside_tmp(REPO.parent, Path.home())))
+    beside_dir = _writable_dir_outside_tmp(REPO.parent, Path.home())
+    beside = Path(tempfile.mkdtemp(prefix=f".teamrl-test-{tag}-", dir=beside_dir))
     data_dir = Path(tempfile.mkdtemp(prefix=f"teamrl-data-{tag}-", dir=_writable_dir_outside_tmp(Path("/var/tmp"), Path.home())))
     cleanup = [beside, data_dir]
     for made in cleanup:
@@ -260,3 +261,49 @@ def test_grant_paths_are_checked():
         check_grant_paths([tempfile.gettempdir()])
     with pytest.raises(ValueError, match="whole filesystem"):
         check_grant_paths(["/"])
+
+
+def test_resolver_agrees_with_realpath(tmp_path):
+    """The fallback's path resolution (which must not call the wrapped stat) is os.path.realpath."""
+    import posix
+
+    from teamrl.sandbox.guards import make_resolver
+
+    (tmp_path / "real" / "sub").mkdir(parents=True)
+    (tmp_path / "real" / "sub" / "f.txt").write_text("x")
+    (tmp_path / "to_real").symlink_to(tmp_path / "real")  # absolute
+    (tmp_path / "real" / "up").symlink_to("..")  # relative, climbing
+    (tmp_path / "chain").symlink_to("to_real/sub")  # a link through a link
+    (tmp_path / "loop").symlink_to("loop")
+    resolve = make_resolver(posix.lstat, posix.readlink)
+    for rel in ["to_real/sub/f.txt", "chain/../sub/f.txt", "real/up/to_real/sub", "to_real/up/up/x",
+                "missing/../real/./sub", "chain/missing/more", "to_real/sub/../../chain/f.txt"]:
+        path = f"{tmp_path}/{rel}"
+        assert resolve(path) == os.path.realpath(path), rel
+    assert resolve("/proc/self/root/etc") == "/etc"
+    assert resolve(f"{tmp_path}/loop").startswith(str(tmp_path))  # a loop ends instead of hanging
+
+
+def test_fallback_refuses_dir_fd_and_introspection(planted):
+    with Sandbox(FAST_LIMITS, workers=1, os_isolation=False) as box:
+        key = planted["home directory"]
+        res = box.run(textwrap.dedent(f"""
+            import gc, os
+            fd = os.open("/usr/lib", os.O_RDONLY)
+            print(len(os.listdir(fd)) > 0)  # a directory it may read, through its descriptor
+            relative = "../.." + {key!r}
+            for name, attempt in [
+                    ("open", lambda: os.open(relative, os.O_RDONLY, dir_fd=fd)),
+                    ("stat", lambda: os.stat(relative, dir_fd=fd)),
+                    ("opener", lambda: open(relative, opener=lambda p, f: os.open(p, f, dir_fd=fd))),
+                    ("mkdir", lambda: os.mkdir("x", dir_fd=fd)),
+                    ("referrers", lambda: gc.get_referrers(os.stat))]:
+                try:
+                    attempt()
+                    print("ALLOWED", name)
+                except OSError as exc:
+                    print("refused", name, type(exc).__name__)
+        """))
+        lines = res.stdout.splitlines()
+        assert lines[0] == "True" and len(lines) == 6, res.stdout + res.stderr
+        assert all(line.startswith("refused") for line in lines[1:]), res.stdout

@@ -49,14 +49,15 @@ _DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom"
 
 
 def _as_path(value: Any) -> str | None:
-    """A normalised absolute path, or None for file descriptors / unknown objects."""
+    """An absolute path (not normalised: ".." must be taken after symlinks, as the kernel does),
+    or None for file descriptors / unknown objects."""
     if isinstance(value, int):
         return None
     try:
         value = os.fsdecode(os.fspath(value))
     except TypeError:
         return None
-    return os.path.normpath(os.path.join(os.getcwd(), value))
+    return os.path.join(os.getcwd(), value)
 
 
 def _inside(path: str, root: str) -> bool:
@@ -64,41 +65,41 @@ def _inside(path: str, root: str) -> bool:
 
 
 def make_resolver(lstat: Any, readlink: Any) -> Any:
-    """realpath (non-strict) built on the given lstat/readlink, so that it does not call the
-    wrapped ones. Results are cached: a confined program cannot create symlinks (os.symlink is
-    refused), so how an existing path resolves cannot change under it."""
-    cache: dict[str, str] = {}
+    """Resolve a path like the kernel does (symlinks followed, ".." after them; missing parts
+    taken literally), with the given lstat/readlink so that it does not call the wrapped ones.
 
-    def resolve(path: str) -> str:
-        if path in cache:
-            return cache[path]
-        todo = [p for p in path.split("/") if p][::-1]
-        out, links = "", 0
-        while todo:
-            name = todo.pop()
-            if name == ".":
-                continue
-            if name == "..":
-                out = out.rsplit("/", 1)[0]
-                continue
-            candidate = f"{out}/{name}"
-            try:
-                is_link = stat.S_ISLNK(lstat(candidate).st_mode)
-            except (OSError, ValueError):
-                is_link = False
-            if not is_link or links >= 40:
-                out = candidate
-                continue
-            links += 1
+    Each step (resolved directory + one name) is cached: a confined program cannot create
+    symlinks (os.symlink is refused), so how an existing name resolves cannot change under it;
+    /proc, whose fd links do change, is never cached.
+    """
+    steps: dict[str, str] = {}
+
+    def step(base: str, name: str, depth: int) -> str:
+        candidate = f"{base.rstrip('/')}/{name}"
+        hit = steps.get(candidate)
+        if hit is not None:
+            return hit
+        result = candidate
+        try:
+            is_link = stat.S_ISLNK(lstat(candidate).st_mode)
+        except (OSError, ValueError):
+            is_link = False
+        if is_link and depth < 40:
             target = readlink(candidate)
-            if target.startswith("/"):
-                out = ""
-            todo.extend([p for p in target.split("/") if p][::-1])
-        if len(cache) < 8192:
-            cache[path] = out or "/"
-        return out or "/"
+            result = walk("/" if target.startswith("/") else base, target, depth + 1)
+        if len(steps) < 16384 and not candidate.startswith("/proc/"):
+            steps[candidate] = result
+        return result
 
-    return resolve
+    def walk(base: str, relative: str, depth: int) -> str:
+        current = base
+        for name in relative.split("/"):
+            if name in ("", "."):
+                continue
+            current = os.path.dirname(current) if name == ".." else step(current, name, depth)
+        return current
+
+    return lambda path: walk("/", path, 0)
 
 
 def _not_visible(path: str) -> OSError:
@@ -124,8 +125,16 @@ class AllowList:
         # Ancestors of what is visible exist in the new root too: stat on them tells nothing.
         self.ancestors = frozenset().union(*(_ancestors(r) for r in self.roots))
 
+    def extended(self, read_roots: list[str]) -> AllowList:
+        """This list plus `read_roots` (sharing the resolver and its cache)."""
+        more = AllowList(read_roots, [], self.resolve)
+        more.roots = (*self.roots, *more.roots)
+        more.hidden = self.hidden
+        more.ancestors = self.ancestors | more.ancestors
+        return more
+
     def readable(self, path: str) -> bool:
-        """Whether the program may open or list `path` (absolute, normalised)."""
+        """Whether the program may open or list `path` (absolute)."""
         real = self.resolve(path)
         if any(_inside(real, h) for h in self.hidden):
             return False
@@ -168,6 +177,19 @@ def _guard_stat_functions(allowed: AllowList, deny: Any) -> None:
     posix.open = os.open = open_without_dir_fd
 
 
+_PREPARED: dict[tuple[tuple[str, ...], tuple[str, ...]], AllowList] = {}
+
+
+def prepare(read_roots: list[str], hidden_paths: list[str]) -> AllowList:
+    """The allow-list shared by every program of a worker (called once there before forking, so
+    that each program starts with the roots resolved and the resolver's cache warm)."""
+    key = (tuple(read_roots), tuple(hidden_paths))
+    if key not in _PREPARED:
+        resolver = make_resolver(posix.lstat, posix.readlink)
+        _PREPARED[key] = AllowList([*read_roots, *_DEVICES], hidden_paths, resolver)
+    return _PREPARED[key]
+
+
 def install(workdir: str, block_network: bool, restrict_files: bool, block_processes: bool,
             hidden_paths: list[str], read_roots: list[str] = ()) -> None:
     """Install the audit hook for this (forked, single-program) interpreter.
@@ -175,12 +197,12 @@ def install(workdir: str, block_network: bool, restrict_files: bool, block_proce
     read_roots: what the program may read besides its own directory, the device nodes and its
     own /proc entry (rootfs.visible_paths); hidden_paths are refused even inside them.
     """
-    workdir = os.path.normpath(workdir)
+    workdir = os.path.abspath(workdir)
     my_pid = os.getpid()
     allowed = None
     if restrict_files:
-        resolve = make_resolver(posix.lstat, posix.readlink)
-        allowed = AllowList([*read_roots, workdir, *_DEVICES, f"/proc/{my_pid}"], hidden_paths, resolve)
+        allowed = prepare(read_roots, hidden_paths).extended([workdir, f"/proc/{my_pid}"])
+        workdir = allowed.resolve(workdir)
     if block_processes:
         for name in _NATIVE_MODULES:
             sys.modules.pop(name, None)  # already-imported modules would skip the import event
@@ -192,8 +214,8 @@ def install(workdir: str, block_network: bool, restrict_files: bool, block_proce
 
     def check_write(raw: Any) -> None:
         path = _as_path(raw)
-        if path is not None and not _inside(path, workdir):
-            deny(f"writing {path!r} (outside the program directory)")
+        if path is not None and allowed is not None and not _inside(allowed.resolve(path), workdir):
+            deny(f"writing {os.path.normpath(path)!r} (outside the program directory)")
 
     def check_read(raw: Any) -> None:
         path = _as_path("." if raw is None else raw)

@@ -25,7 +25,7 @@ import sys
 import time
 from typing import Any
 
-from . import child, isolation, protocol, rootfs, testrun
+from . import child, guards, isolation, protocol, rootfs, testrun
 from .supervision import WorkerState, classify, kill_leftovers, remove_files, supervise
 
 
@@ -84,6 +84,8 @@ def main(config_json: str) -> None:
                                     config["os_isolation"], config["tmpfs_mb"], visible,
                                     config["pid_namespace"])
     state = WorkerState(report, config["hide_paths"])
+    if state.guard_template is not None and state.guard_template["restrict_files"]:
+        guards.prepare(state.guard_template["read_roots"], state.guard_template["hidden_paths"])
     os.makedirs(state.scratch, mode=0o711, exist_ok=True)
     os.chmod(state.scratch, 0o711 if state.uid is not None else 0o700)
     child.remember_own_modules()
