@@ -142,19 +142,28 @@ def planted():
                 path.unlink(missing_ok=True)
 
 
-LAYERS = {"namespace": True, "userns": "userns", "audit-hook": False}
+# no-mount-ns: network and PID namespaces (and a uid where it can read Python) but no new root,
+# as on a machine that forbids mounts: the guards must enforce the allow-list there.
+LAYERS = {"namespace": True, "userns": "userns", "no-mount-ns": True, "audit-hook": False}
 
 
 @pytest.fixture(scope="module", params=list(LAYERS))
 def layer_box(request):
-    with Sandbox(FAST_LIMITS, workers=1, os_isolation=LAYERS[request.param]) as box:
+    Sandbox._new_root = request.param != "no-mount-ns"
+    try:
+        box = Sandbox(FAST_LIMITS, workers=1, os_isolation=LAYERS[request.param])
+    finally:
+        Sandbox._new_root = True
+    with box:
         report = box.isolation
         if request.param == "namespace":
             assert report["filesystem"] == "allowlist-root", report["notes"]
         elif request.param == "userns" and not report["user_namespace"]:
             pytest.skip(f"unprivileged user namespaces unavailable: {report['notes']}")
-        elif request.param == "audit-hook":
-            assert report["filesystem"] == "python-audit-hook" and report["guards"]["restrict_files"]
+        elif request.param in ("audit-hook", "no-mount-ns"):
+            assert report["filesystem"] == "python-audit-hook", report
+            # Without the new root an exec'd binary would read files unchecked: no processes.
+            assert report["guards"]["restrict_files"] and report["guards"]["block_processes"], report
         yield request.param, box
 
 

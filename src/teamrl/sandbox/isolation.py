@@ -223,7 +223,8 @@ def _probe_uid(uid: int, must_read: list[str]) -> bool:
 
 
 def setup_worker(fallback_scratch: str, hide_paths: list[str], parent_pid: int, mode: str,
-                 tmpfs_mb: int, visible: list[str], pid_namespace: bool = True) -> dict[str, Any]:
+                 tmpfs_mb: int, visible: list[str], pid_namespace: bool = True,
+                 new_root: bool = True) -> dict[str, Any]:
     """Apply process-wide isolation to the worker; return what is active.
 
     mode: "auto" (namespaces and a separate uid when root, else an unprivileged user namespace),
@@ -234,6 +235,8 @@ def setup_worker(fallback_scratch: str, hide_paths: list[str], parent_pid: int, 
     hide_paths: paths inside `visible` trees to cover anyway.
     pid_namespace: try to become pid 1 of a PID namespace of our own (False: for testing what
     machines without one get).
+    new_root: build the allow-list root (False: for testing what machines without a mount
+    namespace get, where the in-process guards enforce the allow-list).
 
     The report has keys: network ("netns" | "python-socket-block"), filesystem ("allowlist-root":
     a new root holding only `visible`, or "python-audit-hook": the guards check the same list),
@@ -288,6 +291,8 @@ def setup_worker(fallback_scratch: str, hide_paths: list[str], parent_pid: int, 
     # without a PID namespace of our own.
     proc_dir_fd = os.open("/proc", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
+        if not new_root:
+            raise OSError(errno.EPERM, "disabled by configuration")
         unshare(CLONE_NEWNS)
         mounts = _setup_mounts(hide_paths, tmpfs_mb, visible, with_proc=report["pid_namespace"])
         report["hidden_paths"], report["visible_paths"] = mounts["hidden"], mounts["bound"]

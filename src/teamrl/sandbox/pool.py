@@ -124,8 +124,10 @@ class Sandbox:
         even as root. The last two exist to test what other machines get.
     """
 
-    # Tests turn this off to exercise what machines without PID namespaces get.
+    # Tests turn these off to exercise what machines without PID namespaces, or without a mount
+    # namespace (where the guards must enforce the allow-list), get.
     _pid_namespace = True
+    _new_root = True
 
     def __init__(self, limits: SandboxLimits = SandboxLimits(), workers: int = 2,
                  hide_paths: list[str] | None = None, os_isolation: bool | str = True,
@@ -153,7 +155,7 @@ class Sandbox:
             "hide_paths": hide, "grant_paths": list(self.grant_paths),
             "os_isolation": {True: "auto", False: "off"}.get(os_isolation, "userns"), "tmpfs_mb": int(tmpfs_mb),
             "fallback_scratch": self._scratch, "preimport": list(preimport),
-            "pid_namespace": self._pid_namespace,
+            "pid_namespace": self._pid_namespace, "new_root": self._new_root,
         }
         self._lock = threading.Lock()
         self._closed = False

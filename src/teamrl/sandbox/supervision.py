@@ -38,7 +38,9 @@ class WorkerState:
         self.guard_template: dict[str, Any] | None = None
         block_network = report["network"] != "netns"
         restrict_files = not self.private_tmp or self.uid is None
-        block_processes = self.uid is None  # without our own uid, RLIMIT_NPROC cannot contain forks
+        # Without our own uid, RLIMIT_NPROC cannot contain forks; without the new root, an exec'd
+        # binary would read files unchecked (the guards live in the Python interpreter only).
+        block_processes = self.uid is None or not self.private_tmp
         if block_network or restrict_files or block_processes:
             self.guard_template = {
                 "block_network": block_network, "restrict_files": restrict_files,

@@ -82,7 +82,7 @@ def main(config_json: str) -> None:
     rootfs.prune_sys_path(visible)
     report = isolation.setup_worker(config["fallback_scratch"], config["hide_paths"], config["parent_pid"],
                                     config["os_isolation"], config["tmpfs_mb"], visible,
-                                    config["pid_namespace"])
+                                    config["pid_namespace"], config["new_root"])
     state = WorkerState(report, config["hide_paths"])
     if state.guard_template is not None and state.guard_template["restrict_files"]:
         guards.prepare(state.guard_template["read_roots"], state.guard_template["hidden_paths"])
