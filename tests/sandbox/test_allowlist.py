@@ -316,3 +316,20 @@ def test_fallback_refuses_dir_fd_and_introspection(planted):
         lines = res.stdout.splitlines()
         assert lines[0] == "True" and len(lines) == 6, res.stdout + res.stderr
         assert all(line.startswith("refused") for line in lines[1:]), res.stdout
+
+
+def test_new_root_plan(tmp_path):
+    """What the new root recreates: binds for dirs and files, links as links (their targets
+    planned too), nothing twice, nothing missing, nothing inside an already-bound directory."""
+    from teamrl.sandbox.rootfs import plan
+
+    (tmp_path / "usr" / "lib" / "deep").mkdir(parents=True)
+    (tmp_path / "lib").symlink_to("usr/lib")
+    (tmp_path / "cache").write_text("x")
+    (tmp_path / "via").symlink_to(tmp_path / "lib")  # a link to a link
+    t = str(tmp_path)
+    entries = plan([f"{t}/lib", f"{t}/usr/lib/deep", f"{t}/cache", f"{t}/missing", f"{t}/cache", f"{t}/via/deep"])
+    assert entries == sorted([("link", f"{t}/lib", "usr/lib"), ("dir", f"{t}/usr/lib", ""), ("file", f"{t}/cache", "")],
+                             key=lambda e: e[1])
+    assert plan([f"{t}/via"]) == sorted([("link", f"{t}/via", f"{t}/lib"), ("link", f"{t}/lib", "usr/lib"),
+                                         ("dir", f"{t}/usr/lib", "")], key=lambda e: e[1])

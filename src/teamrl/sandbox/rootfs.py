@@ -68,6 +68,11 @@ def python_paths() -> list[str]:
         else:
             paths.append(prefix)
     paths += site.getsitepackages() if hasattr(site, "getsitepackages") else []
+    # A shared libpython outside the prefix trees (e.g. /usr/local/lib): a program that starts
+    # `sys.executable` needs it (forked programs have it mapped already).
+    libdir, soname = sysconfig.get_config_var("LIBDIR"), sysconfig.get_config_var("INSTSONAME")
+    if libdir and soname and os.path.isfile(os.path.join(libdir, soname)):
+        paths.append(os.path.join(libdir, soname))
     return paths
 
 
@@ -103,8 +108,10 @@ def plan(paths: list[str]) -> list[tuple[str, str, str]]:
             continue
         seen.add(path)
         if os.path.islink(path):
-            entries.append(("link", path, os.readlink(path)))
-            todo.append(os.path.realpath(path))
+            target = os.readlink(path)
+            entries.append(("link", path, target))
+            # One link at a time: a link to a link needs the middle one recreated too.
+            todo.append(os.path.join(os.path.dirname(path), target))
         else:
             entries.append(("dir" if os.path.isdir(path) else "file", path, ""))
     dirs = [path for kind, path, _ in entries if kind == "dir"]
