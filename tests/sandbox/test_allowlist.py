@@ -114,7 +114,8 @@ def planted():
     tag = uuid.uuid4().hex[:10]
     beside_dir = _writable_dir_outside_tmp(REPO.parent, Path.home())
     beside = Path(tempfile.mkdtemp(prefix=f".teamrl-test-{tag}-", dir=beside_dir))
-    data_dir = Path(tempfile.mkdtemp(prefix=f"teamrl-data-{tag}-", dir=_writable_dir_outside_tmp(Path("/var/tmp"), Path.home())))
+    data_parent = _writable_dir_outside_tmp(Path("/var/tmp"), Path.home())
+    data_dir = Path(tempfile.mkdtemp(prefix=f"teamrl-data-{tag}-", dir=data_parent))
     cleanup = [beside, data_dir]
     for made in cleanup:
         made.chmod(0o755)  # mkdtemp's 0700 would keep out programs' own uid even when granted
@@ -333,3 +334,14 @@ def test_new_root_plan(tmp_path):
                              key=lambda e: e[1])
     assert plan([f"{t}/via"]) == sorted([("link", f"{t}/via", f"{t}/lib"), ("link", f"{t}/lib", "usr/lib"),
                                          ("dir", f"{t}/usr/lib", "")], key=lambda e: e[1])
+
+
+@pytest.mark.parametrize("os_isolation", [True, False], ids=["namespace", "audit-hook"])
+def test_hide_paths_cover_part_of_a_grant(planted, os_isolation):
+    beside = Path(planted["beside the checkout"]).parents[2]  # the planted tree beside the checkout
+    shown, covered = planted["run directory"], planted["beside the checkout"]
+    with Sandbox(FAST_LIMITS, workers=1, os_isolation=os_isolation, grant_paths=[str(beside)],
+                 hide_paths=[str(beside / "shared")]) as box:
+        res = box.run(_with({"PATHS": [shown, covered], "SECRET": SECRET}, PROBE))
+        report = json.loads(res.stdout)
+        assert report[shown].get("open") is True and report[covered].get("open") is None, res.stdout

@@ -147,8 +147,9 @@ class Sandbox:
         # A non-editable install puts this package in site-packages, which programs see.
         hide = [str(Path(PACKAGE_DIR).parent)] + list(hide_paths or [])
         # An explicit grant wins over a hidden directory around it.
+        granted = [os.path.realpath(g) for g in self.grant_paths]
         hide = [h for h in map(os.path.realpath, hide)
-                if not any(g == h or g.startswith(h.rstrip("/") + "/") for g in map(os.path.realpath, self.grant_paths))]
+                if not any(g == h or g.startswith(h.rstrip("/") + "/") for g in granted)]
         self._scratch = os.path.join(_fast_tmp_dir(), f"teamrl-sandbox-{uuid.uuid4().hex[:12]}")
         self._config = {
             "parent_pid": os.getpid(),
