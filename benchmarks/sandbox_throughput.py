@@ -18,6 +18,8 @@ older revision: `git archive <rev> src/teamrl/sandbox | tar -x -C /tmp/old`, the
 `--compare /tmp/old/src/teamrl/sandbox`), interleaved with the current one in the same run, so
 both see the same machine load; `--repeat R` times each workload R times per sandbox (alternating)
 and reports the fastest. `--skip-baseline` leaves out the fresh-interpreter baseline.
+`--os-isolation off` times the in-process fallback layer (audit hook and allow-list wrappers)
+instead of the namespaces; `userns` the unprivileged user-namespace path.
 """
 
 from __future__ import annotations
@@ -146,6 +148,8 @@ def main() -> int:
     parser.add_argument("--skip-baseline", action="store_true", help="no fresh-interpreter baseline")
     parser.add_argument("--compare", metavar="DIR", help="another sandbox package directory to time alongside")
     parser.add_argument("--repeat", type=int, default=1, help="runs per workload and sandbox; the fastest counts")
+    parser.add_argument("--os-isolation", choices=["auto", "off", "userns"], default="auto",
+                        help="Sandbox(os_isolation=...): auto (namespaces where possible), off (guards only), userns")
     args = parser.parse_args()
     packages: list[tuple[str, Any]] = [("current", current_sandbox)]
     if args.compare:
@@ -154,7 +158,8 @@ def main() -> int:
     boxes = []
     for label, package in packages:
         limits = package.SandboxLimits(wall_time_s=10.0, cpu_time_s=10.0)
-        box = package.Sandbox(limits, workers=args.workers)
+        isolation = {"auto": True, "off": False, "userns": "userns"}[args.os_isolation]
+        box = package.Sandbox(limits, workers=args.workers, os_isolation=isolation)
         iso = box.isolation
         print(f"{label}: workers={args.workers} cpus={os.cpu_count()} network={iso['network']} "
               f"filesystem={iso['filesystem']} sandbox_uid={iso['sandbox_uid']} "

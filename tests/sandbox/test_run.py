@@ -140,7 +140,7 @@ def test_closed_sandbox_refuses_work():
 def test_isolation_report(sandbox):
     report = sandbox.isolation
     assert report["network"] in ("netns", "python-socket-block")
-    assert report["filesystem"] in ("readonly-mount-namespace", "python-audit-hook")
+    assert report["filesystem"] in ("allowlist-root", "python-audit-hook")
 
 
 def test_throughput_is_milliseconds_per_program(sandbox):

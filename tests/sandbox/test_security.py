@@ -304,7 +304,7 @@ def test_user_namespace_path(tmp_path):
         report = userns.isolation
         if not report["user_namespace"]:
             pytest.skip(f"unprivileged user namespaces unavailable: {report['notes']}")
-        assert report["network"] == "netns" and report["filesystem"] == "readonly-mount-namespace"
+        assert report["network"] == "netns" and report["filesystem"] == "allowlist-root"
         code = textwrap.dedent(f"""
             import os, socket
             for path in [{str(Path(__file__).resolve().parent / 'planted.txt')!r}, {str(tmp_path / 'p.txt')!r}, "/etc/planted"]:

@@ -15,6 +15,7 @@ import math
 import os
 import resource
 import signal
+import stat
 import sys
 import traceback
 import types
@@ -69,6 +70,11 @@ def confine(fd_map: dict[int, int], workdir: str, limits: dict[str, Any], uid: i
     if uid is not None:
         # Counted per user id, so it is only meaningful for a user id of our own.
         resource.setrlimit(resource.RLIMIT_NPROC, (limits["max_processes"], limits["max_processes"]))
+        for fd in (0, 1, 2):
+            # The worker made these pipes (as root, mode 0600): reopening them through /dev/stdin
+            # needs them to be ours. Only pipes: never chown a device such as /dev/null.
+            if stat.S_ISFIFO(os.fstat(fd).st_mode):
+                os.fchown(fd, uid, uid)
         os.setgroups([])
         os.setresgid(uid, uid, uid)
         os.setresuid(uid, uid, uid)  # from root to non-root: all capabilities are dropped too

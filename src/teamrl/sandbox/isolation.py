@@ -5,10 +5,10 @@ allow and returns a report of what is active:
 
 * network: a new, empty network namespace (`unshare(CLONE_NEWNET)`), so sockets reach nothing;
   otherwise the child blocks socket creation from Python (see `child.py`).
-* filesystem: a new mount namespace in which every mount except /proc, /sys and /dev is
-  re-mounted read-only, /tmp is a private tmpfs that holds the per-program directories,
-  /var/tmp, /run/lock and /dev/shm are covered by empty read-only tmpfs mounts, and so are the
-  grader's own directories (`hide_paths`: its working directory, the data sets, ...).
+* filesystem: a new mount namespace whose root is a fresh tmpfs holding, read-only, only what
+  programs may see (rootfs.py: the Python installation, system libraries, granted paths), a few
+  device nodes and a private /tmp for the per-program directories; the old root is detached.
+  Everything else (data sets, the checkout, home directories, other runs) is simply not there.
 * user id: programs run under a user id of their own (one per worker), which makes
   RLIMIT_NPROC effective and lets the worker kill every process of a program in one atomic
   `kill(-1)` from that user id.
@@ -23,6 +23,7 @@ from __future__ import annotations
 import ctypes
 import errno
 import os
+import platform
 from typing import Any
 
 CLONE_NEWNS = 0x00020000
@@ -41,6 +42,8 @@ MS_REC = 16384
 MS_PRIVATE = 1 << 18
 MS_RELATIME = 1 << 21
 MS_STRICTATIME = 1 << 24
+MNT_DETACH = 2
+_SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "riscv64": 41, "ppc64le": 203, "s390x": 217}
 
 PR_SET_PDEATHSIG = 1
 PR_SET_DUMPABLE = 4
@@ -53,8 +56,9 @@ SANDBOX_ID_BASE = 3_000_000_000
 
 # Mount points (and everything below them) that stay as they are: kernel interfaces and devices.
 _KEEP_WRITABLE = ("/proc", "/sys", "/dev")
-# World-writable places a program could otherwise leave files in; replaced by empty tmpfs mounts.
-_SHARED_TMP_DIRS = ("/tmp", "/var/tmp", "/run/lock", "/dev/shm")
+# The worker's descriptor on /proc, opened before the new root is entered (which has a /proc only
+# inside a PID namespace of our own): supervision.py finds the programs' processes through it.
+proc_dir_fd: int | None = None
 
 _libc: Any = None
 
@@ -148,51 +152,32 @@ def _setup_user_namespace() -> None:
         fh.write(f"{gid} {gid} 1")
 
 
-def _expose(paths: list[str]) -> list[str]:
-    """Make `paths` reachable for other users when an ancestor is closed to them.
+def pivot_root(new_root: str, put_old: str) -> None:
+    """Call pivot_root(2) (glibc has no wrapper); raise OSError on failure."""
+    number = _SYS_PIVOT_ROOT.get(platform.machine())
+    if number is None:
+        raise OSError(errno.ENOSYS, f"pivot_root: no syscall number known for {platform.machine()}")
+    _check(libc().syscall(ctypes.c_long(number), os.fsencode(new_root), os.fsencode(put_old)), "pivot_root")
 
-    The typical case is a Python installed under /root (pyenv), which is mode 0700: a program
-    running under its own uid could not import the standard library. The closed ancestor is
-    covered by an empty tmpfs (which also hides everything else in it) and each path is bind-mounted
-    back read-only at its old place.
+
+def umount_detached(target: str) -> None:
+    """Lazily unmount `target` and everything below it (umount2 with MNT_DETACH)."""
+    _check(libc().umount2(os.fsencode(target), ctypes.c_int(MNT_DETACH)), f"umount {target}")
+
+
+def _setup_mounts(hide_paths: list[str], tmpfs_mb: int, visible: list[str], with_proc: bool) -> dict[str, list[str]]:
+    """Make `visible` (read-only), /dev nodes, a private /tmp (and /proc) the whole filesystem.
+
+    Every mount is first re-mounted read-only in our namespace, so that the bind mounts made
+    from them (and their sub-mounts) are read-only too; then rootfs.py builds the new root and
+    pivots into it. Per-program directories are created in its private /tmp, which the worker
+    empties after every program, so nothing a program writes can outlive it or reach the host.
     """
-    wanted = sorted({os.path.realpath(p) for p in paths if os.path.isdir(p)})
-    wanted = [p for p in wanted if not any(p.startswith(q + "/") for q in wanted)]
-    plan: list[tuple[str, str, int]] = []  # (path, closed ancestor, O_PATH fd to the real directory)
-    for path in wanted:
-        parts = path.strip("/").split("/")
-        for i in range(1, len(parts)):
-            ancestor = "/" + "/".join(parts[:i])
-            if not os.stat(ancestor).st_mode & 0o001:
-                # Opened before any mount: once the ancestor is covered, the path is gone.
-                plan.append((path, ancestor, os.open(path, os.O_PATH | os.O_DIRECTORY)))
-                break
-    covered: list[str] = []
-    try:
-        for path, ancestor, fd in plan:
-            if ancestor not in covered:
-                mount("tmpfs", ancestor, "tmpfs", MS_NOSUID | MS_NODEV, "size=64k,mode=0755")
-                covered.append(ancestor)
-            os.makedirs(path, mode=0o755, exist_ok=True)
-            mount(f"/proc/self/fd/{fd}", path, None, MS_BIND | MS_REC)
-            mount(None, path, None, MS_BIND | MS_REMOUNT | MS_RDONLY)
-        for ancestor in covered:
-            mount(None, ancestor, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
-    finally:
-        for _, _, fd in plan:
-            os.close(fd)
-    return [path for path, _, _ in plan]
+    from . import rootfs  # imported here: rootfs imports this module
 
-
-def _setup_mounts(hide_paths: list[str], tmpfs_mb: int, expose_paths: list[str]) -> dict[str, list[str]]:
-    """Make the filesystem read-only except a private tmpfs on /tmp; return the hidden paths.
-
-    Per-program directories are created in that private /tmp, which the worker empties after
-    every program, so nothing a program writes can outlive it or reach the host. `expose_paths`
-    (the Python installation) are made reachable for the programs' own uid (see `_expose`).
-    """
     mount(None, "/", None, MS_REC | MS_PRIVATE)  # never propagate our mounts to the host
-    for point, flags in _mounts():
+    mounts = _mounts()
+    for point, flags in mounts:
         if _under(point, _KEEP_WRITABLE):
             continue
         try:
@@ -200,25 +185,20 @@ def _setup_mounts(hide_paths: list[str], tmpfs_mb: int, expose_paths: list[str])
         except OSError as exc:
             if exc.errno not in (errno.ENOENT, errno.EACCES, errno.EINVAL):
                 raise
-    for tmp_dir in _SHARED_TMP_DIRS:
-        if tmp_dir == "/tmp":
-            mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, f"size={tmpfs_mb}m,mode=0755")
-        elif os.path.isdir(tmp_dir):
-            mount("tmpfs", tmp_dir, "tmpfs", MS_NOSUID | MS_NODEV | MS_RDONLY, "size=4k,mode=0755")
-    exposed = _expose(expose_paths)
-    hidden = []
-    for path in hide_paths:
+    by_depth = sorted(mounts, key=lambda m: len(m[0]), reverse=True)
+
+    def flags_of(path: str) -> int:
+        # A re-mount in a user namespace must keep the locked flags of the mount holding the path.
+        return next((flags for point, flags in by_depth if rootfs.inside(path, point)), 0)
+
+    try:
+        return rootfs.enter_new_root(rootfs.plan(visible), tmpfs_mb, hide_paths, with_proc, flags_of)
+    except OSError:
         try:
-            if os.path.isdir(path):
-                mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY, "size=4k,mode=0755")
-            elif os.path.exists(path):
-                mount("/dev/null", path, None, MS_BIND)
-            else:
-                continue  # e.g. it was under /tmp, which is already replaced
+            umount_detached(rootfs.BUILD_AT)  # whatever half-built root is there
         except OSError:
-            continue
-        hidden.append(path)
-    return {"hidden": hidden, "exposed": exposed}
+            pass
+        raise
 
 
 def _probe_uid(uid: int, must_read: list[str]) -> bool:
@@ -243,23 +223,29 @@ def _probe_uid(uid: int, must_read: list[str]) -> bool:
 
 
 def setup_worker(fallback_scratch: str, hide_paths: list[str], parent_pid: int, mode: str,
-                 tmpfs_mb: int, python_paths: list[str], pid_namespace: bool = True) -> dict[str, Any]:
+                 tmpfs_mb: int, visible: list[str], pid_namespace: bool = True,
+                 new_root: bool = True) -> dict[str, Any]:
     """Apply process-wide isolation to the worker; return what is active.
 
     mode: "auto" (namespaces and a separate uid when root, else an unprivileged user namespace),
         "userns" (the unprivileged path even when root: for testing what non-root machines get),
         or "off" (in-process guards only).
-    python_paths: the interpreter's installation and sys.path directories, which programs must be
-    able to read whatever user id they run under.
+    visible: the host paths programs may read (rootfs.visible_paths: the Python installation,
+        system libraries, granted paths); with a mount namespace they become the whole filesystem.
+    hide_paths: paths inside `visible` trees to cover anyway.
     pid_namespace: try to become pid 1 of a PID namespace of our own (False: for testing what
     machines without one get).
+    new_root: build the allow-list root (False: for testing what machines without a mount
+    namespace get, where the in-process guards enforce the allow-list).
 
-    The report has keys: network ("netns" | "python-socket-block"), filesystem
-    ("readonly-mount-namespace" | "python-audit-hook"), sandbox_uid (int or None),
-    user_namespace (bool), pid_namespace (bool: the worker is pid 1 of its own PID namespace, see
-    pidns.py), host_pid (the worker's pid outside that namespace), hidden_paths (list), scratch (the directory per-program directories
-    are made in: the private /tmp, or `fallback_scratch` without a mount namespace), notes.
+    The report has keys: network ("netns" | "python-socket-block"), filesystem ("allowlist-root":
+    a new root holding only `visible`, or "python-audit-hook": the guards check the same list),
+    sandbox_uid (int or None), user_namespace (bool), pid_namespace (bool: the worker is pid 1 of
+    its own PID namespace, see pidns.py), host_pid (the worker's pid outside that namespace),
+    visible_paths, hidden_paths (lists), scratch (the directory per-program directories are made
+    in: the private /tmp, or `fallback_scratch` without a mount namespace), notes.
     """
+    global proc_dir_fd
     notes: list[str] = []
     # Orphans of a program re-parent to the worker (not to init), so the worker can always find
     # and reap every process a program left behind.
@@ -274,7 +260,7 @@ def setup_worker(fallback_scratch: str, hide_paths: list[str], parent_pid: int, 
 
     report: dict[str, Any] = {"network": "python-socket-block", "filesystem": "python-audit-hook",
                               "sandbox_uid": None, "user_namespace": False, "pid_namespace": False,
-                              "host_pid": os.getpid(), "hidden_paths": [], "exposed_paths": [],
+                              "host_pid": os.getpid(), "visible_paths": list(visible), "hidden_paths": [],
                               "scratch": fallback_scratch, "notes": notes}
     if mode == "off":
         notes.append("OS isolation disabled by configuration")
@@ -301,17 +287,23 @@ def setup_worker(fallback_scratch: str, hide_paths: list[str], parent_pid: int, 
         report["network"] = "netns"
     except OSError as exc:
         notes.append(f"no network namespace ({exc.strerror})")
+    # This PID namespace's /proc (or the host's), kept for the worker: the new root has none
+    # without a PID namespace of our own.
+    proc_dir_fd = os.open("/proc", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
+        if not new_root:
+            raise OSError(errno.EPERM, "disabled by configuration")
         unshare(CLONE_NEWNS)
-        mounts = _setup_mounts(hide_paths, tmpfs_mb, python_paths)
-        report["hidden_paths"], report["exposed_paths"] = mounts["hidden"], mounts["exposed"]
-        report["filesystem"] = "readonly-mount-namespace"
+        mounts = _setup_mounts(hide_paths, tmpfs_mb, visible, with_proc=report["pid_namespace"])
+        report["hidden_paths"], report["visible_paths"] = mounts["hidden"], mounts["bound"]
+        report["filesystem"] = "allowlist-root"
         report["scratch"] = "/tmp"
     except OSError as exc:
-        notes.append(f"no mount namespace ({exc.strerror})")
+        notes.append(f"no private root filesystem ({exc.strerror or exc}); the in-process guards "
+                     "enforce the allow-list")
     if is_root:
         uid = SANDBOX_ID_BASE + report["host_pid"]  # os.getpid() is 1 in every PID namespace
-        if _probe_uid(uid, [p for p in python_paths if os.path.exists(p)]):
+        if _probe_uid(uid, [os.path.dirname(os.__file__)]):
             report["sandbox_uid"] = uid
         else:
             notes.append(f"cannot switch to uid {uid} (or it cannot read the Python installation); "

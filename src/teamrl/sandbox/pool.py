@@ -37,6 +37,9 @@ _REPLY_GRACE_S = 15.0
 def default_hide_paths() -> list[str]:
     """Directories programs must not see: the grader's cwd and home, the data sets, this repo.
 
+    No longer the sandbox's default `hide_paths`: programs see only an allow-list (rootfs.py),
+    which leaves all of these out wherever they are. Kept for callers that list them.
+
     Paths that contain the Python installation (or are "/") are left out, since programs need
     the standard library; so is /tmp itself (a grader started in /tmp), which the workers replace
     with their own private tmpfs.
@@ -62,6 +65,34 @@ def default_hide_paths() -> list[str]:
     return result
 
 
+def check_grant_paths(paths: Sequence[str | os.PathLike[str]]) -> list[str]:
+    """Validate `Sandbox(grant_paths=...)`; return the paths as absolute, normalised strings.
+
+    Each must be an existing absolute path outside /tmp (programs get a private /tmp of their
+    own, which would hide it) and not "/" (that would grant everything).
+    """
+    if isinstance(paths, (str, bytes)) or not isinstance(paths, Sequence):
+        raise TypeError(f"grant_paths must be a list of paths, got {type(paths).__name__}: {paths!r:.80}")
+    result = []
+    for raw in paths:
+        try:
+            path = os.fspath(raw)
+        except TypeError:
+            raise TypeError(f"grant_paths entries must be paths (str or os.PathLike), got {raw!r:.80}") from None
+        if not isinstance(path, str) or not os.path.isabs(path):
+            raise ValueError(f"grant_paths entries must be absolute paths, got {raw!r}")
+        path = os.path.normpath(path)
+        if path == "/":
+            raise ValueError("grant_paths may not contain '/': that would show programs the whole filesystem")
+        if not os.path.exists(path):
+            raise ValueError(f"grant_paths entry {path!r} does not exist; create it before the Sandbox")
+        if os.path.realpath(path) == "/tmp" or os.path.realpath(path).startswith("/tmp/"):
+            raise ValueError(f"grant_paths entry {path!r} is under /tmp, which programs see as a private "
+                             "tmpfs of their own; put the files somewhere else (e.g. under the run directory)")
+        result.append(path)
+    return result
+
+
 def _fast_tmp_dir() -> str:
     """Where per-program directories go when the worker has no private tmpfs.
 
@@ -79,19 +110,29 @@ class Sandbox:
 
     limits: resource limits applied to every program.
     workers: number of warm worker processes, i.e. how many programs run at once.
-    hide_paths: directories programs must not be able to read (default: `default_hide_paths()`).
+    grant_paths: files or directories programs may read (read-only) beyond what they always see:
+        their own directory, the Python installation and the system libraries (see rootfs.py).
+        Empty by default: nothing of the grader's, no data set, no checkout is visible unless a
+        task grants it here. Absolute, existing, not under /tmp.
+    hide_paths: paths to cover even where they are inside what programs see (e.g. a part of a
+        granted directory); this package's own directory always is. (Paths outside what programs
+        see need no hiding: they are not there. `default_hide_paths()` lists the grader's
+        directories, which the deny-list of earlier versions hid.)
     os_isolation: True uses namespaces and a separate user id where the machine allows (falling
         back to an unprivileged user namespace without root, then to in-process guards); False
         forces the in-process guards only; "userns" forces the unprivileged user-namespace path
         even as root. The last two exist to test what other machines get.
     """
 
-    # Tests turn this off to exercise what machines without PID namespaces get.
+    # Tests turn these off to exercise what machines without PID namespaces, or without a mount
+    # namespace (where the guards must enforce the allow-list), get.
     _pid_namespace = True
+    _new_root = True
 
     def __init__(self, limits: SandboxLimits = SandboxLimits(), workers: int = 2,
                  hide_paths: list[str] | None = None, os_isolation: bool | str = True,
-                 preimport: tuple[str, ...] = DEFAULT_PREIMPORT, tmpfs_mb: int = 256):
+                 preimport: tuple[str, ...] = DEFAULT_PREIMPORT, tmpfs_mb: int = 256,
+                 grant_paths: Sequence[str | os.PathLike[str]] = ()):
         if not isinstance(limits, SandboxLimits):
             raise TypeError(f"limits must be a SandboxLimits, got {type(limits).__name__}")
         if not (isinstance(workers, int) and workers >= 1):
@@ -102,13 +143,20 @@ class Sandbox:
             raise SandboxError(f"the sandbox needs Linux (fork, pidfd, namespaces); this is {sys.platform}")
         self.limits = limits
         self.workers = workers
+        self.grant_paths = tuple(check_grant_paths(grant_paths))
+        # A non-editable install puts this package in site-packages, which programs see.
+        hide = [str(Path(PACKAGE_DIR).parent)] + list(hide_paths or [])
+        # An explicit grant wins over a hidden directory around it.
+        granted = [os.path.realpath(g) for g in self.grant_paths]
+        hide = [h for h in map(os.path.realpath, hide)
+                if not any(g == h or g.startswith(h.rstrip("/") + "/") for g in granted)]
         self._scratch = os.path.join(_fast_tmp_dir(), f"teamrl-sandbox-{uuid.uuid4().hex[:12]}")
         self._config = {
             "parent_pid": os.getpid(),
-            "hide_paths": [os.path.realpath(p) for p in (default_hide_paths() if hide_paths is None else hide_paths)],
+            "hide_paths": hide, "grant_paths": list(self.grant_paths),
             "os_isolation": {True: "auto", False: "off"}.get(os_isolation, "userns"), "tmpfs_mb": int(tmpfs_mb),
             "fallback_scratch": self._scratch, "preimport": list(preimport),
-            "pid_namespace": self._pid_namespace,
+            "pid_namespace": self._pid_namespace, "new_root": self._new_root,
         }
         self._lock = threading.Lock()
         self._closed = False
@@ -132,10 +180,12 @@ class Sandbox:
     def isolation(self) -> dict[str, Any]:
         """What confines the programs on this machine (as reported by the first worker).
 
-        Keys: network ("netns" or "python-socket-block"), filesystem ("readonly-mount-namespace"
-        or "python-audit-hook"), sandbox_uid (int or None), user_namespace, pid_namespace (the
-        worker is pid 1 of its own PID namespace: nothing a program starts outlives it), host_pid,
-        hidden_paths, guards (which in-process guards are on), notes.
+        Keys: network ("netns" or "python-socket-block"), filesystem ("allowlist-root": programs
+        see a new root holding only the allowed paths; or "python-audit-hook": the in-process
+        guards check the same allow-list), sandbox_uid (int or None), user_namespace,
+        pid_namespace (the worker is pid 1 of its own PID namespace: nothing a program starts
+        outlives it), host_pid, visible_paths (what programs may read besides their directory,
+        /dev and /tmp), hidden_paths, guards (which in-process guards are on), notes.
         """
         return dict(self._all[0].isolation) if self._all else {}
 

@@ -15,7 +15,7 @@ import signal
 import time
 from typing import Any
 
-from . import child
+from . import child, isolation
 
 _READ_CHUNK = 65536
 
@@ -24,11 +24,12 @@ class WorkerState:
     """Per-worker settings decided at start-up."""
 
     def __init__(self, report: dict[str, Any], hide_paths: list[str]):
+        """report: isolation.setup_worker's; hide_paths: denied even inside the visible paths."""
         self.report = report
         self.scratch: str = report["scratch"]
         self.uid: int | None = report["sandbox_uid"]
         self.user_namespace: bool = report["user_namespace"]
-        self.private_tmp = report["filesystem"] == "readonly-mount-namespace"
+        self.private_tmp = report["filesystem"] == "allowlist-root"
         self.pid = os.getpid()
         # pid 1 of a namespace of our own: kill(-1) then reaches exactly the programs' processes.
         self.pid_namespace: bool = report["pid_namespace"] and self.pid == 1
@@ -37,13 +38,17 @@ class WorkerState:
         self.guard_template: dict[str, Any] | None = None
         block_network = report["network"] != "netns"
         restrict_files = not self.private_tmp or self.uid is None
-        block_processes = self.uid is None  # without our own uid, RLIMIT_NPROC cannot contain forks
+        # Without our own uid, RLIMIT_NPROC cannot contain forks; without the new root, an exec'd
+        # binary would read files unchecked (the guards live in the Python interpreter only).
+        block_processes = self.uid is None or not self.private_tmp
         if block_network or restrict_files or block_processes:
             self.guard_template = {
                 "block_network": block_network, "restrict_files": restrict_files,
                 "block_processes": block_processes, "hidden_paths": hide_paths,
+                "read_roots": report["visible_paths"],
             }
-        report["guards"] = {k: v for k, v in (self.guard_template or {}).items() if k != "hidden_paths"}
+        report["guards"] = {k: v for k, v in (self.guard_template or {}).items()
+                            if k not in ("hidden_paths", "read_roots")}
 
     def new_workdir(self) -> str:
         self.counter += 1
@@ -62,17 +67,28 @@ class WorkerState:
 # ----------------------------------------------------------------------------- cleanup
 
 
+def _read_proc(name: str) -> str:
+    """The text of /proc/`name`, through the descriptor the worker kept (its new root may have
+    no /proc; see isolation.proc_dir_fd)."""
+    fd = isolation.proc_dir_fd
+    if fd is None:
+        opened = os.open(f"/proc/{name}", os.O_RDONLY | os.O_CLOEXEC)
+    else:
+        opened = os.open(name, os.O_RDONLY | os.O_CLOEXEC, dir_fd=fd)
+    with open(opened, encoding="ascii", errors="replace") as fh:
+        return fh.read()
+
+
 def _children(pid: int) -> list[int]:
     try:
-        with open(f"/proc/{pid}/task/{pid}/children", encoding="ascii") as fh:
-            return [int(x) for x in fh.read().split()]
+        return [int(x) for x in _read_proc(f"{pid}/task/{pid}/children").split()]
     except FileNotFoundError:  # kernel without CONFIG_PROC_CHILDREN: scan every process
         found = []
-        for entry in os.listdir("/proc"):
+        fd = isolation.proc_dir_fd
+        for entry in os.listdir(fd if fd is not None else "/proc"):
             if entry.isdigit():
                 try:
-                    with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as fh:
-                        stat = fh.read()
+                    stat = _read_proc(f"{entry}/stat")
                 except OSError:
                     continue
                 if int(stat.rsplit(")", 1)[1].split()[1]) == pid:

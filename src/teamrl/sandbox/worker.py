@@ -25,7 +25,7 @@ import sys
 import time
 from typing import Any
 
-from . import child, isolation, protocol, testrun
+from . import child, guards, isolation, protocol, rootfs, testrun
 from .supervision import WorkerState, classify, kill_leftovers, remove_files, supervise
 
 
@@ -76,11 +76,16 @@ def main(config_json: str) -> None:
             importlib.import_module(name)
         except ImportError:
             pass
-    python_paths = [sys.prefix, sys.base_prefix, os.path.dirname(os.__file__)] + [p for p in sys.path if p]
+    # Every module the worker needs is imported by now: with the new root in place, the source of
+    # this package (in a checkout, or anywhere) is no longer reachable.
+    visible = rootfs.visible_paths(config["grant_paths"])
+    rootfs.prune_sys_path(visible)
     report = isolation.setup_worker(config["fallback_scratch"], config["hide_paths"], config["parent_pid"],
-                                    config["os_isolation"], config["tmpfs_mb"], python_paths,
-                                    config["pid_namespace"])
-    state = WorkerState(report, report["hidden_paths"] or config["hide_paths"])
+                                    config["os_isolation"], config["tmpfs_mb"], visible,
+                                    config["pid_namespace"], config["new_root"])
+    state = WorkerState(report, config["hide_paths"])
+    if state.guard_template is not None and state.guard_template["restrict_files"]:
+        guards.prepare(state.guard_template["read_roots"], state.guard_template["hidden_paths"])
     os.makedirs(state.scratch, mode=0o711, exist_ok=True)
     os.chmod(state.scratch, 0o711 if state.uid is not None else 0o700)
     child.remember_own_modules()
