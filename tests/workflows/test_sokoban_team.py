@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import string
 
 import pytest
@@ -129,9 +131,13 @@ def test_plan_steps_the_real_environment_and_scores_every_term() -> None:
     state = state_of()
     moved = team.apply("plan", state, "D")
     assert state.env.player_cell == (2, 1) and moved.terms["step_cost"] < 0 and moved.local > 0
-    back = team.apply("plan", state, "URRL")  # pushes the box onto x; the episode ends there
+    past = copy.deepcopy(state)
+    back = team.apply("plan", state, "URR")  # pushes the box onto x; the episode ends there
     assert back.info["outcome"] == "goal" and back.terms["goal"] > 0 and back.terms["progress"] > 0
     assert team.is_done(state) and team.success(state)
+    overrun = team.apply("plan", past, "URRL")  # the same, and a move past the goal: refused whole
+    assert overrun.info["refused"] == "moves past the goal" and overrun.team < 0 and overrun.local < 0
+    assert team.is_done(past) and not team.success(past)
     invalid = team.apply("plan", state_of(), "L")
     assert invalid.terms["invalid"] < 0 and invalid.local < 0
     assert invalid.info["outcome"] == "invalid"

@@ -17,6 +17,18 @@ response that parses to nothing is a no-op with the negative local term; a plan 
 nothing forfeits the episode (`env.forfeit()`: the invalid-move penalty). A response applied after the
 episode ended (the driver should not send one) changes nothing and scores zero.
 
+Every action is verified as a whole before it counts (contract: docs/verifiers/plans.md):
+- a plan that reaches the goal and goes on (moves the environment would leave unread) is refused:
+  for the plan a forfeit, for the tool a proposal simulated as `invalid` (the invalid-move penalty,
+  -format_bonus), so a sweep that happens to cross the goal, or two plans written one after the
+  other, never scores the goal;
+- an action that changes nothing (a Sudoku grid equal to the current one) is refused like an empty
+  one: the plan forfeits, the tool gets -format_bonus (saying nothing must not be a safe harbour);
+- `follow` is the whole response (the single word, any case, optionally quoted, bold, fenced,
+  ending in '.' or '!', or after "Answer:"), only in the two-agent workflow, and only for the
+  proposal the tool made this turn (it is cleared once the plan role acts); `follow` with
+  anything else ("follow, or RRDD") is not a plan.
+
 The plan role is told the tool proposal's simulation as one word: goal (solved the task),
 invalid (hit an invalid step), missed (valid, not solved), none (the program printed no
 parseable action) or error (no program found, or it failed or timed out).
@@ -29,12 +41,43 @@ A task subclass supplies the hooks: `make_env`, `observation`, `namespace`, `par
 from __future__ import annotations
 
 import copy
+import re
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
 from teamrl.tasks.parsing import extract_code_block
 from teamrl.workflows.base import Agent, Outcome
 from teamrl.workflows.program_runner import ProgramRunner
+
+# `follow`, alone: optionally after an answer label (no backtracking: one fullmatch of one line).
+_FOLLOW_RE = re.compile(r"(?:(?:final\s++)?(?:answer|plan|action|decision|moves?)\s*+[:=]\s*+)?follow",
+                        re.IGNORECASE)
+_FOLLOW_STRIP = " \t`*'\".!"
+
+
+def is_follow(text: str) -> bool:
+    """Whether a plan response is the single word `follow` (case, quotes, bold, a fence, a final '.'
+    or an "Answer:" label aside); any other word or a second line with content makes it no `follow`.
+
+    >>> is_follow("Follow."), is_follow("```\nfollow\n```"), is_follow("follow, or RRDD")
+    (True, True, False)
+    """
+    if not isinstance(text, str):
+        return False
+    lines = [line.strip(_FOLLOW_STRIP) for line in text.splitlines()]
+    lines = [line for line in lines if line and line.lower() not in ("text", "plaintext")]
+    return len(lines) == 1 and _FOLLOW_RE.fullmatch(lines[0]) is not None
+
+
+def _overran(env: Any, info: dict[str, Any]) -> bool:
+    """Whether an action reached the goal with moves left over (which the environment ignores)."""
+    return bool(env.success) and info.get("ignored", 0) > 0
+
+
+def _changed_nothing(info: dict[str, Any]) -> bool:
+    """Whether an action executed nothing without an invalid step (e.g. the current Sudoku grid)."""
+    return info.get("executed", 0) == 0 and "invalid_at" not in info
+
 
 def _program(response: str) -> str | None:
     """The program in a tool response; None when there is none or it cannot be sent as UTF-8."""
@@ -189,9 +232,14 @@ class ToolPlanWorkflow:
         state.output = self.show_action(action)
         trial = copy.deepcopy(state.env)
         result = trial.step(action)
+        if _overran(trial, result.info):
+            state.simulation = "invalid"
+            penalty = -trial.config.invalid_penalty
+            return Outcome(penalty, -self.format_bonus, {"invalid": penalty, "format": -self.format_bonus},
+                           {**result.info, "simulation": "invalid", "refused": "moves past the goal"})
         state.simulation = self._label(trial, result.info)
-        return Outcome(result.reward, self.format_bonus,
-                       {**result.terms, "format": self.format_bonus},
+        local = -self.format_bonus if _changed_nothing(result.info) else self.format_bonus
+        return Outcome(result.reward, local, {**result.terms, "format": local},
                        {**result.info, "simulation": state.simulation})
 
     def _apply_plan(self, state: ToolPlanState, response: str) -> Outcome:
@@ -199,14 +247,26 @@ class ToolPlanWorkflow:
         state.transcript.append(("plan", text))
         if state.env.done:
             return Outcome(0.0, 0.0, {}, {"episode_over": True})
-        follows = not self.single_agent and text.strip().lower().startswith("follow")
+        follows = not self.single_agent and is_follow(text)
         action = state.proposal if follows else self.parse_action(text, state.env)
-        if action is None:
+        state.proposal = None  # a proposal is followed in the turn it was made, at most once
+        refused = None
+        if action is not None:
+            # Judged as a whole on a copy first: the environment would stop at the goal and ignore
+            # what follows, which would let a sweep or two plans in a row score the goal.
+            trial = copy.deepcopy(state.env)
+            info = trial.step(action).info
+            if _overran(trial, info):
+                refused = "moves past the goal"
+            elif _changed_nothing(info):
+                refused = "changes nothing"
+        if action is None or refused is not None:
             # Not a free no-op: a plan role that may say nothing learns to (as on Plan-Path and here
             # on Sudoku, where the planner drifted to garbage while the tool was right).
             result = state.env.forfeit()
             return Outcome(result.reward, -self.format_bonus, {**result.terms, "format": -self.format_bonus},
-                           {"parsed": False, "outcome": "invalid"})
+                           {"parsed": False, "outcome": "invalid"} if action is None
+                           else {"parsed": True, "outcome": "invalid", "refused": refused})
         result = state.env.step(action)
         local = -self.format_bonus if "invalid_at" in result.info else self.format_bonus
         return Outcome(result.reward, local, {**result.terms, "format": local},
