@@ -136,7 +136,7 @@ def test_plan_steps_the_real_environment_and_scores_every_term() -> None:
     assert back.info["outcome"] == "goal" and back.terms["goal"] > 0 and back.terms["progress"] > 0
     assert team.is_done(state) and team.success(state)
     overrun = team.apply("plan", past, "URRL")  # the same, and a move past the goal: refused whole
-    assert overrun.info["refused"] == "moves past the goal" and overrun.team < 0 and overrun.local < 0
+    assert overrun.info["refused"] == "moves past the end" and overrun.team < 0 and overrun.local < 0
     assert team.is_done(past) and not team.success(past)
     invalid = team.apply("plan", state_of(), "L")
     assert invalid.terms["invalid"] < 0 and invalid.local < 0

@@ -18,16 +18,17 @@ nothing forfeits the episode (`env.forfeit()`: the invalid-move penalty). A resp
 episode ended (the driver should not send one) changes nothing and scores zero.
 
 Every action is verified as a whole before it counts (contract: docs/verifiers/plans.md):
-- a plan that reaches the goal and goes on (moves the environment would leave unread) is refused:
-  for the plan a forfeit, for the tool a proposal simulated as `invalid` (the invalid-move penalty,
-  -format_bonus), so a sweep that happens to cross the goal, or two plans written one after the
-  other, never scores the goal;
+- a plan with moves the environment would leave unread, after the goal or past the move budget,
+  is refused: for the plan a forfeit, for the tool a proposal simulated as `invalid` (the
+  invalid-move penalty, -format_bonus), so a sweep that happens to cross the goal, or two plans
+  written one after the other, never scores the goal or progress;
 - an action that changes nothing (a Sudoku grid equal to the current one) is refused like an empty
   one: the plan forfeits, the tool gets -format_bonus (saying nothing must not be a safe harbour);
 - `follow` is the whole response (the single word, any case, optionally quoted, bold, fenced,
   ending in '.' or '!', or after "Answer:"), only in the two-agent workflow, and only for the
-  proposal the tool made this turn (it is cleared once the plan role acts); `follow` with
-  anything else ("follow, or RRDD") is not a plan.
+  proposal the tool made this turn (it is cleared once the plan role acts), re-executed on the
+  real environment (never the simulated copy's state); a response that mentions `follow` and is
+  not just `follow` ("follow, or RRDD") is no plan.
 
 The plan role is told the tool proposal's simulation as one word: goal (solved the task),
 invalid (hit an invalid step), missed (valid, not solved), none (the program printed no
@@ -69,9 +70,13 @@ def is_follow(text: str) -> bool:
     return len(lines) == 1 and _FOLLOW_RE.fullmatch(lines[0]) is not None
 
 
-def _overran(env: Any, info: dict[str, Any]) -> bool:
-    """Whether an action reached the goal with moves left over (which the environment ignores)."""
-    return bool(env.success) and info.get("ignored", 0) > 0
+_FOLLOW_WORD_RE = re.compile(r"\bfollow", re.IGNORECASE)
+
+
+def _overran(info: dict[str, Any]) -> bool:
+    """Whether an action had moves left unread after the goal or the move budget ended the episode
+    (moves after an invalid one are the invalid plan's, which fails anyway)."""
+    return info.get("ignored", 0) > 0 and "invalid_at" not in info
 
 
 def _changed_nothing(info: dict[str, Any]) -> bool:
@@ -232,11 +237,11 @@ class ToolPlanWorkflow:
         state.output = self.show_action(action)
         trial = copy.deepcopy(state.env)
         result = trial.step(action)
-        if _overran(trial, result.info):
+        if _overran(result.info):
             state.simulation = "invalid"
             penalty = -trial.config.invalid_penalty
             return Outcome(penalty, -self.format_bonus, {"invalid": penalty, "format": -self.format_bonus},
-                           {**result.info, "simulation": "invalid", "refused": "moves past the goal"})
+                           {**result.info, "simulation": "invalid", "refused": "moves past the end"})
         state.simulation = self._label(trial, result.info)
         local = -self.format_bonus if _changed_nothing(result.info) else self.format_bonus
         return Outcome(result.reward, local, {**result.terms, "format": local},
@@ -248,7 +253,12 @@ class ToolPlanWorkflow:
         if state.env.done:
             return Outcome(0.0, 0.0, {}, {"episode_over": True})
         follows = not self.single_agent and is_follow(text)
-        action = state.proposal if follows else self.parse_action(text, state.env)
+        if follows:
+            action = state.proposal
+        elif not self.single_agent and _FOLLOW_WORD_RE.search(text):
+            action = None  # "follow, or RRDD": two answers, which is none
+        else:
+            action = self.parse_action(text, state.env)
         state.proposal = None  # a proposal is followed in the turn it was made, at most once
         refused = None
         if action is not None:
@@ -256,8 +266,8 @@ class ToolPlanWorkflow:
             # what follows, which would let a sweep or two plans in a row score the goal.
             trial = copy.deepcopy(state.env)
             info = trial.step(action).info
-            if _overran(trial, info):
-                refused = "moves past the goal"
+            if _overran(info):
+                refused = "moves past the end"
             elif _changed_nothing(info):
                 refused = "changes nothing"
         if action is None or refused is not None:
