@@ -43,7 +43,7 @@ _NUMERIC_RE = re.compile(r"-?\d{1,30}(?:\.\d{1,30})?$")
 _GROUPED_RE = re.compile(r"\d{1,3}+(?:,\d{3})++(?![\d,])")
 
 
-def _several(answer: str) -> bool:
+def several_values(answer: str) -> bool:
     """Whether an answer offers several values (a hedge, or a list)."""
     return _SEVERAL_RE.search(_GROUPED_RE.sub("0", answer)) is not None
 
@@ -113,7 +113,7 @@ class MathDomain:
         if value is not None and _NUMERIC_RE.match(str(problem.answer).strip()):
             # A numeric question's answer has a digit and is one value: "Answer: banana" or
             # "Answer: 3 or 20" is not the form asked for, whatever its grade.
-            well_formed = well_formed and any(ch.isdigit() for ch in value) and not _several(value)
+            well_formed = well_formed and any(ch.isdigit() for ch in value) and not several_values(value)
         return Answer(value, well_formed, value if value is not None else "?")
 
     def grade(self, problems: list[Any], answers: list[Answer]) -> list[float]:
@@ -128,7 +128,7 @@ class MathDomain:
             return True
         if _INTEGER_RE.match(answer) and _INTEGER_RE.match(truth):
             return int(answer) == int(truth)  # arithmetic and most GSM8K answers: no math-verify call
-        if _several(answer) and not _several(truth):
+        if several_values(answer) and not several_values(truth):
             return False  # one value asked, several offered: a hedge is not an answer
         key = (answer, truth)
         if key not in self._cache:
