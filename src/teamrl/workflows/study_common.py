@@ -43,7 +43,7 @@ _VERDICT_WORDS = {"correct": True, "c": True, "ok": True, "yes": True, "right": 
 _STRONG_VERDICTS = {"correct": True, "incorrect": False, "wrong": False}
 _HEAD_STRIP = ".,:;!*`#\"'"
 # "ok/no", "Correct or Incorrect", "yes | no": a verdict and its opposite offered as alternatives.
-_HEDGE_RE = re.compile(r"[a-z]++\W{0,3}+(?:/|\||\bor\b|\\)\W{0,3}+([a-z]++)", re.IGNORECASE)
+_HEDGE_RE = re.compile(r"[a-z]++[\s*.,]{0,3}(?:/|\||\bor\b|\\)[\s*.,]{0,3}([a-z]++)", re.IGNORECASE)
 _VERDICT_LABEL_RE = re.compile(r"(?:verdict|judgement|judgment|evaluation)\s*+[:=-]\s*+", re.IGNORECASE)
 _NUMBERED_RE = re.compile(r"(?:^|\n)[ \t]*+(?:strategy[ \t]*+)?(\d{1,3}+)[ \t]*+[.):][ \t]*+", re.IGNORECASE)
 
