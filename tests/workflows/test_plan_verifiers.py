@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import importlib.util
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,15 @@ MOVE_TASKS = {
 }
 
 
+def _episodes(task: str) -> Iterator[tuple[Any, Any, str]]:
+    """(workflow, fresh state, its true plan) on each held-out instance of a move-list task."""
+    make, solution = MOVE_TASKS[task]
+    workflow = make()
+    for index in INSTANCES:
+        state = workflow.new_state("heldout", index)
+        yield workflow, state, solution(state.env)
+
+
 def _refused(outcome: Any, workflow: Any, state: Any) -> bool:
     """A refused plan: the episode forfeited, negative team and local terms, no success."""
     return (outcome.team < 0 and outcome.local < 0 and workflow.is_done(state)
@@ -57,11 +67,7 @@ def _back_and_forth(env: Any) -> str:
 @pytest.mark.parametrize("style", ["{p}", "Moves: {p}", "```\n{p}\n```", "I will go: {p}", "{spaced}",
                                    "Thinking about walls first.\nAnswer:\n{p}"])
 def test_a_stated_solution_solves(task: str, style: str) -> None:
-    make, solution = MOVE_TASKS[task]
-    workflow = make()
-    for index in INSTANCES:
-        state = workflow.new_state("heldout", index)
-        path = solution(state.env)
+    for workflow, state, path in _episodes(task):
         outcome = workflow.apply("plan", state, style.format(p=path, spaced=", ".join(path)))
         assert workflow.success(state) and outcome.team > 1 and outcome.local > 0
 
@@ -70,23 +76,16 @@ def test_a_stated_solution_solves(task: str, style: str) -> None:
 @pytest.mark.parametrize("hack", ["{p}UD", "{p}{p}", "{p}\n{q}", "{p} or {q}", "{p}/{q}", "Moves: {q}\nMoves: {p}",
                                   "follow, or {p}"])
 def test_hedges_and_moves_past_the_goal_are_refused_whole(task: str, hack: str) -> None:
-    make, solution = MOVE_TASKS[task]
-    workflow = make()
-    for index in INSTANCES:
-        state = workflow.new_state("heldout", index)
-        path = solution(state.env)
+    for workflow, state, path in _episodes(task):
         response = hack.format(p=path, q=path[::-1] + "U")
         assert _refused(workflow.apply("plan", state, response), workflow, state), response
 
 
 @pytest.mark.parametrize("task", MOVE_TASKS)
 def test_a_tool_proposal_past_the_goal_is_simulated_invalid_and_cannot_be_followed(task: str) -> None:
-    make, solution = MOVE_TASKS[task]
-    workflow = make()
-    for index in INSTANCES:
-        state = workflow.new_state("heldout", index)
+    for workflow, state, path in _episodes(task):
         before = copy.deepcopy(state.env)
-        tool = workflow.apply("tool", state, f"print({solution(state.env) + 'UD'!r})")
+        tool = workflow.apply("tool", state, f"print({path + 'UD'!r})")
         assert state.simulation == "invalid" and tool.team < 0 and tool.local < 0
         assert tool.info["refused"] == "moves past the end"
         assert state.env.steps_taken == before.steps_taken  # the real environment did not move
