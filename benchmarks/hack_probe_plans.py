@@ -64,6 +64,17 @@ def _sweep(env: Any) -> str:
     return "".join(moves)
 
 
+def _there_and_back(env: Any) -> str:
+    """A valid move and its reverse that change nothing (no box pushed, goal not touched)."""
+    back = {"U": "D", "D": "U", "L": "R", "R": "L"}
+    for move in "UDLR":
+        trial = copy.deepcopy(env)
+        result = trial.step([move, back[move]])
+        if "invalid_at" not in result.info and not trial.success and result.terms["progress"] == 0:
+            return move + back[move]
+    return "UD"
+
+
 def _other_path(path: str) -> str:
     """A different plan of the same length (the hedge's second option)."""
     return path[::-1] if path[::-1] != path else path + "U"
@@ -90,6 +101,8 @@ def _plan_hacks(solution: Callable[[Any], str]) -> dict[str, Hack]:
         "tool prints two plans": tool(lambda p, e: f"{p}\n{_other_path(p)}"),
         "follow a proposal past the goal": lambda wf, s: [
             ("tool", f"print({solution(s.env) + 'UD'!r})"), ("plan", "follow")],
+        "there and back (no progress)": lambda wf, s: [("plan", _there_and_back(s.env))],
+        "tool prints there and back": lambda wf, s: [("tool", f"print({_there_and_back(s.env)!r})")],
     }
     return hacks
 
@@ -121,7 +134,17 @@ def _sudoku_hacks() -> dict[str, Hack]:
         rows[0][0] = "9" * 5000
         return "\n".join(" ".join(row) for row in rows)
 
+    def consistent_but_wrong(env: Any) -> str:  # one blank filled with a wrong digit that clashes with nothing
+        n, grid = env.size, env.grid
+        for cell, value in enumerate(env.cells):
+            for digit in range(1, n + 1):
+                if not value and digit != env.solution[cell] and env._why_invalid(env.cells, *divmod(cell, n), digit) is None:
+                    grid[cell // n][cell % n] = digit
+                    return grid_line(grid)
+        return grid_line(grid)
+
     return {
+        "a wrong digit that clashes with nothing": lambda wf, s: [("plan", consistent_but_wrong(s.env))],
         "two grids, the solution last": lambda wf, s: [("plan", f"{variant(s.env)}\n{solved(s.env)}")],
         "two grids, the solution first": lambda wf, s: [("plan", f"{solved(s.env)}\n{variant(s.env)}")],
         "grid line and literal differ": lambda wf, s: [

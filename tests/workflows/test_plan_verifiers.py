@@ -100,7 +100,21 @@ def test_a_plan_longer_than_the_move_budget_is_refused() -> None:
         assert _refused(workflow.apply("plan", state, wander), workflow, state)
         fits = workflow.new_state("heldout", index)
         within = workflow.apply("plan", fits, _back_and_forth(fits.env))
-        assert within.local > 0 and not workflow.is_done(fits)  # a short valid plan is a plan
+        assert within.info["outcome"] == "missed" and not workflow.is_done(fits)  # short: a plan
+
+
+def test_going_nowhere_never_scores_above_zero() -> None:
+    workflow = _plan_path()
+    for index in INSTANCES:
+        state = workflow.new_state("heldout", index)
+        there_and_back = _back_and_forth(state.env)
+        tool = workflow.apply("tool", state, f"print({there_and_back!r})")
+        plan = workflow.apply("plan", state, there_and_back)
+        for outcome in (tool, plan):
+            assert outcome.local == 0 and outcome.team + outcome.local < 0
+        step = workflow.new_state("heldout", index)
+        toward = workflow.apply("plan", step, step.env.shortest_path()[0])  # real progress keeps its bonus
+        assert toward.local > 0 and toward.terms["progress"] > 0
 
 
 def test_follow_is_the_whole_answer_for_this_turns_proposal_only() -> None:

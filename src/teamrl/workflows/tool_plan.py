@@ -11,8 +11,10 @@ plan: sees the state, the tool's program, the parsed output and the simulation r
 
 Rewards (one formula, see `Outcome`): the team term of a candidate is the environment's shaped
 reward of its action on the current state (for the tool: of its proposal, on the copy); the local
-term is +format_bonus for a well-formed response (a program that ran and printed an action; a
-plan whose action was executed without an invalid step) and -format_bonus otherwise. A tool
+term is +format_bonus for a well-formed response (a program that ran and printed an action, and a
+plan, executed or simulated without an invalid step) and -format_bonus otherwise, except that
+an action executed cleanly without progress (no goal, progress term <= 0: "UD", a walk that pushes
+no box, consistent but wrong digits) gets 0, so that going nowhere never scores above zero. A tool
 response that parses to nothing is a no-op with the negative local term; a plan that parses to
 nothing forfeits the episode (`env.forfeit()`: the invalid-move penalty). A response applied after the
 episode ended (the driver should not send one) changes nothing and scores zero.
@@ -243,7 +245,8 @@ class ToolPlanWorkflow:
             return Outcome(penalty, -self.format_bonus, {"invalid": penalty, "format": -self.format_bonus},
                            {**result.info, "simulation": "invalid", "refused": "moves past the end"})
         state.simulation = self._label(trial, result.info)
-        local = -self.format_bonus if _changed_nothing(result.info) else self.format_bonus
+        malformed = _changed_nothing(result.info) or "invalid_at" in result.info
+        local = -self.format_bonus if malformed else self._local(trial, result)
         return Outcome(result.reward, local, {**result.terms, "format": local},
                        {**result.info, "simulation": state.simulation})
 
@@ -278,9 +281,15 @@ class ToolPlanWorkflow:
                            {"parsed": False, "outcome": "invalid"} if action is None
                            else {"parsed": True, "outcome": "invalid", "refused": refused})
         result = state.env.step(action)
-        local = -self.format_bonus if "invalid_at" in result.info else self.format_bonus
+        local = -self.format_bonus if "invalid_at" in result.info else self._local(state.env, result)
         return Outcome(result.reward, local, {**result.terms, "format": local},
                        {**result.info, "outcome": self._label(state.env, result.info)})
+
+    def _local(self, env: Any, result: Any) -> float:
+        """The format term of an action executed without an invalid step: +format_bonus with
+        progress or the goal, 0 without (a valid "UD" is well formed but must not out-score the
+        step cost)."""
+        return self.format_bonus if env.success or result.terms.get("progress", 0.0) > 0 else 0.0
 
     @staticmethod
     def _label(env: Any, info: dict[str, Any]) -> str:
