@@ -92,6 +92,9 @@ def parse_choice(text: str, n: int) -> int | None:
     is only the choice (`N`, `#N`, `answer: N`: the compact form); else decisions in prose ("I
     choose answer 0", "my choice is 2"), which must all name the same N. "The answer is 2" is not a
     choice (it reads as an answer's value). None also for an index out of range; never raises.
+
+    >>> parse_choice("Answer 0 and answer 2 disagree.\\n\\\\boxed{1}", 3), parse_choice("\\\\boxed{0} \\\\boxed{1}", 3)
+    (1, None)
     """
     if not isinstance(text, str):
         return None
@@ -133,6 +136,9 @@ def parse_verdict(text: str) -> tuple[bool | None, str]:
     wrong / C / I, optionally after "Verdict:"; the single letters only as the whole first line).
     A first word offered with its opposite ("ok/no", "Correct or Incorrect") is no verdict. The
     feedback is the text without the verdict. Never raises.
+
+    >>> parse_verdict("no 18-6 is 12"), parse_verdict("Correct or Incorrect")[0]
+    ((False, '18-6 is 12'), None)
     """
     if not isinstance(text, str):
         return None, ""
@@ -159,6 +165,9 @@ def parse_strategies(text: str, n: int) -> tuple[list[str], bool]:
     `l r l`). Items without a letter or digit do not count. Well formed when exactly n were found
     (more is not a plan for n workers: a long ramble is not n strategies); the first n are used
     either way, missing ones are ''.
+
+    >>> parse_strategies("l r l", 3), parse_strategies("l r l r", 3)[1]
+    ((['l', 'r', 'l'], True), False)
     """
     if not isinstance(text, str):
         return [""] * n, False

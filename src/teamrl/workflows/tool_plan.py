@@ -62,7 +62,7 @@ def is_follow(text: str) -> bool:
     """Whether a plan response is the single word `follow` (case, quotes, bold, a fence, a final '.'
     or an "Answer:" label aside); any other word or a second line with content makes it no `follow`.
 
-    >>> is_follow("Follow."), is_follow("```\nfollow\n```"), is_follow("follow, or RRDD")
+    >>> is_follow("Follow."), is_follow("```\\nfollow\\n```"), is_follow("follow, or RRDD")
     (True, True, False)
     """
     if not isinstance(text, str):
