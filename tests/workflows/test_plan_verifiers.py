@@ -65,7 +65,7 @@ def _back_and_forth(env: Any) -> str:
 
 @pytest.mark.parametrize("task", MOVE_TASKS)
 @pytest.mark.parametrize("style", ["{p}", "Moves: {p}", "```\n{p}\n```", "I will go: {p}", "{spaced}",
-                                   "Thinking about walls first.\nAnswer:\n{p}"])
+                                   "Thinking about walls first.\nAnswer:\n{p}", "Following the corridor:\n{p}"])
 def test_a_stated_solution_solves(task: str, style: str) -> None:
     for workflow, state, path in _episodes(task):
         outcome = workflow.apply("plan", state, style.format(p=path, spaced=", ".join(path)))

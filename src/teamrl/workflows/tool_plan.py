@@ -72,7 +72,7 @@ def is_follow(text: str) -> bool:
     return len(lines) == 1 and _FOLLOW_RE.fullmatch(lines[0]) is not None
 
 
-_FOLLOW_WORD_RE = re.compile(r"\bfollow", re.IGNORECASE)
+_FOLLOW_WORD_RE = re.compile(r"\bfollow\b", re.IGNORECASE)  # the word, not "following"
 
 
 def _overran(info: dict[str, Any]) -> bool:
