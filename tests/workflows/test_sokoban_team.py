@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import string
 
 import pytest
@@ -113,7 +115,8 @@ def test_tool_simulates_on_a_copy_and_scores_every_term() -> None:
     for term in ("step_cost", "progress", "goal"):
         assert solved.terms[term] != 0, term
     invalid = team.apply("tool", state, "print('L')")
-    assert state.simulation == "invalid" and invalid.terms["invalid"] < 0 and invalid.local > 0
+    # An invalid proposal is not well formed (as for the plan): -format_bonus.
+    assert state.simulation == "invalid" and invalid.terms["invalid"] < 0 and invalid.local < 0
     assert team.apply("tool", state, "print('D')").terms["progress"] == 0
     assert state.simulation == "missed"
     swapped = team.apply("tool", state, "print(solve(grid,(1,2),[(1,1)]))")
@@ -128,10 +131,16 @@ def test_plan_steps_the_real_environment_and_scores_every_term() -> None:
     team = workflow()
     state = state_of()
     moved = team.apply("plan", state, "D")
-    assert state.env.player_cell == (2, 1) and moved.terms["step_cost"] < 0 and moved.local > 0
-    back = team.apply("plan", state, "URRL")  # pushes the box onto x; the episode ends there
+    # A valid walk that pushes no box is well formed but no progress: no format bonus, so that going
+    # nowhere never scores above zero.
+    assert state.env.player_cell == (2, 1) and moved.terms["step_cost"] < 0 and moved.local == 0
+    past = copy.deepcopy(state)
+    back = team.apply("plan", state, "URR")  # pushes the box onto x; the episode ends there
     assert back.info["outcome"] == "goal" and back.terms["goal"] > 0 and back.terms["progress"] > 0
     assert team.is_done(state) and team.success(state)
+    overrun = team.apply("plan", past, "URRL")  # the same, and a move past the goal: refused whole
+    assert overrun.info["refused"] == "moves past the end" and overrun.team < 0 and overrun.local < 0
+    assert team.is_done(past) and not team.success(past)
     invalid = team.apply("plan", state_of(), "L")
     assert invalid.terms["invalid"] < 0 and invalid.local < 0
     assert invalid.info["outcome"] == "invalid"

@@ -34,8 +34,8 @@ def test_parse_strategies():
     assert parse_strategies("split\nmerge", 3) == (["split", "merge", ""], False)
     assert parse_strategies("", 3) == (["", "", ""], False)
     assert parse_strategies(None, 2) == (["", ""], False)
-    four, ok = parse_strategies("a b c d", 3)
-    assert four == ["a", "b", "c"] and ok
+    four, ok = parse_strategies("a b c d", 3)  # four words for three workers: not a plan for them
+    assert four == ["a", "b", "c"] and not ok
 
 
 def test_compact_tags():

@@ -86,7 +86,8 @@ def test_tool_simulates_on_a_copy_and_scores_every_term() -> None:
     partial = team.apply("tool", state, "print(singles(grid))")
     assert state.simulation == "missed" and partial.terms["progress"] > 0 and "0" in state.output
     clash = team.apply("tool", state, "print([[1, 2, 3, 4]] * 4)")
-    assert state.simulation == "invalid" and clash.terms["invalid"] < 0 and clash.local > 0
+    # An invalid proposal is not well formed (as for the plan): -format_bonus.
+    assert state.simulation == "invalid" and clash.terms["invalid"] < 0 and clash.local < 0
     for program, label in [("print('hi')", "none"), ("1/0", "error"), ("}}}", "error"),
                            ("print(solve([[1, 1, 0, 0]] + [[0] * 4] * 3))", "none")]:
         outcome = team.apply("tool", state, program)

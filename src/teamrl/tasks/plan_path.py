@@ -177,7 +177,11 @@ class PlanPathEnv:
         return 0 <= r < n and 0 <= c < n and self.grid[r][c] != WALL
 
     def step(self, action: list[str]) -> StepResult:
-        """Execute moves in order; stop at the first invalid move, the goal, or the budget."""
+        """Execute moves in order; stop at the first invalid move, the goal, or the budget.
+
+        info: "executed" (moves applied), "ignored" (moves left unread after the episode ended)
+        and, on an invalid move, "invalid_at" (its 0-based index among the executed moves).
+        """
         cfg = self.config
         terms = {"step_cost": 0.0, "invalid": 0.0, "progress": 0.0, "goal": 0.0}
         start_distance = max(self._dist[self.start], 1)
@@ -204,6 +208,9 @@ class PlanPathEnv:
             if self.success:
                 terms["goal"] += cfg.goal_bonus
         info["executed"] = executed
+        # Moves left unread once the episode ended (goal, invalid move or budget): a verifier refuses
+        # a plan that reaches the goal and goes on (see `teamrl.workflows.tool_plan`).
+        info["ignored"] = len(action) - executed - (1 if "invalid_at" in info else 0)
         return StepResult(reward=sum(terms.values()), done=self.done, terms=terms, info=info)
 
     def forfeit(self) -> StepResult:

@@ -18,7 +18,7 @@ and Sudoku); the team term is `PlanPathEnv.step`'s shaped reward.
 
 from __future__ import annotations
 
-from teamrl.tasks.parsing import parse_action_list
+from teamrl.tasks.parsing import parse_plan
 from teamrl.tasks.plan_path import PlanPathConfig, PlanPathEnv, make_instance
 from teamrl.workflows.tool_plan import Runner, ToolPlanState, ToolPlanWorkflow
 
@@ -74,8 +74,9 @@ PlanPathState = ToolPlanState
 
 
 def parse_moves(text: str) -> list[str]:
-    """Moves written as 'RRD', 'R R D', 'right, down' or 'Moves: U,L'; [] when there are none."""
-    return parse_action_list(text, MOVE_ALIASES)
+    """The one plan in `text` ('RRD', 'R R D', 'right, down', 'Moves: U,L'; rules: `parse_plan`);
+    [] when there is none or several."""
+    return parse_plan(text, MOVE_ALIASES) or []
 
 
 class PlanPathWorkflow(ToolPlanWorkflow):

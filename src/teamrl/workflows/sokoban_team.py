@@ -30,7 +30,7 @@ Rewards: see `teamrl.workflows.tool_plan`; the team term is `SokobanEnv.step`'s 
 
 from __future__ import annotations
 
-from teamrl.tasks.parsing import parse_action_list
+from teamrl.tasks.parsing import parse_plan
 from teamrl.tasks.sokoban import SokobanConfig, SokobanEnv, instance
 from teamrl.workflows.tool_plan import Runner, ToolPlanWorkflow
 
@@ -106,8 +106,9 @@ CHAT_INSTRUCTIONS = {
 
 
 def parse_moves(text: str) -> list[str] | None:
-    """Canonical moves in `text` ('RRDL', 'R R D L', 'right, down'), None when there are none."""
-    return parse_action_list(text, MOVE_ALIASES) or None
+    """The one plan in `text` ('RRDL', 'R R D L', 'right, down'; rules: `parse_plan`), None when
+    there is none or several."""
+    return parse_plan(text, MOVE_ALIASES)
 
 
 def _cells(cells: list[tuple[int, int]]) -> str:

@@ -18,18 +18,34 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from teamrl.tasks.parsing import extract_boxed
 from teamrl.workflows.base import Agent, Outcome
 from teamrl.workflows.study_domains import SHOWN_CHARS, Answer, Domain
 
 SHORT_TAGS = {"aggregator": "agg", "evaluator": "ev", "orchestrator": "orc", "synthesizer": "syn",
               "generator": "g"}
 _INDEXED_RE = re.compile(r"^([a-z])[a-z]*_(\d+)$")
-_CHOICE_RE = re.compile(r"^\s*(?:answer|choice|pick)?\s*[:#]?\s*(\d+)\s*\.?\s*$", re.IGNORECASE)
-_CHOICE_MARKER_RE = re.compile(r"(?:answer|choice|pick|choose|select)\w*\s*(?:is|:|#)?\s*#?(\d+)\b", re.IGNORECASE)
+# Every quantifier below is possessive (or bounded) and every search starts at a word boundary, so
+# runs of spaces, newlines or repeated marker words cost one pass: a model's output can be 200k
+# characters of anything.
+_BOXED_RE = re.compile(r"\\(?:boxed|fbox)\s*+\{([^{}]*+(?:\{[^{}]*+\}[^{}]*+)*+)\}")
+_TEXT_CMD_RE = re.compile(r"\\(?:text|textbf|mathrm|mathbf)\s*+\{([^{}]*+)\}")
+# A choice on its own: "1", "#2", "answer: 0", "Choice 1." (compact form, or a boxed content).
+_CHOICE_RE = re.compile(r"(?:(?:answer|choice|pick|candidate)\b\s*+)?+(?:\\?#|:)?+\s*+(\d{1,6}+)\.?+",
+                        re.IGNORECASE)
+# A decision in prose: "I choose answer 0", "my choice is 2", "select #1", "pick candidate 2".
+_DECISION_RE = re.compile(
+    r"\b(?:choose|chose|select|pick|choice)\w*+\s*+(?:is\b\s*+)?+(?:(?:answer|candidate|number|option)\b\s*+)?+"
+    r"(?:\\?#|:)?+\s*+(\d{1,6}+)\b", re.IGNORECASE)
 _VERDICT_WORDS = {"correct": True, "c": True, "ok": True, "yes": True, "right": True,
                   "incorrect": False, "i": False, "wrong": False, "no": False, "bad": False}
-_NUMBERED_RE = re.compile(r"(?:^|\n)\s*(?:strategy\s*)?(\d+)\s*[.):]\s*", re.IGNORECASE)
+# First words that are a verdict even in a sentence ("Correct, the sum checks"); "Right", "No",
+# "ok" or "I" open ordinary sentences too, so they count only as the compact reply's first word.
+_STRONG_VERDICTS = {"correct": True, "incorrect": False, "wrong": False}
+_HEAD_STRIP = ".,:;!*`#\"'"
+# "ok/no", "Correct or Incorrect", "yes | no": a verdict and its opposite offered as alternatives.
+_HEDGE_RE = re.compile(r"[a-z]++[\s*.,]{0,3}(?:/|\||\bor\b|\\)[\s*.,]{0,3}([a-z]++)", re.IGNORECASE)
+_VERDICT_LABEL_RE = re.compile(r"(?:verdict|judgement|judgment|evaluation)\s*+[:=-]\s*+", re.IGNORECASE)
+_NUMBERED_RE = re.compile(r"(?:^|\n)[ \t]*+(?:strategy[ \t]*+)?(\d{1,3}+)[ \t]*+[.):][ \t]*+", re.IGNORECASE)
 
 
 def compact_tag(agent: str) -> str:
@@ -51,62 +67,121 @@ def answer_outcome(score: float, answer: Answer, bonus: float) -> Outcome:
     return Outcome(score, local, terms, {"answer": (answer.value or "")[:200]})
 
 
-def parse_choice(text: str, n: int) -> int | None:
-    """The index (0..n-1) an aggregator picked: `\\boxed{N}`, a bare `N` (compact form) or "answer N".
+def _boxed(text: str) -> list[str]:
+    """The contents of every ``\\boxed{...}`` / ``\\fbox{...}`` (one nested brace level), ``\\text{}`` unwrapped."""
+    return [_TEXT_CMD_RE.sub(r"\1", m.group(1)).strip() for m in _BOXED_RE.finditer(text)]
 
-    None for anything else, including an index out of range.
+
+def _one(values: list[int], n: int) -> int | None:
+    """The single index all `values` name, if it is in range; None for none, several or out of range."""
+    if not values or any(v != values[0] for v in values):
+        return None
+    return values[0] if values[0] < n else None
+
+
+def _choice(candidate: str) -> int | None:
+    found = _CHOICE_RE.fullmatch(candidate.strip())
+    return int(found.group(1)) if found else None
+
+
+def parse_choice(text: str, n: int) -> int | None:
+    """The index (0..n-1) an aggregator picked, or None.
+
+    One vote per response, stated one way, tried in order: `\\boxed{N}` (every box of the response
+    must name the same N: two boxes naming different candidates are no vote); else a last line that
+    is only the choice (`N`, `#N`, `answer: N`: the compact form); else decisions in prose ("I
+    choose answer 0", "my choice is 2"), which must all name the same N. "The answer is 2" is not a
+    choice (it reads as an answer's value). None also for an index out of range; never raises.
+
+    >>> parse_choice("Answer 0 and answer 2 disagree.\\n\\\\boxed{1}", 3), parse_choice("\\\\boxed{0} \\\\boxed{1}", 3)
+    (1, None)
     """
     if not isinstance(text, str):
         return None
-    boxed = extract_boxed(text)
-    candidates = [boxed] if boxed is not None else []
-    candidates.append(text.strip().splitlines()[-1] if text.strip() else "")
-    for candidate in candidates:
-        found = _CHOICE_RE.match(candidate.replace("\\#", "#"))
-        if found:
-            return int(found.group(1)) if int(found.group(1)) < n else None
-    marked = _CHOICE_MARKER_RE.findall(text)
-    if marked and int(marked[-1]) < n:
-        return int(marked[-1])
-    return None
+    boxed = _boxed(text)
+    if boxed:
+        picks = [_choice(b) for b in boxed]
+        return None if None in picks else _one(picks, n)  # type: ignore[arg-type]
+    lines = text.strip().splitlines()
+    last = _choice(lines[-1]) if lines else None
+    if last is not None:
+        return last if last < n else None
+    return _one([int(m.group(1)) for m in _DECISION_RE.finditer(text)], n)
+
+
+def _head_verdict(text: str) -> tuple[bool | None, str, bool]:
+    """(verdict, rest, strong) of a response's first word; strong: a word that is a verdict in any sentence."""
+    stripped = text.strip()
+    label = _VERDICT_LABEL_RE.match(stripped)
+    first_line, _, more = stripped[label.end() if label else 0:].partition("\n")
+    head, _, rest = first_line.strip().partition(" ")
+    word = head.strip(_HEAD_STRIP).lower()
+    verdict = _VERDICT_WORDS.get(word)
+    if len(word) == 1 and rest.strip():
+        verdict = None  # "I think it is fine": a sentence, not the compact verdict I
+    if verdict is None:
+        return None, text.strip(), False
+    hedge = _HEDGE_RE.match(first_line.strip()[:100])
+    if hedge and _VERDICT_WORDS.get(hedge.group(1).lower()) is (not verdict):
+        return None, text.strip(), False  # "ok/no", "Correct or Incorrect"
+    return verdict, (rest + "\n" + more).strip(), word in _STRONG_VERDICTS
 
 
 def parse_verdict(text: str) -> tuple[bool | None, str]:
-    """(verdict, feedback) of an evaluator: `\\boxed{Correct}` / `\\boxed{Incorrect}` anywhere, or a
-    first word such as Correct / Incorrect / C / I / ok / no (compact form). The feedback is the
-    text without the verdict; the verdict is None when none is found."""
+    """(verdict, feedback) of an evaluator; the verdict is None when there is none or it says both.
+
+    One verdict per response, stated one way: `\\boxed{Correct}` / `\\boxed{Incorrect}` anywhere
+    (every boxed verdict must agree, and a first word "Correct"/"Incorrect" must not contradict
+    it), else the first word of the reply (compact form: Correct / Incorrect / ok / no / yes /
+    wrong / C / I, optionally after "Verdict:"; the single letters only as the whole first line).
+    A first word offered with its opposite ("ok/no", "Correct or Incorrect") is no verdict. The
+    feedback is the text without the verdict. Never raises.
+
+    >>> parse_verdict("no 18-6 is 12"), parse_verdict("Correct or Incorrect")[0]
+    ((False, '18-6 is 12'), None)
+    """
     if not isinstance(text, str):
         return None, ""
-    boxed = extract_boxed(text)
-    if boxed is not None:
-        verdict = _VERDICT_WORDS.get(boxed.strip().strip(".!").lower())
-        if verdict is not None:
-            return verdict, re.sub(r"\\boxed\s*\{[^{}]*\}", "", text).strip()
-    head, _, rest = text.strip().partition(" ")
-    first_line, _, more = head.partition("\n")
-    verdict = _VERDICT_WORDS.get(first_line.strip(".,:;!").lower())
-    if verdict is None:
-        return None, text.strip()
-    return verdict, (more + " " + rest).strip()
+    boxed = [_VERDICT_WORDS.get(b.strip(".!").lower()) for b in _boxed(text)]
+    stated = [v for v in boxed if v is not None]
+    if stated:
+        head, _, strong = _head_verdict(text)
+        if any(v != stated[0] for v in stated) or (strong and head is not stated[0]):
+            return None, text.strip()
+        return stated[0], _BOXED_RE.sub("", text).strip()
+    verdict, feedback, _ = _head_verdict(text)
+    return verdict, feedback
+
+
+def _items(parts: list[str]) -> list[str]:
+    return [p.strip()[:200] for p in parts if any(ch.isalnum() for ch in p)]
 
 
 def parse_strategies(text: str, n: int) -> tuple[list[str], bool]:
-    """(n strategies, well formed) of an orchestrator: numbered items ("1. ...", "Strategy 2: ..."),
-    else non-empty lines, else words. Missing ones are ''; well formed when n were found."""
+    """(n strategies, well formed) of an orchestrator.
+
+    The strategies are numbered items ("1. ...", "Strategy 2: ...") when the text numbers any;
+    else its non-empty lines when it has several; else the words of its one line (compact form,
+    `l r l`). Items without a letter or digit do not count. Well formed when exactly n were found
+    (more is not a plan for n workers: a long ramble is not n strategies); the first n are used
+    either way, missing ones are ''.
+
+    >>> parse_strategies("l r l", 3), parse_strategies("l r l r", 3)[1]
+    ((['l', 'r', 'l'], True), False)
+    """
     if not isinstance(text, str):
         return [""] * n, False
-    parts = [p.strip() for p in _NUMBERED_RE.split(text)]
+    parts = _NUMBERED_RE.split(text)
+    lines = _items(text.splitlines())
     if len(parts) >= 3:
         # split() alternates text and the captured item numbers: keep the items' text.
-        items = [parts[i + 1] for i in range(1, len(parts) - 1, 2)]
+        items = _items([parts[i + 1] for i in range(1, len(parts) - 1, 2)])
+    elif len(lines) > 1:
+        items = lines
     else:
-        items = []
-    if len(items) < n:
-        items = [line.strip() for line in text.splitlines() if line.strip()]
-    if len(items) < n:
-        items = [word for word in re.split(r"[\s,;]+", text.strip()) if word]
-    found = [item[:200] for item in items if item][:n]
-    return found + [""] * (n - len(found)), len(found) == n
+        items = _items(re.split(r"[\s,;]+", text.strip()))
+    found = items[:n]
+    return found + [""] * (n - len(found)), len(items) == n
 
 
 class StudyWorkflow:

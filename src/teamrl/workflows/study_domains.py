@@ -6,9 +6,11 @@ grade for an answer and a test of whether two answers agree. A `Domain` supplies
 
 - `MathDomain` (task `math`): problems from `math_problems` (the procedural `arithmetic:` source
   for the tiny model; GSM8K / MATH-500 / AIME for real models). An answer is the final answer of
-  the text (`reasoner_answer`: `\\boxed{}`, "Answer: ...", or a last line such as `12+8=20`);
+  the text (`reasoner_answer`: `\\boxed{}`, "Answer: ...", or a last line such as `12+8=20`); for
+  a numeric reference it is well formed only with a digit and one value;
   grade 1.0 when it equals the reference: integers compared exactly, anything else by
-  math-verify (`answers_match`), cached.
+  math-verify (`answers_match`), cached; an answer offering several values ("3 or 20", "3, 20",
+  "20 \\pm 1") never equals a reference that is one value (math-verify would accept a set holding it).
 - `CodeDomain` (task `code`): problems from `code_problems`. An answer is a program
   (`parse_program`); its grade is its pass ratio on the ground-truth tests, run in the sandbox
   (`CodeRunner.ground_truth`, batched and cached). An answer is correct at grade 1.0.
@@ -34,6 +36,16 @@ from teamrl.workflows.math_team import MAX_ANSWER_CHARS, MathTaskConfig, Problem
 
 SHOWN_CHARS = 400  # how much of one agent's output another agent is shown
 _INTEGER_RE = re.compile(r"^-?\d{1,30}$")
+# Signs that an answer offers several values ("3 or 20", "3, 20", "\{19, 20\}", "20 \pm 1"); math-verify
+# counts such a set as equal to 20 when one of its members is. Thousands-grouped numbers are removed first.
+_SEVERAL_RE = re.compile(r"[,;]|\b(?:or|and)\b|\\(?:pm|mp|cup|lor|vee)\b", re.IGNORECASE)
+_NUMERIC_RE = re.compile(r"-?\d{1,30}(?:\.\d{1,30})?$")
+_GROUPED_RE = re.compile(r"\d{1,3}+(?:,\d{3})++(?![\d,])")
+
+
+def several_values(answer: str) -> bool:
+    """Whether an answer offers several values (a hedge, or a list)."""
+    return _SEVERAL_RE.search(_GROUPED_RE.sub("0", answer)) is not None
 
 
 @dataclass(frozen=True)
@@ -98,6 +110,10 @@ class MathDomain:
 
     def parse(self, text: str, problem: Any) -> Answer:
         value, well_formed = reasoner_answer(text if isinstance(text, str) else "")
+        if value is not None and _NUMERIC_RE.match(str(problem.answer).strip()):
+            # A numeric question's answer has a digit and is one value: "Answer: banana" or
+            # "Answer: 3 or 20" is not the form asked for, whatever its grade.
+            well_formed = well_formed and any(ch.isdigit() for ch in value) and not several_values(value)
         return Answer(value, well_formed, value if value is not None else "?")
 
     def grade(self, problems: list[Any], answers: list[Answer]) -> list[float]:
@@ -112,6 +128,8 @@ class MathDomain:
             return True
         if _INTEGER_RE.match(answer) and _INTEGER_RE.match(truth):
             return int(answer) == int(truth)  # arithmetic and most GSM8K answers: no math-verify call
+        if several_values(answer) and not several_values(truth):
+            return False  # one value asked, several offered: a hedge is not an answer
         key = (answer, truth)
         if key not in self._cache:
             try:

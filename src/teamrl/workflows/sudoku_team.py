@@ -29,7 +29,7 @@ Rewards: see `teamrl.workflows.tool_plan`; the team term is `SudokuEnv.step`'s s
 
 from __future__ import annotations
 
-from teamrl.tasks.parsing import parse_int_grid
+from teamrl.tasks.parsing import int_grids
 from teamrl.tasks.sudoku import SudokuConfig, SudokuEnv, instance
 from teamrl.workflows.tool_plan import Runner, ToolPlanWorkflow
 
@@ -116,6 +116,21 @@ def grid_line(grid: list[list[int]]) -> str:
     return " ".join("".join(str(v) for v in row) for row in grid)
 
 
+def stated_grid(text: str, env: SudokuEnv) -> list[list[int]] | None:
+    """The one grid a response states (forms: `teamrl.tasks.parsing.parse_int_grid`), or None.
+
+    Restating the puzzle or the current grid is fine (it is not an answer); two different other
+    grids are two candidate answers, and a response with several answers has none.
+    """
+    grids = int_grids(text, env.size)
+    n = env.size
+    restated = (env.grid, [list(env.puzzle[r * n:(r + 1) * n]) for r in range(n)])
+    answers = [g for g in grids if g not in restated]
+    if any(g != answers[-1] for g in answers):
+        return None
+    return answers[-1] if answers else (grids[-1] if grids else None)
+
+
 class SudokuWorkflow(ToolPlanWorkflow):
     """Sudoku tool -> plan, sequential; or the plan role alone (`single_agent=True`)."""
 
@@ -146,7 +161,7 @@ class SudokuWorkflow(ToolPlanWorkflow):
         return f"grid = {env.grid!r}"
 
     def parse_action(self, text: str, env: SudokuEnv) -> list[list[int]] | None:
-        return parse_int_grid(text, env.size)
+        return stated_grid(text, env)
 
     def show_action(self, action: list[list[int]]) -> str:
         return grid_line(action)

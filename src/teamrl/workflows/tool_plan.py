@@ -11,11 +11,26 @@ plan: sees the state, the tool's program, the parsed output and the simulation r
 
 Rewards (one formula, see `Outcome`): the team term of a candidate is the environment's shaped
 reward of its action on the current state (for the tool: of its proposal, on the copy); the local
-term is +format_bonus for a well-formed response (a program that ran and printed an action; a
-plan whose action was executed without an invalid step) and -format_bonus otherwise. A tool
+term is +format_bonus for a well-formed response (a program that ran and printed an action, and a
+plan, executed or simulated without an invalid step) and -format_bonus otherwise, except that
+an action executed cleanly without progress (no goal, progress term <= 0: "UD", a walk that pushes
+no box, consistent but wrong digits) gets 0, so that going nowhere never scores above zero. A tool
 response that parses to nothing is a no-op with the negative local term; a plan that parses to
 nothing forfeits the episode (`env.forfeit()`: the invalid-move penalty). A response applied after the
 episode ended (the driver should not send one) changes nothing and scores zero.
+
+Every action is verified as a whole before it counts (contract: docs/verifiers/plans.md):
+- a plan with moves the environment would leave unread, after the goal or past the move budget,
+  is refused: for the plan a forfeit, for the tool a proposal simulated as `invalid` (the
+  invalid-move penalty, -format_bonus), so a sweep that happens to cross the goal, or two plans
+  written one after the other, never scores the goal or progress;
+- an action that changes nothing (a Sudoku grid equal to the current one) is refused like an empty
+  one: the plan forfeits, the tool gets -format_bonus (saying nothing must not be a safe harbour);
+- `follow` is the whole response (the single word, any case, optionally quoted, bold, fenced,
+  ending in '.' or '!', or after "Answer:"), only in the two-agent workflow, and only for the
+  proposal the tool made this turn (it is cleared once the plan role acts), re-executed on the
+  real environment (never the simulated copy's state); a response that mentions `follow` and is
+  not just `follow` ("follow, or RRDD") is no plan.
 
 The plan role is told the tool proposal's simulation as one word: goal (solved the task),
 invalid (hit an invalid step), missed (valid, not solved), none (the program printed no
@@ -29,12 +44,47 @@ A task subclass supplies the hooks: `make_env`, `observation`, `namespace`, `par
 from __future__ import annotations
 
 import copy
+import re
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
 from teamrl.tasks.parsing import extract_code_block
 from teamrl.workflows.base import Agent, Outcome
 from teamrl.workflows.program_runner import ProgramRunner
+
+# `follow`, alone: optionally after an answer label (no backtracking: one fullmatch of one line).
+_FOLLOW_RE = re.compile(r"(?:(?:final\s++)?(?:answer|plan|action|decision|moves?)\s*+[:=]\s*+)?follow",
+                        re.IGNORECASE)
+_FOLLOW_STRIP = " \t`*'\".!"
+
+
+def is_follow(text: str) -> bool:
+    """Whether a plan response is the single word `follow` (case, quotes, bold, a fence, a final '.'
+    or an "Answer:" label aside); any other word or a second line with content makes it no `follow`.
+
+    >>> is_follow("Follow."), is_follow("```\\nfollow\\n```"), is_follow("follow, or RRDD")
+    (True, True, False)
+    """
+    if not isinstance(text, str):
+        return False
+    lines = [line.strip(_FOLLOW_STRIP) for line in text.splitlines()]
+    lines = [line for line in lines if line and line.lower() not in ("text", "plaintext")]
+    return len(lines) == 1 and _FOLLOW_RE.fullmatch(lines[0]) is not None
+
+
+_FOLLOW_WORD_RE = re.compile(r"\bfollow\b", re.IGNORECASE)  # the word, not "following"
+
+
+def _overran(info: dict[str, Any]) -> bool:
+    """Whether an action had moves left unread after the goal or the move budget ended the episode
+    (moves after an invalid one are the invalid plan's, which fails anyway)."""
+    return info.get("ignored", 0) > 0 and "invalid_at" not in info
+
+
+def _changed_nothing(info: dict[str, Any]) -> bool:
+    """Whether an action executed nothing without an invalid step (e.g. the current Sudoku grid)."""
+    return info.get("executed", 0) == 0 and "invalid_at" not in info
+
 
 def _program(response: str) -> str | None:
     """The program in a tool response; None when there is none or it cannot be sent as UTF-8."""
@@ -189,9 +239,15 @@ class ToolPlanWorkflow:
         state.output = self.show_action(action)
         trial = copy.deepcopy(state.env)
         result = trial.step(action)
+        if _overran(result.info):
+            state.simulation = "invalid"
+            penalty = -trial.config.invalid_penalty
+            return Outcome(penalty, -self.format_bonus, {"invalid": penalty, "format": -self.format_bonus},
+                           {**result.info, "simulation": "invalid", "refused": "moves past the end"})
         state.simulation = self._label(trial, result.info)
-        return Outcome(result.reward, self.format_bonus,
-                       {**result.terms, "format": self.format_bonus},
+        malformed = _changed_nothing(result.info) or "invalid_at" in result.info
+        local = -self.format_bonus if malformed else self._local(trial, result)
+        return Outcome(result.reward, local, {**result.terms, "format": local},
                        {**result.info, "simulation": state.simulation})
 
     def _apply_plan(self, state: ToolPlanState, response: str) -> Outcome:
@@ -199,18 +255,41 @@ class ToolPlanWorkflow:
         state.transcript.append(("plan", text))
         if state.env.done:
             return Outcome(0.0, 0.0, {}, {"episode_over": True})
-        follows = not self.single_agent and text.strip().lower().startswith("follow")
-        action = state.proposal if follows else self.parse_action(text, state.env)
-        if action is None:
+        follows = not self.single_agent and is_follow(text)
+        if follows:
+            action = state.proposal
+        elif not self.single_agent and _FOLLOW_WORD_RE.search(text):
+            action = None  # "follow, or RRDD": two answers, which is none
+        else:
+            action = self.parse_action(text, state.env)
+        state.proposal = None  # a proposal is followed in the turn it was made, at most once
+        refused = None
+        if action is not None:
+            # Judged as a whole on a copy first: the environment would stop at the goal and ignore
+            # what follows, which would let a sweep or two plans in a row score the goal.
+            trial = copy.deepcopy(state.env)
+            info = trial.step(action).info
+            if _overran(info):
+                refused = "moves past the end"
+            elif _changed_nothing(info):
+                refused = "changes nothing"
+        if action is None or refused is not None:
             # Not a free no-op: a plan role that may say nothing learns to (as on Plan-Path and here
             # on Sudoku, where the planner drifted to garbage while the tool was right).
             result = state.env.forfeit()
             return Outcome(result.reward, -self.format_bonus, {**result.terms, "format": -self.format_bonus},
-                           {"parsed": False, "outcome": "invalid"})
+                           {"parsed": False, "outcome": "invalid"} if action is None
+                           else {"parsed": True, "outcome": "invalid", "refused": refused})
         result = state.env.step(action)
-        local = -self.format_bonus if "invalid_at" in result.info else self.format_bonus
+        local = -self.format_bonus if "invalid_at" in result.info else self._local(state.env, result)
         return Outcome(result.reward, local, {**result.terms, "format": local},
                        {**result.info, "outcome": self._label(state.env, result.info)})
+
+    def _local(self, env: Any, result: Any) -> float:
+        """The format term of an action executed without an invalid step: +format_bonus with
+        progress or the goal, 0 without (a valid "UD" is well formed but must not out-score the
+        step cost)."""
+        return self.format_bonus if env.success or result.terms.get("progress", 0.0) > 0 else 0.0
 
     @staticmethod
     def _label(env: Any, info: dict[str, Any]) -> str:
