@@ -16,17 +16,23 @@ Rewards (`Outcome`, trained reward = team_weight * team + local_weight * local; 
                       local = +b if the program parses and defines the entry point, else -b
     tester candidate: team  = gt(team program)       the committed program's ground-truth pass
                                                      ratio (0 on the first turn): the shared term
-                      local = separation + (+b if the tests parse with >= 1 assert, else -b)
+                      local = separation + (-b if the tests do not parse with >= 1 unit,
+                                            +b if separation > 0, else 0)
 
-    separation = -1                          no assert found
+    separation = -1                          no unit found (a unit: an assert calling the entry
+                                             point that cannot swallow its failure; see
+                                             code_parsing.counts_as_unit)
                = -(failing units / units)    some test fails on the reference solution (< 0)
                = killed / negatives          all pass on the reference (in [0, 1])
 
 where the negatives are known-wrong programs: single-site mutants of the reference solution that
 fail the ground-truth tests (at most `n_mutants` per problem; equivalent and looping mutants are
 dropped) plus the team's earlier committed programs that failed the ground truth; a negative is
-killed when at least one unit fails on it. Trivial tests (`assert True`) earn 0; tests that also
-catch wrong code earn up to 1; tests that reject the correct solution earn less than nothing.
+killed when at least one unit fails on it. Tests that pass every program (`assert f(1) == f(1)
+or True`, a smoke test) earn 0; asserts that never call the function are no units (`assert True`
+alone earns -1 - b); tests that also catch wrong code earn up to 1 + b; tests that reject the
+correct solution earn less than nothing. A refused coder response is not graded (team 0). The
+whole contract: docs/verifiers/code.md.
 
 Sandboxing: ground-truth tests are trusted and graded by `Sandbox.run_tests`, whose judge process
 runs them outside the program. The tester's tests are model-written, so they go through
@@ -187,10 +193,11 @@ class CodeWorkflow:
         self._check_agent(agent)
         if agent == "coder":
             parsed = [parse_program(r, s.problem) for s, r in zip(states, responses)]
-            graded = iter(self.runner.ground_truth([(p, s.problem) for (p, _), s in zip(parsed, states) if p]))
+            # A refused response is not graded: it earns 0 whatever the ground truth would say.
+            graded = iter(self.runner.ground_truth([(p, s.problem) for (p, ok), s in zip(parsed, states) if ok]))
             outcomes = []
             for state, response, (program, ok) in zip(states, responses, parsed):
-                gt, status = next(graded) if program else (0.0, "empty")
+                gt, status = next(graded) if ok else (0.0, "refused" if program else "empty")
                 local = self.format_bonus if ok else -self.format_bonus
                 outcomes.append(Outcome(gt, local, {"gt_pass": gt, "format": local},
                                         {"well_formed": ok, "status": status}))
@@ -200,7 +207,9 @@ class CodeWorkflow:
         scores = self._separation(states, [steps for steps, _ in parsed_tests])
         outcomes = []
         for state, response, (steps, ok), (separation, info) in zip(states, responses, parsed_tests, scores):
-            fmt = self.format_bonus if ok else -self.format_bonus
+            # The bonus pays for tests that catch something: tests that pass every program
+            # (tautologies, smoke tests) or reject the reference earn nothing from it.
+            fmt = (self.format_bonus if separation > 0 else 0.0) if ok else -self.format_bonus
             team = state.program_gt
             outcomes.append(Outcome(team, separation + fmt, {"team_program_gt_pass": team, "separation": separation,
                                                               "format": fmt}, info))
