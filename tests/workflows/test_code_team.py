@@ -59,7 +59,7 @@ def test_tester_reward_separates_good_trivial_and_wrong_tests(wf):
     assert len(wf.negatives(PROBLEM)) == 3  # mutants of the reference that the ground truth rejects
     good, trivial, wrong, mixed = wf.apply_many("tester", [copy.deepcopy(state) for _ in range(4)], [
         GOOD_TESTS, "assert True", "assert f(1) == 5", "assert f(1) == 4\nassert f(2) == 0"])
-    assert good.terms["separation"] > 0 and good.local == good.terms["separation"] + B
+    assert good.terms["separation"] > 0 and good.local == pytest.approx(good.terms["separation"] * (1 + B))
     assert good.info["killed"] >= 1 and good.info["negatives"] == 3
     assert trivial.terms["separation"] == -1.0 and trivial.local == -1.0 - B  # no unit calls f
     assert wrong.terms["separation"] == -1.0 and wrong.local == -1.0  # rejects the reference: no bonus

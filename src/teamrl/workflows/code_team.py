@@ -17,12 +17,13 @@ Rewards (`Outcome`, trained reward = team_weight * team + local_weight * local; 
     tester candidate: team  = gt(team program)       the committed program's ground-truth pass
                                                      ratio (0 on the first turn): the shared term
                       local = separation + (-b if the tests do not parse with >= 1 unit,
-                                            +b if separation > 0, else 0)
+                                            else b * max(separation, 0))
 
     separation = -1                          no unit found (a unit: an assert calling the entry
                                              point that cannot swallow its failure; see
                                              code_parsing.counts_as_unit)
-               = -(failing units / units)    some test fails on the reference solution (< 0)
+               = -(failing units / units)    some test fails on the reference solution (< 0; the
+                                             reference runs twice, the worse run counts)
                = killed / negatives          all pass on the reference (in [0, 1])
 
 where the negatives are known-wrong programs: single-site mutants of the reference solution that
@@ -57,6 +58,9 @@ from teamrl.workflows.base import Agent, Outcome
 from teamrl.workflows.code_parsing import Steps, parse_program, parse_tests, visible_prompt
 from teamrl.workflows.code_runner import CodeRunner, UnitRun
 from teamrl.workflows.code_sources import CodeProblemSource, code_problems
+
+_RERUN_STEP = ("pass", False)  # a helper step that does nothing (see CodeWorkflow._separation)
+
 
 def _compact_program(state: CodeState) -> str:
     """The committed program as compact prompts show it: a body that completed the task's own
@@ -209,7 +213,7 @@ class CodeWorkflow:
         for state, response, (steps, ok), (separation, info) in zip(states, responses, parsed_tests, scores):
             # The bonus pays for tests that catch something: tests that pass every program
             # (tautologies, smoke tests) or reject the reference earn nothing from it.
-            fmt = (self.format_bonus if separation > 0 else 0.0) if ok else -self.format_bonus
+            fmt = self.format_bonus * max(separation, 0.0) if ok else -self.format_bonus
             team = state.program_gt
             outcomes.append(Outcome(team, separation + fmt, {"team_program_gt_pass": team, "separation": separation,
                                                               "format": fmt}, info))
@@ -221,17 +225,22 @@ class CodeWorkflow:
         has_units = [any(unit for _, unit in steps) for steps in all_steps]
         mutants = self._negatives_many([s.problem for s in states])
         ref_jobs = [(s.problem.reference_solution, steps) for s, steps, u in zip(states, all_steps, has_units) if u]
-        ref_runs = iter(self.runner.run_units(ref_jobs))
+        # Twice: a flaky test (random, timing) must pass the reference both times, which makes
+        # noise that happens to fail some negatives a losing bet (docs/verifiers/code.md). The
+        # trailing no-op step keys the second run apart in the runner's cache, so it really runs.
+        reruns = [(program, steps + (_RERUN_STEP,)) for program, steps in ref_jobs]
+        ref_runs = iter(zip(self.runner.run_units(ref_jobs), self.runner.run_units(reruns)))
         results: list[Any] = []
         negative_jobs: list[tuple[str, Steps]] = []
         for state, steps, usable, own_mutants in zip(states, all_steps, has_units, mutants):
             if not usable:
                 results.append((-1.0, {"units": 0}))
                 continue
-            ref = next(ref_runs)
-            if not ref.all_passed:
-                failing = len(ref.passed) - ref.n_passed
-                results.append((-failing / len(ref.passed), {"units": len(ref.passed), "ref_failures": failing}))
+            first, second = next(ref_runs)
+            if not (first.all_passed and second.all_passed):
+                units = len(first.passed)
+                failing = max(units - first.n_passed, units - second.n_passed)
+                results.append((-failing / units, {"units": units, "ref_failures": failing}))
                 continue
             negatives = own_mutants + state.failed_programs
             results.append(negatives)  # replaced below, once the negatives have run
