@@ -31,7 +31,9 @@ def visible_prompt(problem: CodeProblem) -> str:
 # What `ast.parse` raises on text a model wrote: SyntaxError (IndentationError too), ValueError
 # (null bytes), RecursionError / MemoryError (absurd nesting), OverflowError (huge literals).
 PARSE_ERRORS = (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError)
-MAX_CANDIDATE_BLOCKS = 4  # fenced blocks tried per response, best first (bounds the work per response)
+# Fenced blocks tried as a body completing the prompt, best first: each try parses the prompt
+# again, so this bounds the work per response (a block as a whole program costs only itself).
+MAX_BODY_BLOCKS = 4
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
 
 
@@ -123,14 +125,14 @@ def _body_variants(code: str, indent: str) -> list[str]:
     return list(dict.fromkeys(variants))
 
 
-def _as_program(code: str, problem: CodeProblem, context: str) -> str | None:
+def _as_program(code: str, problem: CodeProblem, context: str, as_body: bool = True) -> str | None:
     """The program `code` stands for, or None: a whole program binding the entry point (run after
-    the prompt when the prompt is code), else a body completing the prompt's signature."""
+    the prompt when the prompt is code), else (if `as_body`) a body completing the prompt's signature."""
     entry = problem.entry_point
     tree = _parse(code)
     if tree is not None and (_binds(tree.body, entry) if entry else bool(tree.body)):
         return (context.rstrip() + "\n\n\n" if context else "") + code.strip("\n") + "\n"
-    if not (context and entry):
+    if not (as_body and context and entry):
         return None
     for body in _body_variants(code.strip("\n"), _body_indent(context, entry)):
         completed = context.rstrip() + "\n" + body.rstrip() + "\n"
@@ -148,20 +150,21 @@ def parse_program(text: str, problem: CodeProblem) -> tuple[str, bool]:
     """(program, well formed) of a coder response; see docs/verifiers/code.md.
 
     The code is the best fenced block that makes a program (python-tagged blocks, then untagged,
-    then other tags, the last written first; at most `MAX_CANDIDATE_BLOCKS` tried), else the whole
-    response when it has no fence. A program is either the code itself, when it binds the entry
-    point (def, class, assignment or import), or the prompt completed by the code as the entry
-    point's body (HumanEval completion style, nested helper defs included) when that body returns.
-    Not well formed: ("", False) without code, else (the best block, False): it is not graded.
+    then other tags, the last written first), else the whole response when it has no fence. A
+    program is either the code itself, when it binds the entry point (def, class, assignment or
+    import), or the prompt completed by the code as the entry point's body (HumanEval completion
+    style, nested helper defs included; tried for the `MAX_BODY_BLOCKS` best blocks) when that
+    body returns. Not well formed: ("", False) without code, else (the best block, False): it is
+    not graded. Linear in the response's length.
     """
     if not isinstance(text, str) or not text.strip():
         return "", False
-    fenced = code_blocks(text)[:MAX_CANDIDATE_BLOCKS]
+    fenced = code_blocks(text)
     # Unfenced: the whole response is the code (a body's leading indentation kept).
     candidates = fenced or [text.rstrip().lstrip("\n")]
     context = program_context(problem)
-    for code in candidates:
-        program = _as_program(code, problem, context)
+    for rank, code in enumerate(candidates):
+        program = _as_program(code, problem, context, as_body=rank < MAX_BODY_BLOCKS)
         if program is not None:
             return program, True
     # Shown to the team next turn so that it can be fixed; prose without a fence is not code.
