@@ -265,6 +265,16 @@ def main() -> int:
         cells = [sum(c.teamrl == t and c.simple == s for c in rows) for t, s in
                  ((True, True), (False, False), (True, False), (False, True))]
         print(f"{group:<12} {len(rows):>5} " + " ".join(f"{n:>{w}}" for n, w in zip(cells, (10, 10, 12, 12))))
+    hostile_rows = [c for c in cases if c.kind.startswith("hostile:")]
+    if hostile_rows:
+        print("hostile programs passed, per kind (teamrl / simple / programs):")
+        for how in HOSTILE:
+            rows = [c for c in hostile_rows if c.kind == f"hostile:{how}"]
+            print(f"  {how:<28} {sum(c.teamrl for c in rows)} / {sum(c.simple for c in rows)} / {len(rows)}")
+    for c in cases:
+        if c.kind == "canonical" and not (c.teamrl and c.simple):
+            print(f"  canonical solution failing: {c.problem.id}\n      teamrl: {c.teamrl_detail}\n"
+                  f"      simple: {c.simple_detail}")
     disagree = [c for c in cases if c.teamrl != c.simple]
     print(f"disagreements: {len(disagree)}")
     for c in disagree:

@@ -71,6 +71,15 @@ def _compact_program(state: CodeState) -> str:
     return state.program.strip()
 
 
+def _shown_program(state: CodeState) -> str:
+    """The committed program as chat prompts show it: a whole program the coder wrote is shown
+    without the prompt that runs before it (parse_program puts it there, three newlines apart)."""
+    head = state.problem.prompt.rstrip()
+    if head and state.program.startswith(head + "\n\n\n"):
+        return state.program[len(head) + 3:].strip()
+    return state.program.strip()
+
+
 # ----------------------------------------------------------------------------- workflow
 
 
@@ -182,7 +191,7 @@ class CodeWorkflow:
         parts = [CHAT_INSTRUCTIONS[agent].format(entry=problem.entry_point or "the function"),
                  f"Problem:\n{visible_prompt(problem).rstrip()}"]
         if state.turn:
-            parts += [f"Current code:\n```python\n{state.program.strip()}\n```",
+            parts += [f"Current code:\n```python\n{_shown_program(state)}\n```",
                       f"Current unit tests:\n```python\n{tests}\n```",
                       f"Running the code against the tests: {result}. Fix whichever side is wrong."]
         return "\n\n".join(parts)
