@@ -15,6 +15,9 @@ by the code team's own parser (`parse_program`) and graded; every form must give
 
     HumanEval as a model writes it: fenced_full 164/164 (accepted 164) ...
 
+MBPP references are written fenced and unfenced, and, when the reference is one function and
+nothing else, as the body alone (completing the `def` line the agents are shown).
+
     PYTHONPATH=src python benchmarks/check_code_references.py [--data-dir DIR] [--workers N] [--forms-only]
 """
 
@@ -105,18 +108,32 @@ def humaneval_forms(problem: CodeProblem) -> dict[str, str]:
     }
 
 
-def grade_forms(box: Sandbox, problems: list[CodeProblem]) -> dict[str, tuple[int, int, list[str]]]:
-    """form -> (accepted by parse_program, passing every test, ids that fail)."""
+def mbpp_forms(problem: CodeProblem) -> dict[str, str]:
+    """The MBPP reference as whole responses; body forms only for references that are one
+    function and nothing else (a body cannot bring the imports or helpers the others need)."""
+    forms = {"fenced_full": f"```python\n{problem.reference_solution.strip()}\n```", "unfenced_full": problem.reference_solution}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        tree = ast.parse(problem.reference_solution)
+    if len(tree.body) == 1 and isinstance(tree.body[0], ast.FunctionDef) and tree.body[0].name == problem.entry_point:
+        lines = problem.reference_solution.splitlines(keepends=True)
+        body = "".join(lines[tree.body[0].body[0].lineno - 1:])
+        forms |= {"unfenced_body": body, "fenced_body": f"```python\n{body.strip(chr(10))}\n```"}
+    return forms
+
+
+def grade_forms(box: Sandbox, problems: list[CodeProblem]) -> dict[str, tuple[int, int, int, list[str]]]:
+    """form -> (problems written in it, accepted by parse_program, passing every test, ids that fail)."""
     forms: dict[str, list[tuple[CodeProblem, str, bool]]] = {}
     for problem in problems:
-        for form, response in humaneval_forms(problem).items():
+        for form, response in (humaneval_forms if problem.source == "humaneval" else mbpp_forms)(problem).items():
             forms.setdefault(form, []).append((problem, *parse_program(response, problem)))
     out = {}
     for form, parsed in forms.items():
         results = box.run_tests_many([{"program": program, "tests": p.tests, "entry_point": p.entry_point,
                                        "setup": p.test_setup} for p, program, _ in parsed])
         passing = [ok and r.all_passed for (_, _, ok), r in zip(parsed, results)]
-        out[form] = (sum(ok for _, _, ok in parsed), sum(passing),
+        out[form] = (len(parsed), sum(ok for _, _, ok in parsed), sum(passing),
                      [p.id for (p, _, _), good in zip(parsed, passing) if not good])
     return out
 
@@ -126,7 +143,7 @@ def main() -> int:
     parser.add_argument("--data-dir", type=Path, default=None, help="directory with the data files "
                         "(default: $TEAMRL_DATA_DIR or ../shared/datasets)")
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--forms-only", action="store_true", help="only the HumanEval response forms")
+    parser.add_argument("--forms-only", action="store_true", help="only the response forms")
     args = parser.parse_args()
     base = args.data_dir
     sets = [
@@ -140,15 +157,17 @@ def main() -> int:
     with Sandbox(limits, workers=args.workers) as box:
         print(f"isolation: network={box.isolation['network']} filesystem={box.isolation['filesystem']} "
               f"uid={box.isolation['sandbox_uid']} workers={args.workers}")
-        t0 = time.perf_counter()
-        forms = grade_forms(box, sets[0][1])
-        print("HumanEval as a model writes it: " + ", ".join(
-            f"{form} {passed}/{len(sets[0][1])} (accepted {accepted})" for form, (accepted, passed, _) in forms.items()))
-        for form, (_, _, failing) in forms.items():
-            if failing:
-                print(f"  {form} fails: {' '.join(failing)}")
-        total += len(forms) * len(sets[0][1])
-        print(f"  ({len(forms) * len(sets[0][1])} graded runs in {time.perf_counter() - t0:.1f}s)")
+        for name, problems in sets:
+            t0 = time.perf_counter()
+            forms = grade_forms(box, problems)
+            print(f"{name} as a model writes it: " + ", ".join(
+                f"{form} {passed}/{n} (accepted {accepted})" for form, (n, accepted, passed, _) in forms.items()))
+            for form, (_, _, _, failing) in forms.items():
+                if failing:
+                    print(f"  {form} fails: {' '.join(failing)}")
+            runs = sum(n for n, _, _, _ in forms.values())
+            total += runs
+            print(f"  ({runs} graded runs in {time.perf_counter() - t0:.1f}s)")
         for name, problems in [] if args.forms_only else sets:
             t0 = time.perf_counter()
             refs = grade(box, problems, bugged=False)

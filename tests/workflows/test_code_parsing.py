@@ -47,6 +47,7 @@ ACCEPTED = {
     "defined under if/try": "```python\ntry:\n    import numpy\nexcept ImportError:\n    pass\nif True:\n"
                             "    def total(xs):\n        return sum(xs)\n```",
     "solution first, usage block last": "```python\ndef total(xs):\n    return sum(xs)\n```\nUse:\n```python\nprint(total([1]))\n```",
+    "fenced body assigning the function's own name": "```python\ntotal = sum(xs)\nreturn total\n```",
     "helpers after, main guard, type hints": "```py\ndef total(xs: list[int]) -> int:\n    '''Doc.'''\n    return _add(xs)\n\n"
                                              "def _add(xs):\n    return sum(xs)\n\nif __name__ == '__main__':\n    total([1])\n```",
 }
@@ -56,8 +57,8 @@ ACCEPTED = {
 def test_every_program_shape_is_accepted_and_runs(name):
     for problem in (HE, MBPP):
         program, ok = parse_program(ACCEPTED[name], problem)
-        if problem is MBPP and ("body" in name or "prompt's import" in name or "_helper" in ACCEPTED[name]):
-            continue  # a bare body needs a prompt that is code; MBPP prompts are prose
+        if problem is MBPP and "prompt's import" in name:
+            continue  # MBPP prompts are prose: nothing runs before the program
         assert ok, (name, problem.id, program)
         assert defines_total(program), (name, program)
 
@@ -72,6 +73,7 @@ REFUSED = {
     "body without return": "    print(xs)\n", "bare word": "hello", "only under the main guard":
     "if __name__ == '__main__':\n    def total(xs):\n        return sum(xs)", "syntax error": "```python\ndef total(:\n```",
     "nested def only": "    def total2(xs):\n        return sum(xs)\n",
+    "parses but does not compile": "```python\nbreak\ndef total(xs):\n    return sum(xs)\n```",
 }
 
 
@@ -83,6 +85,8 @@ def test_responses_without_a_program_are_refused(name):
 
 def test_prompt_context_is_the_prompt_only_when_it_is_code():
     assert program_context(HE) == PROMPT and program_context(MBPP) == ""
+    # An MBPP body completes the signature the agents are shown, and nothing runs before it.
+    assert parse_program("    return sum(xs)", MBPP) == ("def total(xs):\n    return sum(xs)\n", True)
 
 
 @FEW

@@ -4,11 +4,26 @@ from __future__ import annotations
 
 import ast
 import textwrap
+import warnings
 
 from teamrl.tasks.code_data import CodeProblem
 from teamrl.tasks.parsing import code_blocks, extract_code_block, parse_python
 
 Steps = tuple[tuple[str, bool], ...]  # (statement source, is an assert unit), in order
+
+
+def shown_signature(problem: CodeProblem) -> str | None:
+    """`def name(args):` of an MBPP problem's reference: its prompt is prose, so the agents are
+    shown this line instead of a ground-truth assert (None for other problems)."""
+    if not problem.source.startswith("mbpp"):
+        return None
+    try:
+        for node in ast.walk(ast.parse(problem.reference_solution)):
+            if isinstance(node, ast.FunctionDef) and node.name == problem.entry_point:
+                return f"def {node.name}({ast.unparse(node.args)}):"
+    except (SyntaxError, ValueError, RecursionError):
+        pass
+    return None
 
 
 def visible_prompt(problem: CodeProblem) -> str:
@@ -17,12 +32,9 @@ def visible_prompt(problem: CodeProblem) -> str:
     if not problem.source.startswith("mbpp"):
         return problem.prompt
     text = problem.prompt.split("\nYour code should pass tests like this:", 1)[0]
-    try:
-        for node in ast.walk(ast.parse(problem.reference_solution)):
-            if isinstance(node, ast.FunctionDef) and node.name == problem.entry_point:
-                return f"{text}\nWrite it as: def {node.name}({ast.unparse(node.args)}):"
-    except (SyntaxError, ValueError):
-        pass
+    signature = shown_signature(problem)
+    if signature:
+        return f"{text}\nWrite it as: {signature}"
     return f"{text}\nName the function {problem.entry_point}." if problem.entry_point else text
 
 
@@ -42,6 +54,18 @@ def _parse(code: str) -> ast.Module | None:
         return parse_python(code)
     except PARSE_ERRORS:
         return None
+
+
+def _compiles(program: str) -> bool:
+    """Whether the program compiles, not only parses: `ast.parse` accepts a `return` (or `break`,
+    `nonlocal`) outside any function, which is a body, not a program."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SyntaxWarning)
+        try:
+            compile(program, "<response>", "exec", dont_inherit=True)
+        except PARSE_ERRORS:
+            return False
+    return True
 
 
 def _is_main_guard(node: ast.stmt) -> bool:
@@ -112,36 +136,43 @@ def _body_indent(context: str, entry: str) -> str:
 
 def _body_variants(code: str, indent: str) -> list[str]:
     """Ways a body may be laid out: as written (already indented, with any column-0 code after
-    it staying top level), re-indented, and with a first line whose indentation was stripped."""
+    it staying top level), re-indented, and with a first line whose indentation was stripped
+    (by a fence's `strip()`), given back as the last line's or the least indentation of the rest."""
     lines = code.splitlines()
-    variants = [code] if lines and lines[0][:1] in (" ", "\t") else []
+    if not lines:
+        return []
+    indented = lines[0][:1] in (" ", "\t")
+    variants = [code] if indented else []
     variants.append(textwrap.indent(textwrap.dedent(code), indent))
     rest = [line for line in lines[1:] if line.strip()]
-    if lines and lines[0][:1] not in (" ", "\t") and rest:
-        k = min(len(line) - len(line.lstrip()) for line in rest)
-        if k:
-            variants.append(textwrap.indent(textwrap.dedent(lines[0].rjust(len(lines[0]) + k) + "\n"
-                                                            + "\n".join(lines[1:])), indent))
+    if not indented and rest:
+        prefixes = [rest[-1][:len(rest[-1]) - len(rest[-1].lstrip())],
+                    " " * min(len(line) - len(line.lstrip()) for line in rest)]
+        for prefix in filter(None, prefixes):
+            variants += [prefix + code, textwrap.indent(textwrap.dedent(prefix + code), indent)]
     return list(dict.fromkeys(variants))
 
 
-def _as_program(code: str, problem: CodeProblem, context: str, as_body: bool = True) -> str | None:
+def _as_program(code: str, problem: CodeProblem, context: str, head: str, as_body: bool = True) -> str | None:
     """The program `code` stands for, or None: a whole program binding the entry point (run after
-    the prompt when the prompt is code), else (if `as_body`) a body completing the prompt's signature."""
+    `context`, the prompt when it is code), else (if `as_body`) a body completing `head`, the
+    prompt's signature (the prompt itself when it is code, else the signature shown for MBPP)."""
     entry = problem.entry_point
     tree = _parse(code)
     if tree is not None and (_binds(tree.body, entry) if entry else bool(tree.body)):
-        return (context.rstrip() + "\n\n\n" if context else "") + code.strip("\n") + "\n"
-    if not (as_body and context and entry):
+        program = (context.rstrip() + "\n\n\n" if context else "") + code.strip("\n") + "\n"
+        if _compiles(program):
+            return program
+    if not (as_body and head and entry):
         return None
-    for body in _body_variants(code.strip("\n"), _body_indent(context, entry)):
-        completed = context.rstrip() + "\n" + body.rstrip() + "\n"
+    for body in _body_variants(code.strip("\n"), _body_indent(head, entry)):
+        completed = head.rstrip() + "\n" + body.rstrip() + "\n"
         tree = _parse(completed)
         functions = [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
                      and n.name == entry] if tree else []
         # The entry point that runs (the last one) must return something: a bare word or a body
         # with no return is stray text that happens to parse, not a solution.
-        if functions and _returns(functions[-1]):
+        if functions and _returns(functions[-1]) and _compiles(completed):
             return completed
     return None
 
@@ -153,8 +184,8 @@ def parse_program(text: str, problem: CodeProblem) -> tuple[str, bool]:
     then other tags, the last written first), else the whole response when it has no fence. A
     program is either the code itself, when it binds the entry point (def, class, assignment or
     import), or the prompt completed by the code as the entry point's body (HumanEval completion
-    style, nested helper defs included; tried for the `MAX_BODY_BLOCKS` best blocks) when that
-    body returns. Not well formed: ("", False) without code, else (the best block, False): it is
+    style, nested helper defs included; for MBPP the shown `def` line; tried for the
+    `MAX_BODY_BLOCKS` best blocks) when that body returns. Not well formed: ("", False) without code, else (the best block, False): it is
     not graded. Linear in the response's length.
     """
     if not isinstance(text, str) or not text.strip():
@@ -163,8 +194,9 @@ def parse_program(text: str, problem: CodeProblem) -> tuple[str, bool]:
     # Unfenced: the whole response is the code (a body's leading indentation kept).
     candidates = fenced or [text.rstrip().lstrip("\n")]
     context = program_context(problem)
+    head = context or shown_signature(problem) or ""
     for rank, code in enumerate(candidates):
-        program = _as_program(code, problem, context, as_body=rank < MAX_BODY_BLOCKS)
+        program = _as_program(code, problem, context, head, as_body=rank < MAX_BODY_BLOCKS)
         if program is not None:
             return program, True
     # Shown to the team next turn so that it can be fixed; prose without a fence is not code.
