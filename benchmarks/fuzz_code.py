@@ -46,7 +46,8 @@ PARSERS: dict[str, Callable[[str], object]] = {
 _FRAGMENTS = ["def f(x):", "    return x", "return", "```", "```python", "~~~", "\n", "    ", "\t", "(", ")", "[", "]",
               "{", "}", ":", "assert f(1) == 2", "if __name__ == '__main__':", "class A:", "@dec", "lambda: ", "'''",
               '"', "\\", "#", "<code>", "</code>", "[PYTHON]", "yield", "import os", "try:", "except:", "\x00", "é",
-              "1e308", "0x", "f'{", "async def g():", "check(f)", "def check(candidate):", "    assert candidate(1)"]
+              "1e308", "0x", "f'{", "async def g():", "check(f)", "def check(candidate):", "    assert candidate(1)",
+              "f = 1\nbreak", "from __future__ import annotations"]
 
 
 def _size(rng: random.Random) -> int:

@@ -48,6 +48,8 @@ ACCEPTED = {
                             "    def total(xs):\n        return sum(xs)\n```",
     "solution first, usage block last": "```python\ndef total(xs):\n    return sum(xs)\n```\nUse:\n```python\nprint(total([1]))\n```",
     "fenced body assigning the function's own name": "```python\ntotal = sum(xs)\nreturn total\n```",
+    "from __future__ import first": "```python\nfrom __future__ import annotations\n\ndef total(xs: List[int]) -> int:\n"
+                                    "    return sum(xs)\n```",
     "helpers after, main guard, type hints": "```py\ndef total(xs: list[int]) -> int:\n    '''Doc.'''\n    return _add(xs)\n\n"
                                              "def _add(xs):\n    return sum(xs)\n\nif __name__ == '__main__':\n    total([1])\n```",
 }

@@ -153,16 +153,27 @@ def _body_variants(code: str, indent: str) -> list[str]:
     return list(dict.fromkeys(variants))
 
 
+def _after_context(code: str, tree: ast.Module, context: str) -> str:
+    """`code` run after the prompt, with its `from __future__` imports moved first (they must
+    open the file); the code alone if the two still do not compile together."""
+    future = [st for st in tree.body if isinstance(st, ast.ImportFrom) and st.module == "__future__"]
+    lines = code.splitlines(keepends=True)
+    dropped = {i for st in future for i in range(st.lineno - 1, (st.end_lineno or st.lineno))}
+    head = "".join(lines[i] for i in sorted(dropped))
+    rest = "".join(line for i, line in enumerate(lines) if i not in dropped)
+    program = (head.rstrip("\n") + "\n" if head else "") + context.rstrip() + "\n\n\n" + rest.strip("\n") + "\n"
+    return program if _compiles(program) else code + "\n"
+
+
 def _as_program(code: str, problem: CodeProblem, context: str, head: str, as_body: bool = True) -> str | None:
     """The program `code` stands for, or None: a whole program binding the entry point (run after
     `context`, the prompt when it is code), else (if `as_body`) a body completing `head`, the
     prompt's signature (the prompt itself when it is code, else the signature shown for MBPP)."""
     entry = problem.entry_point
     tree = _parse(code)
-    if tree is not None and (_binds(tree.body, entry) if entry else bool(tree.body)):
-        program = (context.rstrip() + "\n\n\n" if context else "") + code.strip("\n") + "\n"
-        if _compiles(program):
-            return program
+    if tree is not None and (_binds(tree.body, entry) if entry else bool(tree.body)) and _compiles(code):
+        # At most one prompt + program compile per response: this block is the program either way.
+        return _after_context(code.strip("\n"), tree, context) if context else code.strip("\n") + "\n"
     if not (as_body and head and entry):
         return None
     for body in _body_variants(code.strip("\n"), _body_indent(head, entry)):
@@ -185,8 +196,8 @@ def parse_program(text: str, problem: CodeProblem) -> tuple[str, bool]:
     program is either the code itself, when it binds the entry point (def, class, assignment or
     import), or the prompt completed by the code as the entry point's body (HumanEval completion
     style, nested helper defs included; for MBPP the shown `def` line; tried for the
-    `MAX_BODY_BLOCKS` best blocks) when that body returns. Not well formed: ("", False) without code, else (the best block, False): it is
-    not graded. Linear in the response's length.
+    `MAX_BODY_BLOCKS` best blocks) when that body returns. Not well formed: ("", False) without
+    code, else (the best block, False): it is not graded. Linear in the response's length.
     """
     if not isinstance(text, str) or not text.strip():
         return "", False
