@@ -13,7 +13,8 @@ episode ends when the coder's program passes all of the tester's tests (at least
 Rewards (`Outcome`, trained reward = team_weight * team + local_weight * local; b = format_bonus):
 
     coder candidate:  team  = gt(program)            its pass ratio on the ground-truth tests
-                      local = +b if the program parses and defines the entry point, else -b
+                      local = +b if the response is a program (it compiles and defines the
+                              entry point or completes the prompt's signature), else -b
     tester candidate: team  = gt(team program)       the committed program's ground-truth pass
                                                      ratio (0 on the first turn): the shared term
                       local = separation + (-b if the tests do not parse with >= 1 unit,
@@ -29,10 +30,11 @@ Rewards (`Outcome`, trained reward = team_weight * team + local_weight * local; 
 where the negatives are known-wrong programs: single-site mutants of the reference solution that
 fail the ground-truth tests (at most `n_mutants` per problem; equivalent and looping mutants are
 dropped) plus the team's earlier committed programs that failed the ground truth; a negative is
-killed when at least one unit fails on it. Tests that pass every program (`assert f(1) == f(1)
-or True`, a smoke test) earn 0; asserts that never call the function are no units (`assert True`
-alone earns -1 - b); tests that also catch wrong code earn up to 1 + b; tests that reject the
-correct solution earn less than nothing. A refused coder response is not graded (team 0). The
+killed when at least one unit fails on it. Tests that pass every program (a smoke test such as
+`assert isinstance(f(1), int)`) earn 0; asserts that never call the function, tautologies
+(`f(1) == f(1)`, `... or True`) and asserts inside a catch-all `try` are no units (alone they
+earn -1 - b); tests that also catch wrong code earn up to 1 + b; tests that reject the correct
+solution earn less than nothing. A refused coder response is not graded (team 0). The
 whole contract: docs/verifiers/code.md.
 
 Sandboxing: ground-truth tests are trusted and graded by `Sandbox.run_tests`, whose judge process
