@@ -39,6 +39,7 @@ ACCEPTED = {
     "body starting with a nested helper def": NESTED_BODY,
     "fenced body with a nested helper def": "```python\n" + NESTED_BODY + "```",
     "body, first line's indentation lost": NESTED_BODY.strip(),
+    "tab-indented body": "\tout = 0\n\tfor x in xs:\n\t\tout += x\n\treturn out\n",
     "body then a column-0 main block": "    return sum(xs)\n\nif __name__ == '__main__':\n    print(total([1]))\n",
     "decorated": "```python\nimport functools\n\n@functools.lru_cache(None)\ndef _s(t):\n    return sum(t)\n\n"
                  "def total(xs):\n    return _s(tuple(xs))\n```",

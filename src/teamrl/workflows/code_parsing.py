@@ -150,6 +150,8 @@ def _body_variants(code: str, indent: str) -> list[str]:
                     " " * min(len(line) - len(line.lstrip()) for line in rest)]
         for prefix in filter(None, prefixes):
             variants += [prefix + code, textwrap.indent(textwrap.dedent(prefix + code), indent)]
+    if "\t" in code:  # a tab-indented body under a space-indented signature (last: tabs in strings change)
+        variants.append(textwrap.indent(textwrap.dedent(code.expandtabs(4)), indent))
     return list(dict.fromkeys(variants))
 
 
