@@ -69,7 +69,8 @@ def test_checking_test_separates_better_than_the_smoke_test(wf):
     smoke = wf.apply("tester", CodeState(state.problem), SMOKE_TEST)
     assert check.terms["separation"] == 1.0  # every known-wrong mutant fails it
     assert 0.0 <= smoke.terms["separation"] < check.terms["separation"]
-    assert check.terms["format"] == smoke.terms["format"] == 0.1
+    # The bonus pays in proportion to what the tests catch.
+    assert check.terms["format"] == 0.1 and smoke.terms["format"] == pytest.approx(0.1 * smoke.terms["separation"])
 
 
 def test_a_failed_checking_test_makes_the_coder_fix_its_program(wf):

@@ -59,12 +59,30 @@ def test_tester_reward_separates_good_trivial_and_wrong_tests(wf):
     assert len(wf.negatives(PROBLEM)) == 3  # mutants of the reference that the ground truth rejects
     good, trivial, wrong, mixed = wf.apply_many("tester", [copy.deepcopy(state) for _ in range(4)], [
         GOOD_TESTS, "assert True", "assert f(1) == 5", "assert f(1) == 4\nassert f(2) == 0"])
-    assert good.terms["separation"] > 0 and good.local == good.terms["separation"] + B
+    assert good.terms["separation"] > 0 and good.local == pytest.approx(good.terms["separation"] * (1 + B))
     assert good.info["killed"] >= 1 and good.info["negatives"] == 3
-    assert trivial.terms["separation"] == 0.0
-    assert wrong.terms["separation"] == -1.0 and wrong.local == -1.0 + B
+    assert trivial.terms["separation"] == -1.0 and trivial.local == -1.0 - B  # no unit calls f
+    assert wrong.terms["separation"] == -1.0 and wrong.local == -1.0  # rejects the reference: no bonus
     assert mixed.terms["separation"] == -0.5  # half the units reject the correct solution
     assert good.team == 0.0  # the shared term: no committed program yet
+
+
+# Tests that pass every program: none may earn more than nothing.
+PASS_EVERYTHING = [
+    "assert f(1) == f(1)", "assert f(1) == 4 or True", "try:\n    assert f(1) == 9\nexcept:\n    pass",
+    "try:\n    assert f(1) == 9\nexcept AssertionError:\n    pass",
+    "from contextlib import suppress\nwith suppress(Exception):\n    assert f(1) == 9",
+    "def f(x):\n    return 4\nassert f(1) == 4",  # tests their own f, not the program's
+    "assert isinstance(f(1), int)", "assert f(1) is not None or f(1) is None", "x = f(1)\nassert x == x",
+    "assert 1 == 1", "import math\nassert math.pi > 3",
+]
+
+
+def test_tests_that_pass_everything_earn_nothing(wf):
+    state = wf.new_state("train", 0)
+    outcomes = wf.apply_many("tester", [copy.deepcopy(state) for _ in PASS_EVERYTHING], PASS_EVERYTHING)
+    for response, out in zip(PASS_EVERYTHING, outcomes):
+        assert out.local <= 0.0 and out.terms["separation"] <= 0.0, (response, out)
 
 
 def test_passing_tests_end_the_episode(wf):

@@ -18,6 +18,7 @@ import warnings
 from typing import Literal
 
 __all__ = [
+    "code_blocks",
     "extract_boxed",
     "extract_code_block",
     "extract_final_answer",
@@ -44,7 +45,9 @@ _LANG_TOKEN_RE = re.compile(r"^[A-Za-z][\w+#.-]*$")
 # <code>...</code> and [PYTHON]...[/PYTHON]; the closing tag is optional because
 # generation is often cut off at the token limit.
 _TAG_BLOCK_RES = (
-    re.compile(r"<code[^>]*>(.*?)(?:</code>|\Z)", re.DOTALL | re.IGNORECASE),
+    # The attribute run is bounded: an unbounded `[^>]*` rescans to the end of the text from
+    # every `<code` of a response without `>`, which is quadratic in the number of them.
+    re.compile(r"<code(?:\s[^>]{0,200})?>(.*?)(?:</code>|\Z)", re.DOTALL | re.IGNORECASE),
     re.compile(r"\[PYTHON\](.*?)(?:\[/PYTHON\]|\Z)", re.DOTALL | re.IGNORECASE),
 )
 
@@ -133,6 +136,34 @@ def _parses_as_python(code: str) -> bool:
     return True
 
 
+def code_blocks(text: str, language: str | None = "python") -> list[str]:
+    """Every fenced or tagged code section of `text`, best first, in the order of
+    :func:`extract_code_block`'s preference (which returns the first of them).
+
+    Fenced blocks come first: the ones tagged ``language`` (last written first), then the
+    untagged ones, then the ones with another tag; ``language=None`` ranks every fenced block by
+    position only. Only when there is no non-empty fenced block do ``<code>`` / ``[PYTHON]``
+    sections count (the last first). Empty sections are dropped. Linear in ``len(text)``.
+    Never raises for ``str`` input (anything else gives ``[]``).
+    """
+    if not isinstance(text, str) or not text.strip():
+        return []
+    want = _normalize_language(language)
+    blocks = [(_normalize_language(lang), _clean_code(body)) for lang, body in _fenced_blocks(text)]
+    blocks = [(lang, body) for lang, body in reversed(blocks) if body]  # the last written first
+    if blocks:
+        if not want:
+            return [body for _, body in blocks]
+        rank = {want: 0, "": 1}
+        return [body for _, body in sorted(blocks, key=lambda block: rank.get(block[0], 2))]  # stable
+    for tag_re in _TAG_BLOCK_RES:
+        tagged = [_clean_code(html.unescape(m.group(1))) for m in tag_re.finditer(text)]
+        tagged = [code for code in reversed(tagged) if code]
+        if tagged:
+            return tagged
+    return []
+
+
 def extract_code_block(text: str, language: str | None = "python") -> str | None:
     """Return the code a model most likely meant as its answer, or ``None``.
 
@@ -149,7 +180,7 @@ def extract_code_block(text: str, language: str | None = "python") -> str | None
        the text itself, stripped. Note that a bare word such as ``hello`` is valid
        Python, so this fallback is permissive by design: the caller's tests decide.
 
-    Never raises for ``str`` input.
+    Never raises for ``str`` input; linear in its length (see :func:`code_blocks`).
 
     >>> extract_code_block("Here:\\n```python\\nprint(1)\\n```\\nDone.")
     'print(1)'
@@ -158,29 +189,14 @@ def extract_code_block(text: str, language: str | None = "python") -> str | None
     >>> extract_code_block("Sorry, I can't help with that.") is None
     True
     """
-    if not isinstance(text, str) or not text.strip():
-        return None
-    want = _normalize_language(language)
-    blocks = [(_normalize_language(lang), _clean_code(body)) for lang, body in _fenced_blocks(text)]
-    blocks = [(lang, body) for lang, body in blocks if body]
-    if blocks:
-        if not want:
-            return blocks[-1][1]
-        for rank_ok in (lambda lang: lang == want, lambda lang: lang == "", lambda lang: True):
-            ranked = [body for lang, body in blocks if rank_ok(lang)]
-            if ranked:
-                return ranked[-1]
-    for tag_re in _TAG_BLOCK_RES:
-        tagged = [_clean_code(html.unescape(m.group(1))) for m in tag_re.finditer(text)]
-        tagged = [code for code in tagged if code]
-        if tagged:
-            return tagged[-1]
-    if want == "python":
+    found = code_blocks(text, language)
+    if found:
+        return found[0]
+    if isinstance(text, str) and _normalize_language(language) == "python":
         stripped = text.strip()
-        if _parses_as_python(stripped):
+        if stripped and _parses_as_python(stripped):
             return stripped
     return None
-
 
 # --------------------------------------------------------------------------- math answers
 

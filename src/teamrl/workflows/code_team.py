@@ -13,20 +13,29 @@ episode ends when the coder's program passes all of the tester's tests (at least
 Rewards (`Outcome`, trained reward = team_weight * team + local_weight * local; b = format_bonus):
 
     coder candidate:  team  = gt(program)            its pass ratio on the ground-truth tests
-                      local = +b if the program parses and defines the entry point, else -b
+                      local = +b if the response is a program (it compiles and defines the
+                              entry point or completes the prompt's signature), else -b
     tester candidate: team  = gt(team program)       the committed program's ground-truth pass
                                                      ratio (0 on the first turn): the shared term
-                      local = separation + (+b if the tests parse with >= 1 assert, else -b)
+                      local = separation + (-b if the tests do not parse with >= 1 unit,
+                                            else b * max(separation, 0))
 
-    separation = -1                          no assert found
-               = -(failing units / units)    some test fails on the reference solution (< 0)
+    separation = -1                          no unit found (a unit: an assert calling the entry
+                                             point that cannot swallow its failure; see
+                                             code_parsing.counts_as_unit)
+               = -(failing units / units)    some test fails on the reference solution (< 0; the
+                                             reference runs twice, the worse run counts)
                = killed / negatives          all pass on the reference (in [0, 1])
 
 where the negatives are known-wrong programs: single-site mutants of the reference solution that
 fail the ground-truth tests (at most `n_mutants` per problem; equivalent and looping mutants are
 dropped) plus the team's earlier committed programs that failed the ground truth; a negative is
-killed when at least one unit fails on it. Trivial tests (`assert True`) earn 0; tests that also
-catch wrong code earn up to 1; tests that reject the correct solution earn less than nothing.
+killed when at least one unit fails on it. Tests that pass every program (a smoke test such as
+`assert isinstance(f(1), int)`) earn 0; asserts that never call the function, tautologies
+(`f(1) == f(1)`, `... or True`) and asserts inside a catch-all `try` are no units (alone they
+earn -1 - b); tests that also catch wrong code earn up to 1 + b; tests that reject the correct
+solution earn less than nothing. A refused coder response is not graded (team 0). The
+whole contract: docs/verifiers/code.md.
 
 Sandboxing: ground-truth tests are trusted and graded by `Sandbox.run_tests`, whose judge process
 runs them outside the program. The tester's tests are model-written, so they go through
@@ -52,12 +61,24 @@ from teamrl.workflows.code_parsing import Steps, parse_program, parse_tests, vis
 from teamrl.workflows.code_runner import CodeRunner, UnitRun
 from teamrl.workflows.code_sources import CodeProblemSource, code_problems
 
+_RERUN_STEP = ("pass", False)  # a helper step that does nothing (see CodeWorkflow._separation)
+
+
 def _compact_program(state: CodeState) -> str:
     """The committed program as compact prompts show it: a body that completed the task's own
     signature is shown without that signature and docstring (the task line already says it)."""
     head = state.problem.prompt.rstrip()
     if head and state.program.startswith(head + "\n"):
         return textwrap.dedent(state.program[len(head) + 1:]).strip()
+    return state.program.strip()
+
+
+def _shown_program(state: CodeState) -> str:
+    """The committed program as chat prompts show it: a whole program the coder wrote is shown
+    without the prompt that runs before it (parse_program puts it there, three newlines apart)."""
+    head = state.problem.prompt.rstrip()
+    if head and state.program.startswith(head + "\n\n\n"):
+        return state.program[len(head) + 3:].strip()
     return state.program.strip()
 
 
@@ -172,7 +193,7 @@ class CodeWorkflow:
         parts = [CHAT_INSTRUCTIONS[agent].format(entry=problem.entry_point or "the function"),
                  f"Problem:\n{visible_prompt(problem).rstrip()}"]
         if state.turn:
-            parts += [f"Current code:\n```python\n{state.program.strip()}\n```",
+            parts += [f"Current code:\n```python\n{_shown_program(state)}\n```",
                       f"Current unit tests:\n```python\n{tests}\n```",
                       f"Running the code against the tests: {result}. Fix whichever side is wrong."]
         return "\n\n".join(parts)
@@ -187,10 +208,11 @@ class CodeWorkflow:
         self._check_agent(agent)
         if agent == "coder":
             parsed = [parse_program(r, s.problem) for s, r in zip(states, responses)]
-            graded = iter(self.runner.ground_truth([(p, s.problem) for (p, _), s in zip(parsed, states) if p]))
+            # A refused response is not graded: it earns 0 whatever the ground truth would say.
+            graded = iter(self.runner.ground_truth([(p, s.problem) for (p, ok), s in zip(parsed, states) if ok]))
             outcomes = []
             for state, response, (program, ok) in zip(states, responses, parsed):
-                gt, status = next(graded) if program else (0.0, "empty")
+                gt, status = next(graded) if ok else (0.0, "refused" if program else "empty")
                 local = self.format_bonus if ok else -self.format_bonus
                 outcomes.append(Outcome(gt, local, {"gt_pass": gt, "format": local},
                                         {"well_formed": ok, "status": status}))
@@ -200,7 +222,9 @@ class CodeWorkflow:
         scores = self._separation(states, [steps for steps, _ in parsed_tests])
         outcomes = []
         for state, response, (steps, ok), (separation, info) in zip(states, responses, parsed_tests, scores):
-            fmt = self.format_bonus if ok else -self.format_bonus
+            # The bonus pays for tests that catch something: tests that pass every program
+            # (tautologies, smoke tests) or reject the reference earn nothing from it.
+            fmt = self.format_bonus * max(separation, 0.0) if ok else -self.format_bonus
             team = state.program_gt
             outcomes.append(Outcome(team, separation + fmt, {"team_program_gt_pass": team, "separation": separation,
                                                               "format": fmt}, info))
@@ -212,17 +236,22 @@ class CodeWorkflow:
         has_units = [any(unit for _, unit in steps) for steps in all_steps]
         mutants = self._negatives_many([s.problem for s in states])
         ref_jobs = [(s.problem.reference_solution, steps) for s, steps, u in zip(states, all_steps, has_units) if u]
-        ref_runs = iter(self.runner.run_units(ref_jobs))
+        # Twice: a flaky test (random, timing) must pass the reference both times, which makes
+        # noise that happens to fail some negatives a losing bet (docs/verifiers/code.md). The
+        # trailing no-op step keys the second run apart in the runner's cache, so it really runs.
+        reruns = [(program, steps + (_RERUN_STEP,)) for program, steps in ref_jobs]
+        ref_runs = iter(zip(self.runner.run_units(ref_jobs), self.runner.run_units(reruns)))
         results: list[Any] = []
         negative_jobs: list[tuple[str, Steps]] = []
         for state, steps, usable, own_mutants in zip(states, all_steps, has_units, mutants):
             if not usable:
                 results.append((-1.0, {"units": 0}))
                 continue
-            ref = next(ref_runs)
-            if not ref.all_passed:
-                failing = len(ref.passed) - ref.n_passed
-                results.append((-failing / len(ref.passed), {"units": len(ref.passed), "ref_failures": failing}))
+            first, second = next(ref_runs)
+            if not (first.all_passed and second.all_passed):
+                units = len(first.passed)
+                failing = max(units - first.n_passed, units - second.n_passed)
+                results.append((-failing / units, {"units": units, "ref_failures": failing}))
                 continue
             negatives = own_mutants + state.failed_programs
             results.append(negatives)  # replaced below, once the negatives have run
