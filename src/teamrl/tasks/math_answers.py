@@ -59,6 +59,7 @@ def _latex_form(expr: str) -> str:
     return f"${join_digit_groups(expr)}$"
 
 
+_PERCENT_RE = re.compile(r"\\?%")
 _TEXT_CMD_RE = re.compile(r"\\(?:text|textbf|mathrm|mbox|operatorname)\s*\{([^{}]*)\}")
 
 
@@ -85,6 +86,9 @@ def _match_in_process(prediction: str, ground_truth: str, timeout: int | None, e
     answer = extract_final_answer(prediction) if extract else prediction.strip()
     if not answer or answer_refusal(answer, ground_truth) is not None:
         return False
+    if "%" in answer and "%" not in ground_truth:
+        # math-verify reads "50\\%" as both 50 and 0.5, so it would match two golds; one reading only.
+        answer = _PERCENT_RE.sub("", answer)
     gold = list(_parse_gold(ground_truth, timeout))
     pred = _parse(strip_unit_words(answer, ground_truth), timeout)
     if gold and pred and _math_verify().verify(gold, pred, timeout_seconds=timeout):

@@ -47,7 +47,7 @@ _WORD_RE = re.compile(r"[a-z]+(?:'[a-z]+)?")
 _SYMBOL_RE = re.compile(
     r"\\(?:lor|vee|lnot|neg|not|neq|ne|approx|sim|simeq|pm|mp|lt|gt|le|leq|leqslant|ge|geq|geqslant|"
     r"in|notin|ni|cup|cap|setminus|subset|subseteq|supset|supseteq|to|rightarrow|Rightarrow|implies|iff|"
-    r"mapsto|ldots|cdots|dots|vdots|mid|vert|lvert|rvert|Vert)(?![A-Za-z])|\.\.\.|[?<>|≤≥≠≈±∓…∈∉∪∩→⇒]"
+    r"mapsto|ldots|cdots|dots|vdots|mid|vert|lvert|rvert|Vert)(?![A-Za-z])|\.\.\.|[?<>|≤≥≠≈±∓…∈∉∪∩→⇒∨∧¬]"
 )
 _DIGITS_RE = re.compile(r"\d+")
 # Thousands groups: 1,000 / 1\,000 / 1{,}000 / 10,\!080 / 1 000 (a 1-3 digit head, then 3-digit groups).

@@ -208,6 +208,8 @@ _SENTENCE_END_RE = re.compile(r"\.\$?(?=\s|$)")
 _SQUARED_RE = re.compile(r"\^\s*\{?\s*[23]\s*\}?")  # "cm^2" after an answer is a unit, not a number
 _DIGIT_RE = re.compile(r"\d")
 _PROSE_WORD_RE = re.compile(r"[A-Za-z]{2,}")
+_LETTER_RE = re.compile(r"[A-Za-z]")
+_LATEX_COMMAND_RE = re.compile(r"\\[A-Za-z]+")
 _ANSWER_KEY_RE = re.compile(r"\s+|\\left|\\right|\$|\\[,;:! ]")
 MAX_LAST_LINE_CHARS = 1000
 """A last line longer than this is not read as an answer (the fallback without a marker)."""
@@ -397,8 +399,10 @@ def _marker_answer(text: str, start: int = 0) -> tuple[str | None, str]:
 def _math_segment_at_end(line: str) -> tuple[int, str] | None:
     """(start, content) of a ``$...$`` / ``$$...$$`` / ``\\(...\\)`` / ``\\[...\\]`` ending ``line``."""
     for left, right in (("$$", "$$"), ("\\(", "\\)"), ("\\[", "\\]"), ("$", "$")):
-        if line.endswith(right) and len(line) > len(right):
+        if line.endswith(right) and len(line) > len(right) and not (right == "$" and line.endswith("\\$")):
             start = line.rfind(left, 0, len(line) - len(right))
+            while left == "$" and start > 0 and line[start - 1] == "\\":
+                start = line.rfind(left, 0, start - 1)  # "\$36" is an escaped dollar, not math
             if start >= 0:
                 return start, line[start + len(left) : len(line) - len(right)]
     return None
@@ -428,13 +432,19 @@ def _last_line_answer(text: str) -> tuple[str | None, str]:
             return None, "a last line with several values and no answer marker"
         # "$3 + 4 = 7$": the value after the last "=" when what precedes it is plain arithmetic.
         eq = value.rfind("=")
-        if eq >= 0 and not re.search(r"[A-Za-z]", value[:eq]):
+        if eq >= 0 and not _LETTER_RE.search(value[:eq]):
             value = value[eq + 1 :]
     else:
+        eq = line.rfind("=")
         link = None
-        for link in _CONNECTIVE_RE.finditer(line):
-            pass
-        lead, value = (line[: link.start()], line[link.end() :]) if link is not None else ("", line)
+        if eq >= 0 and not _LETTER_RE.search(line[:eq]):
+            lead, value = line[:eq], line[eq + 1 :]  # "3+7=10", "12-5=7, 7+3=10": the result
+        elif not _PROSE_WORD_RE.search(_LATEX_COMMAND_RE.sub(" ", line)):
+            lead, value = "", line  # a formula line: "5x - 7y + 11z + 4 = 0", "x = 4", "p - q"
+        else:
+            for link in _CONNECTIVE_RE.finditer(line):
+                pass
+            lead, value = (line[: link.start()], line[link.end() :]) if link is not None else ("", line)
         if link is None and not (_DIGIT_RE.search(line) or "\\" in line) and _PROSE_WORD_RE.search(line):
             return None, "a last line of prose"  # "need tool": no number, no math, words
     reason = _lead_refusal(lead)
