@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["MAX_ANSWER_CHARS", "answer_refusal", "hedge_refusal", "join_digit_groups", "revision_refusal", "strip_unit_words", "words"]
+__all__ = ["MAX_ANSWER_CHARS", "answer_refusal", "hedge_refusal", "join_digit_groups", "revision_refusal", "strip_unit_words", "without_unit_words", "words"]
 
 MAX_ANSWER_CHARS = 300
 """Longest answer read (whitespace collapsed); gold answers of GSM8K, MATH-500 and AIME are under 60."""
@@ -83,6 +83,11 @@ def strip_unit_words(answer: str, gold: str) -> str:
     """
     if _LETTER_RE.search(_LATEX_CMD_RE.sub(" ", gold)):
         return answer
+    return without_unit_words(answer)
+
+
+def without_unit_words(answer: str) -> str:
+    """``answer`` without trailing unit words after its number (``18 dollars`` -> ``18``)."""
     return _UNIT_WORDS_RE.sub("", answer.rstrip()) or answer
 
 

@@ -210,6 +210,7 @@ _DIGIT_RE = re.compile(r"\d")
 _PROSE_WORD_RE = re.compile(r"[A-Za-z]{2,}")
 _LETTER_RE = re.compile(r"[A-Za-z]")
 _LATEX_COMMAND_RE = re.compile(r"\\[A-Za-z]+")
+_TEXT_ARG_RE = re.compile(r"\\(?:text|textbf|mathrm|mbox|operatorname)\s*\{[^{}]*\}")
 _ANSWER_KEY_RE = re.compile(r"\s+|\\left|\\right|\$|\\[,;:! ]")
 MAX_LAST_LINE_CHARS = 1000
 """A last line longer than this is not read as an answer (the fallback without a marker)."""
@@ -445,8 +446,9 @@ def _last_line_answer(text: str) -> tuple[str | None, str]:
             for link in _CONNECTIVE_RE.finditer(line):
                 pass
             lead, value = (line[: link.start()], line[link.end() :]) if link is not None else ("", line)
-        if link is None and not (_DIGIT_RE.search(line) or "\\" in line) and _PROSE_WORD_RE.search(line):
-            return None, "a last line of prose"  # "need tool": no number, no math, words
+        bare = _LATEX_COMMAND_RE.sub(" ", _TEXT_ARG_RE.sub(" ", math_shape.without_unit_words(line)))
+        if link is None and _PROSE_WORD_RE.search(bare):
+            return None, "a last line of prose"  # "need tool", "so 7 apples": words beyond units
     reason = _lead_refusal(lead)
     answer = _clean_answer(value)
     if reason is not None or answer is None:
