@@ -2,9 +2,11 @@
 
 ``math-verify`` (``pip install math-verify``) parses LaTeX and plain expressions into
 SymPy and compares them symbolically, so ``\\frac{1}{2}``, ``0.5`` and ``1/2`` agree.
-This module decides *which* answer in a model's response counts (one answer per
-response, so a model cannot list several and collect the reward for any), then lets
-``math-verify`` judge equivalence.
+This module applies the math verifier contract (``docs/verifiers/math.md``): the one
+answer of a response (:func:`teamrl.tasks.parsing.locate_final_answer`), refused when it
+hedges or lists candidates (:func:`teamrl.tasks.math_shape.answer_refusal`), then the
+whole of it, and nothing else of the response, compared by ``math-verify``. A refusal,
+a parse failure, an error and a timeout all count as no match.
 
 Timeouts. SymPy can hang on hostile input such as ``9^{9^{9^9}}``. ``math-verify``
 guards against that with ``signal.alarm``, which only works in the main thread of

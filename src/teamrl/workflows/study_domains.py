@@ -8,7 +8,7 @@ grade for an answer and a test of whether two answers agree. A `Domain` supplies
   for the tiny model; GSM8K / MATH-500 / AIME for real models). An answer is the final answer of
   the text (`reasoner_answer`: `\\boxed{}`, "Answer: ...", or a last line such as `12+8=20`);
   grade 1.0 when it equals the reference: integers compared exactly, anything else by
-  math-verify (`answers_match`), cached.
+  math-verify (`answer_equals`), cached.
 - `CodeDomain` (task `code`): problems from `code_problems`. An answer is a program
   (`parse_program`); its grade is its pass ratio on the ground-truth tests, run in the sandbox
   (`CodeRunner.ground_truth`, batched and cached). An answer is correct at grade 1.0.
@@ -24,7 +24,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from teamrl.tasks.math_answers import answers_match
+from teamrl.tasks.math_answers import answer_equals
 from teamrl.tasks.parsing import parse_python
 from teamrl.workflows.code_parsing import parse_program, visible_prompt
 from teamrl.workflows.code_runner import CodeRunner
@@ -115,7 +115,7 @@ class MathDomain:
         key = (answer, truth)
         if key not in self._cache:
             try:
-                self._cache[key] = answers_match(answer, truth, timeout_seconds=self.match_timeout_s)
+                self._cache[key] = answer_equals(answer, truth, timeout_seconds=self.match_timeout_s)
             except ValueError:  # an empty or unparseable other answer
                 self._cache[key] = False
             while len(self._cache) > 50_000:
