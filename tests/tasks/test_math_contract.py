@@ -73,6 +73,8 @@ ACCEPTED = [
     ("x = 4\n7", "7"),
     (r"Redoing it, the total is $\frac{14}{3}$", r"\frac{14}{3}"),
     ("-50", "-50"),
+    (r"\begin{pmatrix} -7 \\ 16 \\ 5 \end{pmatrix}", r"\begin{pmatrix} -7 \\ 16 \\ 5 \end{pmatrix}"),
+    (r"\text{Evelyn}", r"\text{Evelyn}"),
 ]
 
 REFUSED = [

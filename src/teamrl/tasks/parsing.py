@@ -210,7 +210,7 @@ _DIGIT_RE = re.compile(r"\d")
 _PROSE_WORD_RE = re.compile(r"[A-Za-z]{2,}")
 _LETTER_RE = re.compile(r"[A-Za-z]")
 _LATEX_COMMAND_RE = re.compile(r"\\[A-Za-z]+")
-_TEXT_ARG_RE = re.compile(r"\\(?:text|textbf|mathrm|mbox|operatorname)\s*\{[^{}]*\}")
+_TEXT_ARG_RE = re.compile(r"\\(?:text|textbf|textit|mathrm|mathbf|mathbb|mbox|operatorname|begin|end)\s*\{[^{}]*\}")
 _ANSWER_KEY_RE = re.compile(r"\s+|\\left|\\right|\$|\\[,;:! ]")
 MAX_LAST_LINE_CHARS = 1000
 """A last line longer than this is not read as an answer (the fallback without a marker)."""
