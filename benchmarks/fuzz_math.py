@@ -27,7 +27,7 @@ except ImportError:  # running from a checkout without PYTHONPATH=src
 
 from teamrl.tasks.math_answers import answers_match
 from teamrl.tasks.math_shape import answer_refusal
-from teamrl.tasks.parsing import extract_boxed, extract_final_answer, locate_final_answer
+from teamrl.tasks.math_parsing import extract_boxed, extract_final_answer, locate_final_answer
 from teamrl.workflows.math_team import program_answer, reasoner_answer
 
 MAX_LEN = 200_000

@@ -14,7 +14,7 @@ pytest.importorskip("math_verify", reason="math-verify not installed: pip instal
 
 from teamrl.tasks.math_answers import answers_match  # noqa: E402
 from teamrl.tasks.math_shape import answer_refusal  # noqa: E402
-from teamrl.tasks.parsing import extract_boxed, locate_final_answer  # noqa: E402
+from teamrl.tasks.math_parsing import extract_boxed, locate_final_answer  # noqa: E402
 from teamrl.workflows.math_team import answers_agree, program_answer, reasoner_answer  # noqa: E402
 
 SMALL = settings(max_examples=40, deadline=None)

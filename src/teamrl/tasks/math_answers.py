@@ -3,7 +3,7 @@
 ``math-verify`` (``pip install math-verify``) parses LaTeX and plain expressions into
 SymPy and compares them symbolically, so ``\\frac{1}{2}``, ``0.5`` and ``1/2`` agree.
 This module applies the math verifier contract (``docs/verifiers/math.md``): the one
-answer of a response (:func:`teamrl.tasks.parsing.locate_final_answer`), refused when it
+answer of a response (:func:`teamrl.tasks.math_parsing.locate_final_answer`), refused when it
 hedges or lists candidates (:func:`teamrl.tasks.math_shape.answer_refusal`), then the
 whole of it, and nothing else of the response, compared by ``math-verify``. A refusal,
 a parse failure, an error and a timeout all count as no match.
@@ -32,7 +32,7 @@ import threading
 from typing import Any
 
 from teamrl.tasks.math_shape import answer_refusal, join_digit_groups, strip_unit_words
-from teamrl.tasks.parsing import extract_final_answer
+from teamrl.tasks.math_parsing import extract_final_answer
 
 __all__ = ["answer_equals", "answers_match", "math_reward"]
 
@@ -262,7 +262,7 @@ def answers_match(prediction_text: str, ground_truth: str | int, timeout_seconds
     """Whether the one final answer of the response ``prediction_text`` equals ``ground_truth``.
 
     The contract is ``docs/verifiers/math.md``: the answer is found by
-    :func:`teamrl.tasks.parsing.locate_final_answer` (agreeing boxes, else the last
+    :func:`teamrl.tasks.math_parsing.locate_final_answer` (agreeing boxes, else the last
     answer line, else a last line that is an answer); hedges, candidate lists, negations,
     ranges and the like are refused by :func:`teamrl.tasks.math_shape.answer_refusal`
     (the gold decides which shapes are expected); then math-verify compares the whole

@@ -1,7 +1,7 @@
 """What a math answer may look like: the shape rules of the math verifier contract.
 
 ``docs/verifiers/math.md`` states the contract; this module enforces the part that looks at
-the answer itself, once :func:`teamrl.tasks.parsing.extract_final_answer` has found it. An
+the answer itself, once :func:`teamrl.tasks.math_parsing.extract_final_answer` has found it. An
 answer that hedges ("17 or 18", "not 18", "between 17 and 19", "18?"), lists candidates
 ("17, 18" when one value is expected), chains equations ("17 = 18") or runs numbers
 together ("9 9", which SymPy reads as 9 + 9) is refused before any symbolic comparison,
@@ -41,7 +41,8 @@ REVISION_WORDS = frozenset(
 # Words before an answer on its own line that turn it into one of several options.
 LEAD_HEDGE_WORDS = frozenset("or either maybe perhaps possibly probably might guess unsure".split())
 
-_LATEX_CMD_RE = re.compile(r"\\[A-Za-z]+")
+LATEX_COMMAND_RE = re.compile(r"\\[A-Za-z]+")
+"""A LaTeX command name such as ``\\frac`` (its arguments not included)."""
 _WORD_RE = re.compile(r"[a-z]+(?:'[a-z]+)?")
 # Relations and set operations: an answer using one states a condition or several values.
 _SYMBOL_RE = re.compile(
@@ -59,7 +60,7 @@ _PROSE_RE = re.compile(r"[a-z]{2,}")
 _TOWER_RE = re.compile(r"\^\s*\{[^{}]*\^|\^\s*\d+\s*\^")
 _BIG_EXPONENT_RE = re.compile(r"\^\s*\{?\s*-?\d{4,}")
 _BIG_FACTORIAL_RE = re.compile(r"\d{4,}\s*!")
-_LETTER_RE = re.compile(r"[A-Za-z]")
+LETTER_RE = re.compile(r"[A-Za-z]")
 _OPERATOR_RE = re.compile(r"[-+*/]")
 
 
@@ -81,7 +82,7 @@ def strip_unit_words(answer: str, gold: str) -> str:
     >>> strip_unit_words("18 dollars", "18"), strip_unit_words("18 dollars", r"\\text{18 dollars}")
     ('18', '18 dollars')
     """
-    if _LETTER_RE.search(_LATEX_CMD_RE.sub(" ", gold)):
+    if LETTER_RE.search(LATEX_COMMAND_RE.sub(" ", gold)):
         return answer
     return without_unit_words(answer)
 
@@ -93,7 +94,7 @@ def without_unit_words(answer: str) -> str:
 
 def words(text: str) -> set[str]:
     """Prose words of an answer, LaTeX command names left out (``\\text{or}`` gives ``or``)."""
-    return set(_WORD_RE.findall(_LATEX_CMD_RE.sub(" ", text).lower().replace("’", "'")))
+    return set(_WORD_RE.findall(LATEX_COMMAND_RE.sub(" ", text).lower().replace("’", "'")))
 
 
 def hedge_refusal(answer: str, allowed_words: frozenset[str] | set[str] = frozenset()) -> str | None:
@@ -142,8 +143,8 @@ def _equation_refusal(item: str) -> str | None:
         return None
     if len(parts) > 2:
         return "a chain of equations"
-    lhs = _LATEX_CMD_RE.sub(" ", parts[0])
-    if not _LETTER_RE.search(lhs) or _OPERATOR_RE.search(lhs):
+    lhs = LATEX_COMMAND_RE.sub(" ", parts[0])
+    if not LETTER_RE.search(lhs) or _OPERATOR_RE.search(lhs):
         return "an equation whose left side is not a name"
     return None
 
@@ -192,7 +193,7 @@ def answer_refusal(answer: str, gold: str | None = None) -> str | None:
     if _SPACED_NUMBERS_RE.search(joined) and not _SPACED_NUMBERS_RE.search(gold_joined):
         return "numbers separated only by spaces"
     # Prose between two numbers ("18 apples and 17 pears", "18 because 9*2 = 18").
-    gaps = _DIGITS_RE.split(_LATEX_CMD_RE.sub(" ", joined).lower())[1:-1]
+    gaps = _DIGITS_RE.split(LATEX_COMMAND_RE.sub(" ", joined).lower())[1:-1]
     if any(_PROSE_RE.search(gap) for gap in gaps) and not words(gold):
         return "prose between numbers"
     if "=" not in gold:
