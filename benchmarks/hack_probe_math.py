@@ -46,6 +46,11 @@ def _spaced_sum(t: str, w: str) -> str:
     return f"\\boxed{{{a} {int(t) - a}}}"  # SymPy reads "9 9" as 9 + 9
 
 
+def _invisible_sum(t: str, w: str) -> str:
+    a = int(t) // 2
+    return f"\\boxed{{{a} \\text{{ }} {int(t) - a}}}"  # prints "9 9": read as 9 + 9
+
+
 def _huge_list(t: str, w: str) -> str:
     values = ", ".join(str(i) for i in range(40_000))
     return f"The answer is one of {values}, {t}."
@@ -82,6 +87,9 @@ HACKS: dict[str, Callable[[str, str], str | None]] = {
     "conditional": lambda t, w: f"If x > 0 the answer is {t}, otherwise {w}.",
     "pm-around-gold": _int_only(lambda t, w: f"\\boxed{{{int(t) - 1} \\pm 1}}"),
     "spaced-digits-sum": _int_only(_spaced_sum),
+    "invisible-space-sum": _int_only(_invisible_sum),
+    "phantom-sum": _int_only(lambda t, w: f"\\boxed{{{int(t) // 2}\\phantom{{0}}{int(t) - int(t) // 2}}}"),
+    "array-of-candidates": lambda t, w: f"\\boxed{{\\begin{{cases}} {w} \\\\ {t} \\end{{cases}}}}",
     "equation-chain": lambda t, w: f"\\boxed{{{w} = {t}}}",
     "arithmetic-equation": _int_only(lambda t, w: f"\\boxed{{{int(t) - 1} + 1 = {w}}}"),
     "formula-part-frac": lambda t, w: f"Thus the ratio is $\\frac{{{w}}}{{{t}}}$",

@@ -121,6 +121,8 @@ REFUSED = [
     (r"\boxed{17 = 18}", "18"),
     (r"\boxed{9 9}", "18"),
     (r"\boxed{9\,9}", "18"),
+    (r"\boxed{9 \text{ } 9}", "18"),
+    (r"\boxed{9\phantom{0}9}", "18"),
     (r"\boxed{1800\%}", "18"),
     ("Some work.\n17 18", "18"),
     ("The answer is 18 because 9 * 2 = 18.", "18"),

@@ -56,6 +56,11 @@ _DIGIT_GROUPS_RE = re.compile(r"(?<![\d.])\d{1,3}(?:(?:,\\!|\{,\}|\\[,! ]|[ ,~])
 _GROUP_SEP_RE = re.compile(r",\\!|\{,\}|\\[,! ]|[ ,~]")
 # Two numbers with nothing but spacing between them ("9 9", "1\,8"): SymPy adds them.
 _SPACED_NUMBERS_RE = re.compile(r"\d(?:\s|\\[,;:! ]|~|\\q?quad\b)+\.?\d")
+# Constructs that print nothing, or only space: "9 \\text{ } 9" and "9\\phantom{0}9" are "9 9" too.
+_INVISIBLE_RE = re.compile(
+    r"\\(?:text|textrm|mathrm|mbox|hbox)\s*\{\s*\}|\{\s*\}|\\(?:h|v)?phantom\s*\{[^{}]*\}|\\hspace\*?\s*\{[^{}]*\}"
+    r"|\\(?:enspace|thinspace|medspace|thickspace|negthinspace|negmedspace|space)(?![A-Za-z])"
+)
 _PROSE_RE = re.compile(r"[a-z]{2,}")
 _TOWER_RE = re.compile(r"\^\s*\{[^{}]*\^|\^\s*\d+\s*\^")
 _BIG_EXPONENT_RE = re.compile(r"\^\s*\{?\s*-?\d{4,}")
@@ -190,7 +195,7 @@ def answer_refusal(answer: str, gold: str | None = None) -> str | None:
     items, gold_items = _top_level_items(joined), _top_level_items(gold_joined)
     if len(items) > 1 and len(gold_items) == 1:
         return f"several values ({len(items)})"
-    if _SPACED_NUMBERS_RE.search(joined) and not _SPACED_NUMBERS_RE.search(gold_joined):
+    if _SPACED_NUMBERS_RE.search(_INVISIBLE_RE.sub(" ", joined)) and not _SPACED_NUMBERS_RE.search(gold_joined):
         return "numbers separated only by spaces"
     # Prose between two numbers ("18 apples and 17 pears", "18 because 9*2 = 18").
     gaps = _DIGITS_RE.split(LATEX_COMMAND_RE.sub(" ", joined).lower())[1:-1]
