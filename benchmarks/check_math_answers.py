@@ -1,11 +1,15 @@
 """How well does ``answers_match`` accept right answers and reject wrong ones?
 
-For every problem of GSM8K test and MATH-500 (and AIME 2024/2025), the ground-truth
+For every problem of GSM8K test, MATH-500, AIME 2024 and AIME 2025, the ground-truth
 answer is written the ways a model would write it, and each must be accepted; a wrong
-answer written the same ways must be rejected. The ``reasoning`` and ``unanchored``
-styles mention the other value earlier in the response (the wrong one before the right
-answer, the right one before the wrong answer), so only the final answer may count. Prints acceptance per dataset and style,
-then the failures, unabridged up to ``--show`` per group.
+answer written the same ways must be rejected. The ``reasoning``, ``unanchored``,
+``gsm8k`` and ``think`` styles mention the other value earlier in the response (the
+wrong one before the right answer, the right one before the wrong answer), so only the
+final answer may count; ``hope`` is the "Final Answer: The final answer is $X$. I hope it
+is correct." format. Each response is judged twice: by ``answers_match`` (``math_reward``'s
+path) and by the math workflow's path (``reasoner_answer`` then ``answers_agree``).
+Prints acceptance per dataset and style, then the failures, unabridged up to ``--show``
+per group.
 
     PYTHONPATH=src python benchmarks/check_math_answers.py            # everything
     PYTHONPATH=src python benchmarks/check_math_answers.py --limit 50  # quick look
@@ -29,6 +33,7 @@ except ImportError:  # running from a checkout without PYTHONPATH=src
 
 from teamrl.tasks.math_answers import answers_match
 from teamrl.tasks.math_data import MathProblem, load_math_dataset
+from teamrl.workflows.math_team import answers_agree, reasoner_answer
 
 DATASETS = ("gsm8k", "math500", "aime24", "aime25")
 _NUMERIC_RE = re.compile(r"^-?\d+(?:\.\d+)?$")
@@ -56,6 +61,10 @@ def styles(answer: str, distractor: str) -> dict[str, str]:
         "plain": answer,
         "reasoning": f"At first I got {earlier}, but I made a mistake.\nSo the final answer is \\boxed{{{answer}}}.",
         "unanchored": f"At first I got {earlier}, but I made a mistake.\nRedoing it, the result is {inline}",
+        # The Minerva / Llama-3 evaluation format, for every kind of answer.
+        "hope": f"Final Answer: The final answer is ${answer}$. I hope it is correct.",
+        "gsm8k": f"She pays {earlier} first and the rest later.\n#### {answer}",
+        "think": f"<think>\nMaybe it is {earlier}.\n\\boxed{{{distractor}}}\n</think>\nThe final answer is $\\boxed{{{answer}}}$.",
     }
     if numeric:
         written["float"] = f"{answer}.0" if "." not in answer else f"{answer}0"
@@ -77,16 +86,23 @@ def wrong_answer(answer: str) -> str:
     return f"{answer} + 1"
 
 
+def workflow_accepts(text: str, truth: str) -> bool:
+    """The math workflow's verdict: its answer extraction, then its comparison."""
+    answer, _ = reasoner_answer(text)
+    return answer is not None and answers_agree(answer, truth, timeout_s=5.0)
+
+
 def check_problem(problem: MathProblem) -> list[tuple[str, str, bool, str, str]]:
-    """(style, kind, accepted, prediction, truth) for every right and wrong rendering."""
+    """(style, kind, accepted, prediction, truth) for every right and wrong rendering and both paths."""
     results = []
     wrong = wrong_answer(problem.answer)
     wrong_styles = styles(wrong, distractor=problem.answer)
     for style, text in styles(problem.answer, distractor=wrong).items():
-        results.append((style, "right", answers_match(text, problem.answer), text, problem.answer))
-        if style in wrong_styles:
-            bad = wrong_styles[style]
-            results.append((style, "wrong", answers_match(bad, problem.answer), bad, problem.answer))
+        for path, accepts in (("", answers_match), ("/workflow", workflow_accepts)):
+            results.append((style + path, "right", accepts(text, problem.answer), text, problem.answer))
+            if style in wrong_styles:
+                bad = wrong_styles[style]
+                results.append((style + path, "wrong", accepts(bad, problem.answer), bad, problem.answer))
     return results
 
 
@@ -118,9 +134,9 @@ def main() -> int:
             if accepted != (kind == "right"):
                 failures[(name, style, kind)].append((problem.id, truth, text))
 
-    style_order = ("boxed", "float", "dollar", "sentence", "plain", "reasoning", "unanchored")
+    style_order = ("boxed", "float", "dollar", "sentence", "plain", "reasoning", "unanchored", "hope", "gsm8k", "think")
     for name in args.datasets.split(","):
-        for style in style_order:
+        for style in (s + path for path in ("", "/workflow") for s in style_order):
             right = counts.get((name, style, "right"))
             wrong = counts.get((name, style, "wrong"))
             if right is None:
@@ -132,8 +148,13 @@ def main() -> int:
         print(f"\n== {name} {style}: {what} ({len(items)})")
         for pid, truth, text in items[: args.show]:
             print(f"  {pid}: truth={truth!r} written={text!r}")
-    print(f"\n{sum(len(r) for r in outcomes)} checks on {len(problems)} problems in {time.time() - start:.0f}s")
-    return 0
+    n_right = sum(c[1] for (_, _, kind), c in counts.items() if kind == "right")
+    n_wrong = sum(c[1] for (_, _, kind), c in counts.items() if kind == "wrong")
+    right_ok = sum(c[0] for (_, _, kind), c in counts.items() if kind == "right")
+    wrong_ok = sum(c[0] for (_, _, kind), c in counts.items() if kind == "wrong")
+    print(f"\nright answers accepted: {right_ok}/{n_right}; wrong answers accepted: {wrong_ok}/{n_wrong}")
+    print(f"{sum(len(r) for r in outcomes)} checks on {len(problems)} problems in {time.time() - start:.0f}s")
+    return 0 if right_ok == n_right and wrong_ok == 0 else 1
 
 
 if __name__ == "__main__":

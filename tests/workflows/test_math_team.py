@@ -87,9 +87,12 @@ def test_max_turns_end_the_episode_and_final_agent_decides(runner):
 
 def test_format_terms(wf):
     state = wf.new_state("train", 0)
-    # a final answer buried in prose still counts for correctness, but is not well formed
-    prose = wf.apply("reasoner", copy.deepcopy(state), "I think it is 10 or so ok")
+    # a last line ending with the answer counts for correctness, but is not well formed
+    prose = wf.apply("reasoner", copy.deepcopy(state), "so the total is 10")
     assert prose.terms == {"correct": 1.0, "format": -B}
+    # a hedged answer is no answer (the old last-number fallback took the 10)
+    hedged = wf.apply("reasoner", copy.deepcopy(state), "I think it is 10 or so ok")
+    assert hedged.terms == {"correct": 0.0, "format": -B}
     assert wf.apply("reasoner", copy.deepcopy(state), "3+7=10").local == B
     # a program that ran but printed nothing, or crashed, is badly formed
     assert wf.apply("tool", copy.deepcopy(state), "x = 10").terms == {"correct": 0.0, "format": -B}
@@ -119,11 +122,15 @@ def test_plain_numbers_skip_math_verify():
 def test_parsers():
     assert reasoner_answer("so \\boxed{3}") == ("3", True)
     assert reasoner_answer("x = 4\n7") == ("7", True)
-    assert reasoner_answer("maybe 4 apples") == ("4", False)
+    assert reasoner_answer("maybe 4 apples") == (None, False)
+    assert reasoner_answer("the total is $\\frac{14}{3}$") == ("\\frac{14}{3}", False)  # never "3"
+    assert reasoner_answer("\\boxed{17} or \\boxed{18}") == (None, False)
+    assert reasoner_answer("answer: " + "1" * 200) == (None, False)  # too long to show, so no answer
     assert reasoner_answer("no numbers") == (None, False)
     assert program_answer("debug 1\n42\n\n") == "42"
     assert program_answer("Answer: 5") == "5"
     assert program_answer("  \n") is None
+    assert program_answer("17 or 18") is None
 
 
 def test_chat_prompts_explain_the_roles(wf):

@@ -2,9 +2,11 @@
 
 ``math-verify`` (``pip install math-verify``) parses LaTeX and plain expressions into
 SymPy and compares them symbolically, so ``\\frac{1}{2}``, ``0.5`` and ``1/2`` agree.
-This module decides *which* answer in a model's response counts (one answer per
-response, so a model cannot list several and collect the reward for any), then lets
-``math-verify`` judge equivalence.
+This module applies the math verifier contract (``docs/verifiers/math.md``): the one
+answer of a response (:func:`teamrl.tasks.math_parsing.locate_final_answer`), refused when it
+hedges or lists candidates (:func:`teamrl.tasks.math_shape.answer_refusal`), then the
+whole of it, and nothing else of the response, compared by ``math-verify``. A refusal,
+a parse failure, an error and a timeout all count as no match.
 
 Timeouts. SymPy can hang on hostile input such as ``9^{9^{9^9}}``. ``math-verify``
 guards against that with ``signal.alarm``, which only works in the main thread of
@@ -29,15 +31,14 @@ import sys
 import threading
 from typing import Any
 
-from teamrl.tasks.parsing import extract_final_answer
+from teamrl.tasks.math_shape import answer_refusal, join_digit_groups, strip_unit_words
+from teamrl.tasks.math_parsing import extract_final_answer
 
-__all__ = ["answers_match", "math_reward"]
+__all__ = ["answer_equals", "answers_match", "math_reward"]
 
 logger = logging.getLogger(__name__)
 
 _INSTALL_HINT = "math answer checking needs math-verify: pip install math-verify (or pip install 'teamrl[math]')"
-# Longest single-line response that is also read as one LaTeX expression ("plain" answers).
-_MAX_PLAIN_ANSWER_CHARS = 300
 
 
 def _math_verify() -> Any:
@@ -49,16 +50,18 @@ def _math_verify() -> Any:
     return math_verify
 
 
-def _wrap_latex(expr: str) -> str:
-    """Put an answer snippet in math mode unless it already is.
+def _latex_form(expr: str) -> str:
+    """One answer as one inline-math string for math-verify.
 
-    An escaped dollar (``\\$36``, common in MATH ground truths) is dropped first:
-    math-verify reads neither ``\\$36`` nor ``$\\$36$`` as a number.
+    An escaped dollar (``\\$36``, common in MATH ground truths) and any other ``$`` are
+    dropped, whitespace collapsed (math-verify's regexes backtrack on long runs), and
+    thousands groups joined (math-verify reads ``1\\,000`` as ``1*0``).
     """
-    expr = expr.replace("\\$", "").strip()
-    return expr if "$" in expr or "\\boxed" in expr else f"${expr}$"
+    expr = " ".join(expr.replace("\\$", "").replace("$", " ").split())
+    return f"${join_digit_groups(expr)}$"
 
 
+_PERCENT_RE = re.compile(r"\\?%")
 _TEXT_CMD_RE = re.compile(r"\\(?:text|textbf|mathrm|mbox|operatorname)\s*\{([^{}]*)\}")
 
 
@@ -69,51 +72,32 @@ def _normalize_text(answer: str) -> str:
     return answer.rstrip(".").lower()
 
 
+def _parse(expr: str, timeout: int | None) -> list[Any]:
+    # LaTeX extraction only, on the whole of one answer: math-verify never picks a part of it.
+    mv = _math_verify()
+    return mv.parse(_latex_form(expr), extraction_config=[mv.LatexExtractionConfig()], parsing_timeout=timeout)
+
+
 @functools.lru_cache(maxsize=4096)
 def _parse_gold(ground_truth: str, timeout: int | None) -> tuple[Any, ...]:
     # Ground truths are reused across the many samples of a group, so cache them.
-    return tuple(_math_verify().parse(_wrap_latex(ground_truth), parsing_timeout=timeout))
+    return tuple(_parse(ground_truth, timeout))
 
 
-def _prediction_candidates(prediction_text: str, timeout: int | None) -> tuple[list[list[Any]], str | None]:
-    """Parsed readings of the one answer in the response, plus its raw snippet.
-
-    Several readings of the same snippet (as LaTeX, as plain text) are allowed,
-    because ``math-verify`` reads ``18 dollars`` well only as text and ``p - q``
-    only as LaTeX; several *answers* are not.
-    """
-    parse = _math_verify().parse
-    snippet = extract_final_answer(prediction_text, last_number_fallback=False)
-    texts: list[str] = []
-    if snippet is not None:
-        texts = [_wrap_latex(snippet), snippet]
-    else:
-        # No \boxed{} and no "answer is": let math-verify pick the final expression,
-        # and read a short one-line response as a bare answer.
-        # An escaped dollar ("costs \$36") hides the number from math-verify.
-        stripped = prediction_text.replace("\\$", "").strip()
-        texts = [stripped]
-        if stripped and "\n" not in stripped and len(stripped) <= _MAX_PLAIN_ANSWER_CHARS:
-            texts.insert(0, _wrap_latex(stripped))
-            snippet = stripped
-        else:
-            snippet = extract_final_answer(prediction_text)
-    return [parse(t, parsing_timeout=timeout) for t in texts], snippet
-
-
-def _match_in_process(prediction_text: str, ground_truth: str, timeout: int | None) -> bool:
-    verify = _math_verify().verify
-    gold = list(_parse_gold(ground_truth, timeout))
-    candidates, snippet = _prediction_candidates(prediction_text, timeout)
-    if gold:
-        for pred in candidates:
-            if pred and verify(gold, pred, timeout_seconds=timeout):
-                return True
-    if snippet is None:
+def _match_in_process(prediction: str, ground_truth: str, timeout: int | None, extract: bool = True) -> bool:
+    answer = extract_final_answer(prediction) if extract else prediction.strip()
+    if not answer or answer_refusal(answer, ground_truth) is not None:
         return False
+    if "%" in answer and "%" not in ground_truth:
+        # math-verify reads "50\\%" as both 50 and 0.5, so it would match two golds; one reading only.
+        answer = _PERCENT_RE.sub("", answer)
+    gold = list(_parse_gold(ground_truth, timeout))
+    pred = _parse(strip_unit_words(answer, ground_truth), timeout)
+    if gold and pred and _math_verify().verify(gold, pred, timeout_seconds=timeout):
+        return True
     # Answers SymPy turns into nonsense (names, words) still match by their text.
     gold_text = _normalize_text(ground_truth)
-    return bool(gold_text) and _normalize_text(snippet) == gold_text
+    return bool(gold_text) and _normalize_text(answer) == gold_text
 
 
 def _signal_timeout_usable() -> bool:
@@ -201,7 +185,7 @@ class _IsolatedChecker:
             if stream is not None:
                 stream.close()
 
-    def check(self, prediction_text: str, ground_truth: str, timeout_s: float) -> bool:
+    def check(self, prediction_text: str, ground_truth: str, timeout_s: float, extract: bool = True) -> bool:
         with self._lock:
             if self._proc is None or self._proc.poll() is not None:
                 self._proc = self._start()
@@ -209,9 +193,9 @@ class _IsolatedChecker:
             assert proc.stdin is not None
             timeout = max(1, math.ceil(timeout_s))
             try:
-                proc.stdin.write(json.dumps([prediction_text, ground_truth, timeout]) + "\n")
+                proc.stdin.write(json.dumps([prediction_text, ground_truth, timeout, extract]) + "\n")
                 proc.stdin.flush()
-                # Gold parse, up to three prediction parses and their verifies may each use
+                # The gold parse, the answer's parse and the verify may each use
                 # the child's own timeout before it gives up; allow all of them plus slack.
                 reply = self._read(proc, 8 * timeout + 5)
             except (OSError, ValueError):
@@ -239,8 +223,8 @@ def _worker_main() -> None:
     out.write(json.dumps({"ready": True}) + "\n")
     for line in sys.stdin:
         try:
-            prediction_text, ground_truth, timeout = json.loads(line)
-            match = _match_in_process(prediction_text, ground_truth, timeout)
+            prediction_text, ground_truth, timeout, extract = json.loads(line)
+            match = _match_in_process(prediction_text, ground_truth, timeout, bool(extract))
         except Exception as exc:  # a bad request must not take the worker down
             out.write(json.dumps({"error": repr(exc)}) + "\n")
             continue
@@ -253,45 +237,63 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_ISOLATED.forget_after_fork)
 
 
+def _check(prediction: str, ground_truth: str | int, timeout_seconds: float | None, extract: bool) -> bool:
+    if isinstance(ground_truth, int) and not isinstance(ground_truth, bool):
+        ground_truth = str(ground_truth)
+    if not isinstance(prediction, str) or not isinstance(ground_truth, str):
+        raise TypeError(
+            f"math answer checks need str inputs, got {type(prediction).__name__} and {type(ground_truth).__name__}"
+        )
+    _math_verify()  # fail with the install hint before doing any work
+    if not ground_truth.strip():
+        raise ValueError("ground_truth is empty")
+    if timeout_seconds is not None and timeout_seconds <= 0:
+        raise ValueError(f"timeout_seconds must be positive or None, got {timeout_seconds}")
+    if not prediction.strip():
+        return False
+    if timeout_seconds is None:
+        return _match_in_process(prediction, ground_truth, None, extract)
+    if _signal_timeout_usable():
+        return _match_in_process(prediction, ground_truth, max(1, math.ceil(timeout_seconds)), extract)
+    return _ISOLATED.check(prediction, ground_truth, timeout_seconds, extract)
+
+
 def answers_match(prediction_text: str, ground_truth: str | int, timeout_seconds: float | None = 5.0) -> bool:
-    """Whether the final answer in ``prediction_text`` equals ``ground_truth``.
+    """Whether the one final answer of the response ``prediction_text`` equals ``ground_truth``.
 
-    The answer is the last ``\\boxed{}``, else the last "The answer is X" /
-    "Answer: X" / "#### X", else what ``math-verify`` extracts from the text
-    (a short one-line response is read as a bare answer). Equivalence is
-    symbolic (fractions, LaTeX, ``18.0``, ``$18``, percentages, units dropped);
-    answers SymPy cannot model (``\\text{Evelyn}``) match by normalized text.
+    The contract is ``docs/verifiers/math.md``: the answer is found by
+    :func:`teamrl.tasks.math_parsing.locate_final_answer` (agreeing boxes, else the last
+    answer line, else a last line that is an answer); hedges, candidate lists, negations,
+    ranges and the like are refused by :func:`teamrl.tasks.math_shape.answer_refusal`
+    (the gold decides which shapes are expected); then math-verify compares the whole
+    answer with the gold symbolically (fractions, LaTeX, ``18.0``, ``$18``, percentages,
+    degrees, units dropped), and answers SymPy cannot model (``\\text{Evelyn}``) match by
+    normalized text.
 
-    ``timeout_seconds`` bounds each parse and comparison; ``None`` disables the
-    bound (only for trusted input). Outside the main thread the check runs in a
-    helper subprocess so that it can still be bounded. Raises ``ImportError``
-    if math-verify is not installed and ``TypeError`` for non-string input.
+    ``timeout_seconds`` bounds each parse and comparison, and a check that overruns is
+    no match; ``None`` disables the bound (only for trusted input). Outside the main
+    thread the check runs in a helper subprocess so that it can still be bounded.
+    Raises ``ImportError`` if math-verify is not installed and ``TypeError`` for
+    non-string input.
 
     >>> answers_match("so the total is \\\\boxed{\\\\frac{6}{4}}", "1.5")
     True
     >>> answers_match("The answer is 18.", "18"), answers_match("$18.00", "18")
     (True, True)
-    >>> answers_match("The answer is 19.", "18")
-    False
+    >>> answers_match("The answer is 19.", "18"), answers_match("The answer is 17 (or maybe 18).", "18")
+    (False, False)
     """
-    if isinstance(ground_truth, int) and not isinstance(ground_truth, bool):
-        ground_truth = str(ground_truth)
-    if not isinstance(prediction_text, str) or not isinstance(ground_truth, str):
-        raise TypeError(
-            f"answers_match needs str inputs, got {type(prediction_text).__name__} and {type(ground_truth).__name__}"
-        )
-    _math_verify()  # fail with the install hint before doing any work
-    if not ground_truth.strip():
-        raise ValueError("ground_truth is empty")
-    if not prediction_text.strip():
-        return False
-    if timeout_seconds is None:
-        return _match_in_process(prediction_text, ground_truth, None)
-    if timeout_seconds <= 0:
-        raise ValueError(f"timeout_seconds must be positive or None, got {timeout_seconds}")
-    if _signal_timeout_usable():
-        return _match_in_process(prediction_text, ground_truth, max(1, math.ceil(timeout_seconds)))
-    return _ISOLATED.check(prediction_text, ground_truth, timeout_seconds)
+    return _check(prediction_text, ground_truth, timeout_seconds, extract=True)
+
+
+def answer_equals(answer: str, ground_truth: str | int, timeout_seconds: float | None = 5.0) -> bool:
+    """Like :func:`answers_match` for an answer already taken out of its response
+    (``reasoner_answer``'s): the shape rules and the comparison, without the search.
+
+    >>> answer_equals("x = 5", "5"), answer_equals("5, 6", "5")
+    (True, False)
+    """
+    return _check(answer, ground_truth, timeout_seconds, extract=False)
 
 
 def math_reward(text: str, truth: str | int, timeout_seconds: float | None = 5.0) -> float:

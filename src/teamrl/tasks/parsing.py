@@ -23,6 +23,7 @@ __all__ = [
     "extract_code_block",
     "extract_final_answer",
     "int_grids",
+    "locate_final_answer",
     "parse_action_list",
     "parse_int_grid",
     "parse_plan",
@@ -199,138 +200,9 @@ def extract_code_block(text: str, language: str | None = "python") -> str | None
     return None
 
 # --------------------------------------------------------------------------- math answers
+# In teamrl.tasks.math_parsing (the math verifier contract's location rules); re-exported here.
 
-_BOXED_RE = re.compile(r"\\(?:boxed|fbox)\b")
-
-
-def _matching_braces(text: str) -> dict[int, int]:
-    """Map each ``{`` that gets closed to the index of its ``}``, in one linear pass.
-
-    Backslash escapes (``\\{``, ``\\}``) do not count towards the nesting depth.
-    One pass instead of a scan per ``\\boxed`` keeps adversarial input
-    (thousands of unclosed boxes) linear.
-    """
-    pairs: dict[int, int] = {}
-    stack: list[int] = []
-    i = 0
-    while i < len(text):
-        ch = text[i]
-        if ch == "\\":
-            i += 2
-            continue
-        if ch == "{":
-            stack.append(i)
-        elif ch == "}" and stack:
-            pairs[stack.pop()] = i
-        i += 1
-    return pairs
-
-
-def extract_boxed(text: str) -> str | None:
-    """Content of the last complete ``\\boxed{...}`` or ``\\fbox{...}``, or ``None``.
-
-    Nested braces are balanced (``\\boxed{\\frac{1}{2}}`` gives ``\\frac{1}{2}``).
-    A trailing box that never closes (truncated generation) is skipped in favour
-    of the last complete one. The brace-less form ``\\boxed 5`` is accepted too.
-    Empty boxes do not count.
-
-    >>> extract_boxed(r"so $x = \\boxed{\\frac{1}{2}}$.")
-    '\\\\frac{1}{2}'
-    >>> extract_boxed("no box here") is None
-    True
-    """
-    if not isinstance(text, str):
-        return None
-    matches = list(_BOXED_RE.finditer(text))
-    pairs = _matching_braces(text) if matches else {}
-    for m in reversed(matches):
-        j = m.end()
-        while j < len(text) and text[j] in " \t":
-            j += 1
-        if j < len(text) and text[j] == "{":
-            close = pairs.get(j)
-            content = text[j + 1 : close] if close is not None else None
-        elif j > m.end():
-            # "\boxed 5": the argument is the next run of non-space, non-$ characters.
-            arg = re.match(r"[^\s$]+", text[j:])
-            content = arg.group(0) if arg else None
-        else:
-            content = None
-        if content is not None and content.strip():
-            return content.strip()
-    return None
-
-
-# "The answer is X", "Final answer: X", "Answer: X", "#### X"; the value runs to the end of the line.
-_ANSWER_MARKER_RE = re.compile(
-    r"(?:(?:the\s+)?(?:final\s+)?answer\s+is\s*:?|(?:final\s+)?answer\s*:|####)[ \t]*"
-    r"(?P<value>[^\n]*)",
-    re.IGNORECASE,
-)
-# Thousands-separated numbers first so "1,000" is one number but "1,2,3" is three.
-_NUMBER_RE = re.compile(
-    r"(?:(?<![\w.])-)?(?:\d{1,3}(?:,\d{3})+(?!\d)(?:\.\d+)?|\d+(?:\.\d+)?(?:/\d+)?|\.\d+)"
-)
-_THOUSANDS_RE = re.compile(r"^-?\d{1,3}(?:,\d{3})+(?:\.\d+)?$")
-# A period that ends a sentence rather than sitting inside a number like 3.5;
-# also one just inside closing math, as in "is $x^2.$ Then".
-_SENTENCE_END_RE = re.compile(r"\.\$?(?=\s|$)")
-
-
-def _clean_answer(value: str) -> str | None:
-    value = value.strip()
-    boxed = extract_boxed(value)
-    if boxed is not None:
-        value = boxed
-    value = _SENTENCE_END_RE.split(value, maxsplit=1)[0]
-    # Markdown bold and LaTeX math delimiters around the value carry no meaning.
-    value = value.strip().strip("*").strip()
-    for left, right in (("\\(", "\\)"), ("\\[", "\\]")):
-        if value.startswith(left) and value.endswith(right):
-            value = value[len(left) : -len(right)]
-    value = value.strip()
-    if value.startswith("\\$"):
-        value = value[2:]  # "\$18": an escaped dollar sign in LaTeX
-    value = value.strip("$").strip().rstrip(".").strip()
-    if _THOUSANDS_RE.match(value):
-        value = value.replace(",", "")
-    return value or None
-
-
-def extract_final_answer(text: str, last_number_fallback: bool = True) -> str | None:
-    """The final answer in a math solution, as a short string, or ``None``.
-
-    Tried in order: the last ``\\boxed{}``; the last of "The answer is X",
-    "Final answer: X", "Answer: X", "#### X" (X runs to the end of its line and
-    is cut at the first sentence-ending period); else, if
-    ``last_number_fallback``, the last number in the text. Surrounding ``$``,
-    ``\\$``, ``**``, ``\\(...\\)``, spaces and a trailing period are removed;
-    thousands separators in a plain number are dropped (``1,000`` -> ``1000``).
-
-    >>> extract_final_answer("3 + 4 = 7. The answer is $7$.")
-    '7'
-    >>> extract_final_answer("She pays 2 * 9 = 18 dollars.")
-    '18'
-    >>> extract_final_answer(r"Thus \\boxed{\\dfrac{3}{4}}")
-    '\\\\dfrac{3}{4}'
-    """
-    if not isinstance(text, str) or not text.strip():
-        return None
-    boxed = extract_boxed(text)
-    if boxed is not None:
-        return _clean_answer(boxed)
-    for m in reversed(list(_ANSWER_MARKER_RE.finditer(text))):
-        value = _clean_answer(m.group("value"))
-        if value is not None:
-            return value
-    if not last_number_fallback:
-        return None
-    numbers = _NUMBER_RE.findall(text)
-    for number in reversed(numbers):
-        value = _clean_answer(number.rstrip(","))
-        if value is not None:
-            return value
-    return None
+from teamrl.tasks.math_parsing import extract_boxed, extract_final_answer, locate_final_answer  # noqa: E402
 
 
 # --------------------------------------------------------------------------- action lists

@@ -1,7 +1,8 @@
 """Math with the paper's two roles, answering in parallel until they agree.
 
 reasoner: solves the problem in natural language and ends with a final answer ("answer: 7",
-          "The answer is 7", "\\boxed{7}", or a last line "3+4=7" / "7").
+          "The answer is 7", "\\boxed{7}", or a last line "3+4=7" / "7"), read by the math
+          verifier contract (docs/verifiers/math.md): one answer, no hedges.
 tool:     writes a Python program; the last line it prints (run in the sandbox) is its answer.
 
 Both agents answer every turn from the same history (`parallel = True`); from the second turn on
@@ -34,15 +35,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
-from teamrl.tasks.math_answers import answers_match
+from teamrl.tasks.math_answers import answer_equals
 from teamrl.tasks.math_data import MathProblem, generate_arithmetic, load_math_dataset
-from teamrl.tasks.parsing import extract_code_block, extract_final_answer
+from teamrl.tasks.math_shape import hedge_refusal
+from teamrl.tasks.math_parsing import extract_final_answer, locate_final_answer
+from teamrl.tasks.parsing import extract_code_block
 from teamrl.workflows.base import Agent, Outcome
 from teamrl.workflows.program_runner import ProgramRunner
 
 T = TypeVar("T")
 
-MAX_ANSWER_CHARS = 64  # longer "answers" are cut: they are shown to the other agent every turn
+MAX_ANSWER_CHARS = 128  # longer "answers" are no answer: they are shown to the other agent every turn
 # Short enough that Fraction() is instant (a bare "1e999999999" would not be).
 _PLAIN_NUMBER_RE = re.compile(r"^-?\d{1,30}(?:\.\d{1,30}|/[1-9]\d{0,29})?$")
 _THOUSANDS_RE = re.compile(r"^-?\d{1,3}(?:,\d{3})+(?=\.|$)")
@@ -160,21 +163,25 @@ class MathTaskConfig:
 
 
 def reasoner_answer(text: str) -> tuple[str | None, bool]:
-    """(final answer, well formed) of a reasoner response.
+    """(final answer, well formed) of a reasoner response, by the math verifier contract
+    (`docs/verifiers/math.md`, `locate_final_answer`).
 
-    Well formed: an explicit answer (boxed / "answer:" / "The answer is" / "####"), or a last line
-    that is a number or ends in "= number". Otherwise the last number in the text still counts as
-    the answer (so correctness is judged) but the format term is negative.
+    Well formed: an explicit answer (agreeing boxes / "answer:" / "The answer is" / "####"), or a
+    last line that is a number or ends in "= number". A last line that ends with an answer in
+    another way ("the total is $\\frac{14}{3}$") still counts for correctness, with a negative
+    format term. No answer (None, False): none stated, a hedged one ("17 or 18", "not 18"), or one
+    longer than `MAX_ANSWER_CHARS` (whitespace collapsed).
     """
     if not isinstance(text, str):
         return None, False
-    explicit = extract_final_answer(text, last_number_fallback=False)
-    if explicit is not None:
-        return explicit[:MAX_ANSWER_CHARS], True
-    lines = [line for line in text.strip().splitlines() if line.strip()]
-    answer = extract_final_answer(text)
-    well_formed = bool(lines) and _BARE_ANSWER_RE.match(lines[-1]) is not None
-    return (answer[:MAX_ANSWER_CHARS] if answer else None), well_formed and answer is not None
+    answer, how = locate_final_answer(text)
+    if answer is None or hedge_refusal(answer) is not None or len(answer) > MAX_ANSWER_CHARS:
+        return None, False
+    if how != "last line":
+        return answer, True
+    lines = text.strip().splitlines()
+    last = lines[-1] if lines else ""
+    return answer, len(last) <= MAX_ANSWER_CHARS and _BARE_ANSWER_RE.match(last) is not None
 
 
 def _plain_numbers_equal(a: str, b: str) -> bool | None:
@@ -188,13 +195,29 @@ def _plain_numbers_equal(a: str, b: str) -> bool | None:
     return None
 
 
+def answers_agree(answer: str, truth: str, timeout_s: float = 1.0) -> bool:
+    """Whether an extracted answer equals `truth` (the ground truth, or the other agent's answer):
+    plain numbers exactly, anything else by `answer_equals` (shape rules, then math-verify).
+    An empty or unparseable `truth` agrees with nothing."""
+    quick = _plain_numbers_equal(answer, truth)
+    if quick is not None:
+        return quick
+    try:
+        return answer_equals(answer, truth, timeout_seconds=timeout_s)
+    except ValueError:  # an empty "truth" (the other agent's answer)
+        return False
+
+
 def program_answer(stdout: str) -> str | None:
-    """The tool's answer: its last printed line (or the value after an answer marker in it)."""
+    """The tool's answer: its last printed line (or the value after an answer marker in it);
+    None for a hedged line or one longer than `MAX_ANSWER_CHARS`."""
     lines = [line.strip() for line in stdout.splitlines() if line.strip()]
     if not lines:
         return None
-    last = lines[-1]
-    return (extract_final_answer(last, last_number_fallback=False) or last)[:MAX_ANSWER_CHARS]
+    answer = extract_final_answer(lines[-1])
+    if answer is None or hedge_refusal(answer) is not None or len(answer) > MAX_ANSWER_CHARS:
+        return None
+    return answer
 
 
 # ----------------------------------------------------------------------------- workflow
@@ -334,14 +357,7 @@ class MathWorkflow:
     def _match(self, answer: str, truth: str) -> bool:
         key = (answer, truth)
         if key not in self._match_cache:
-            quick = _plain_numbers_equal(answer, truth)
-            if quick is not None:
-                self._match_cache[key] = quick
-            else:
-                try:
-                    self._match_cache[key] = answers_match(answer, truth, timeout_seconds=self.match_timeout_s)
-                except ValueError:  # an empty or unparseable "truth" (the other agent's answer)
-                    self._match_cache[key] = False
+            self._match_cache[key] = answers_agree(answer, truth, self.match_timeout_s)
             while len(self._match_cache) > 50_000:
                 self._match_cache.popitem(last=False)
         return self._match_cache[key]

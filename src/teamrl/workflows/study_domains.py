@@ -9,7 +9,7 @@ grade for an answer and a test of whether two answers agree. A `Domain` supplies
   the text (`reasoner_answer`: `\\boxed{}`, "Answer: ...", or a last line such as `12+8=20`); for
   a numeric reference it is well formed only with a digit and one value;
   grade 1.0 when it equals the reference: integers compared exactly, anything else by
-  math-verify (`answers_match`), cached; an answer offering several values ("3 or 20", "3, 20",
+  math-verify (`answer_equals`), cached; an answer offering several values ("3 or 20", "3, 20",
   "20 \\pm 1") never equals a reference that is one value (math-verify would accept a set holding it).
 - `CodeDomain` (task `code`): problems from `code_problems`. An answer is a program
   (`parse_program`); its grade is its pass ratio on the ground-truth tests, run in the sandbox
@@ -26,7 +26,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from teamrl.tasks.math_answers import answers_match
+from teamrl.tasks.math_answers import answer_equals
 from teamrl.tasks.parsing import parse_python
 from teamrl.workflows.code_parsing import parse_program, visible_prompt
 from teamrl.workflows.code_runner import CodeRunner
@@ -133,7 +133,7 @@ class MathDomain:
         key = (answer, truth)
         if key not in self._cache:
             try:
-                self._cache[key] = answers_match(answer, truth, timeout_seconds=self.match_timeout_s)
+                self._cache[key] = answer_equals(answer, truth, timeout_seconds=self.match_timeout_s)
             except ValueError:  # an empty or unparseable other answer
                 self._cache[key] = False
             while len(self._cache) > 50_000:
