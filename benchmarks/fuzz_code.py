@@ -21,12 +21,12 @@ from typing import Callable
 
 try:
     from teamrl.tasks.code_data import CodeProblem
-    from teamrl.tasks.parsing import code_blocks, extract_code_block
+    from teamrl.tasks.code_blocks import code_blocks, extract_code_block
     from teamrl.workflows.code_parsing import parse_program, parse_tests
 except ImportError:  # run from a source checkout without PYTHONPATH=src
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
     from teamrl.tasks.code_data import CodeProblem
-    from teamrl.tasks.parsing import code_blocks, extract_code_block
+    from teamrl.tasks.code_blocks import code_blocks, extract_code_block
     from teamrl.workflows.code_parsing import parse_program, parse_tests
 
 MAX_LEN = 200_000

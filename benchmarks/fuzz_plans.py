@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from teamrl.tasks.parsing import int_grids, parse_action_list, parse_int_grid, parse_plan
+from teamrl.tasks.plan_parsing import int_grids, parse_action_list, parse_int_grid, parse_plan
 from teamrl.workflows.plan_path_team import MOVE_ALIASES
 from teamrl.workflows.study_common import parse_choice, parse_strategies, parse_verdict
 from teamrl.workflows.study_domains import MathDomain, several_values

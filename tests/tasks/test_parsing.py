@@ -1,4 +1,4 @@
-"""Tests for teamrl.tasks.parsing: examples from real model output plus hypothesis fuzzing."""
+"""Tests for the parsers of teamrl.tasks (code_blocks, math_parsing, plan_parsing): examples from real model output plus hypothesis fuzzing."""
 
 from __future__ import annotations
 
@@ -6,13 +6,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from teamrl.tasks.parsing import (
-    extract_boxed,
-    extract_code_block,
-    extract_final_answer,
-    parse_action_list,
-    parse_int_grid,
-)
+from teamrl.tasks.code_blocks import extract_code_block
+from teamrl.tasks.math_parsing import extract_boxed, extract_final_answer
+from teamrl.tasks.plan_parsing import parse_action_list, parse_int_grid
 
 FUZZ = settings(max_examples=300, deadline=None)
 
@@ -285,7 +281,7 @@ def test_parse_int_grid_round_trip(grid: list[list[int]], sep: str) -> None:
 
 def test_model_code_parses_without_syntax_warnings(recwarn, capfd):
     """`1if x` and `"\\d"` make Python print SyntaxWarnings; model output must not flood the log with them."""
-    from teamrl.tasks.parsing import parse_python
+    from teamrl.tasks.code_blocks import parse_python
 
     assert extract_code_block("print(1if 1 else 2)") == "print(1if 1 else 2)"
     parse_python('x = "\\d"')

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from teamrl.tasks.parsing import int_grids, parse_action_list, parse_int_grid, parse_plan
+from teamrl.tasks.plan_parsing import int_grids, parse_action_list, parse_int_grid, parse_plan
 from teamrl.workflows.plan_path_team import MOVE_ALIASES
 from teamrl.workflows.tool_plan import is_follow
 

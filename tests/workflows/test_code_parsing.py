@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from teamrl.tasks.code_data import CodeProblem
-from teamrl.tasks.parsing import code_blocks, extract_code_block
+from teamrl.tasks.code_blocks import code_blocks, extract_code_block
 from teamrl.workflows.code_parsing import counts_as_unit, parse_program, parse_tests, program_context
 from teamrl.workflows.code_runner import UnitRun
 from teamrl.workflows.code_team import CodeWorkflow

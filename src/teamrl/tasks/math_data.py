@@ -19,7 +19,7 @@ from typing import Any
 
 from teamrl.tasks.base import HELD_OUT_SEED_OFFSET, split_seed
 from teamrl.tasks.datafiles import DatasetFormatError, default_data_dir, iter_jsonl
-from teamrl.tasks.parsing import extract_boxed
+from teamrl.tasks.math_parsing import extract_boxed
 
 __all__ = [
     "ArithmeticTask",

@@ -1,7 +1,7 @@
 """Reading the one final answer of a math response: the location rules of the math verifier contract.
 
 ``docs/verifiers/math.md`` states the contract; :mod:`teamrl.tasks.math_shape` holds the rules
-about the answer itself (hedges, lists, relations). Re-exported by :mod:`teamrl.tasks.parsing`.
+about the answer itself (hedges, lists, relations).
 Everything here is linear in the length of the text: no regex backtracks over a run it
 already scanned, no slice is taken per match. Never raises on ``str`` input.
 """

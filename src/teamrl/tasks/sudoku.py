@@ -3,7 +3,7 @@
 A full valid grid is drawn from the seed by a randomized backtracking search, then cells are
 blanked in a random order, each blank kept only if the solution stays unique.
 
-Actions (already parsed; see `teamrl.tasks.parsing`):
+Actions (already parsed; see `teamrl.tasks.plan_parsing`):
 
 * a list of placements ``(row, col, digit)`` with 0-based row and col, applied one by one.
   Digit 0 clears a cell filled earlier. A placement is invalid when it is out of range, touches

@@ -7,7 +7,7 @@ import textwrap
 import warnings
 
 from teamrl.tasks.code_data import CodeProblem
-from teamrl.tasks.parsing import code_blocks, extract_code_block, parse_python
+from teamrl.tasks.code_blocks import code_blocks, extract_code_block, parse_python
 
 Steps = tuple[tuple[str, bool], ...]  # (statement source, is an assert unit), in order
 

@@ -39,7 +39,7 @@ from teamrl.tasks.math_answers import answer_equals
 from teamrl.tasks.math_data import MathProblem, generate_arithmetic, load_math_dataset
 from teamrl.tasks.math_shape import hedge_refusal
 from teamrl.tasks.math_parsing import extract_final_answer, locate_final_answer
-from teamrl.tasks.parsing import extract_code_block
+from teamrl.tasks.code_blocks import extract_code_block
 from teamrl.workflows.base import Agent, Outcome
 from teamrl.workflows.program_runner import ProgramRunner
 

@@ -18,7 +18,7 @@ and Sudoku); the team term is `PlanPathEnv.step`'s shaped reward.
 
 from __future__ import annotations
 
-from teamrl.tasks.parsing import parse_plan
+from teamrl.tasks.plan_parsing import parse_plan
 from teamrl.tasks.plan_path import PlanPathConfig, PlanPathEnv, make_instance
 from teamrl.workflows.tool_plan import Runner, ToolPlanState, ToolPlanWorkflow
 

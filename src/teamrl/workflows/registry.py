@@ -69,17 +69,18 @@ TASKS: dict[str, TaskEntry] = {
         PlanPathConfig, PlanPathWorkflow,
         lambda wf, seed: plan_path_demos.demonstrations(wf, seed, plan_path_demos.ScriptedSkill()),
         sources=("teamrl.workflows.plan_path_demos", "teamrl.workflows.plan_path_team", "teamrl.workflows.tool_plan",
-                 "teamrl.tasks.plan_path", "teamrl.tasks.parsing")),
+                 "teamrl.tasks.plan_path", "teamrl.tasks.plan_parsing", "teamrl.tasks.code_blocks")),
     "sokoban": TaskEntry(
         SokobanConfig, SokobanWorkflow,
         lambda wf, seed: planning_demos.demonstrations(wf, seed, planning_demos.PlanningSkill()),
         sources=("teamrl.workflows.planning_demos", "teamrl.workflows.sokoban_team", "teamrl.workflows.tool_plan",
-                 "teamrl.tasks.sokoban", "teamrl.tasks.sokoban_rooms", "teamrl.tasks.parsing")),
+                 "teamrl.tasks.sokoban", "teamrl.tasks.sokoban_rooms", "teamrl.tasks.plan_parsing",
+                 "teamrl.tasks.code_blocks")),
     "sudoku": TaskEntry(
         SudokuConfig, SudokuWorkflow,
         lambda wf, seed: planning_demos.demonstrations(wf, seed, planning_demos.PlanningSkill()),
         sources=("teamrl.workflows.planning_demos", "teamrl.workflows.sudoku_team", "teamrl.workflows.tool_plan",
-                 "teamrl.tasks.sudoku", "teamrl.tasks.parsing")),
+                 "teamrl.tasks.sudoku", "teamrl.tasks.plan_parsing", "teamrl.tasks.code_blocks")),
     # The scripted math / code agents play procedural sources only (arithmetic; procedural
     # add,sub,mul,affine); other sources train a model given by path (policy.model).
     "math": TaskEntry(

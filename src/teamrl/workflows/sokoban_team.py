@@ -30,7 +30,7 @@ Rewards: see `teamrl.workflows.tool_plan`; the team term is `SokobanEnv.step`'s 
 
 from __future__ import annotations
 
-from teamrl.tasks.parsing import parse_plan
+from teamrl.tasks.plan_parsing import parse_plan
 from teamrl.tasks.sokoban import SokobanConfig, SokobanEnv, instance
 from teamrl.workflows.tool_plan import Runner, ToolPlanWorkflow
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from teamrl.tasks.math_answers import answer_equals
-from teamrl.tasks.parsing import parse_python
+from teamrl.tasks.code_blocks import parse_python
 from teamrl.workflows.code_parsing import parse_program, visible_prompt
 from teamrl.workflows.code_runner import CodeRunner
 from teamrl.workflows.code_sources import CodeProblemSource, code_problems

@@ -29,7 +29,7 @@ Rewards: see `teamrl.workflows.tool_plan`; the team term is `SudokuEnv.step`'s s
 
 from __future__ import annotations
 
-from teamrl.tasks.parsing import int_grids
+from teamrl.tasks.plan_parsing import int_grids
 from teamrl.tasks.sudoku import SudokuConfig, SudokuEnv, instance
 from teamrl.workflows.tool_plan import Runner, ToolPlanWorkflow
 
@@ -117,7 +117,7 @@ def grid_line(grid: list[list[int]]) -> str:
 
 
 def stated_grid(text: str, env: SudokuEnv) -> list[list[int]] | None:
-    """The one grid a response states (forms: `teamrl.tasks.parsing.parse_int_grid`), or None.
+    """The one grid a response states (forms: `teamrl.tasks.plan_parsing.parse_int_grid`), or None.
 
     Restating the puzzle or the current grid is fine (it is not an answer); two different other
     grids are two candidate answers, and a response with several answers has none.

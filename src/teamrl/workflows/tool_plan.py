@@ -48,7 +48,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
-from teamrl.tasks.parsing import extract_code_block
+from teamrl.tasks.code_blocks import extract_code_block
 from teamrl.workflows.base import Agent, Outcome
 from teamrl.workflows.program_runner import ProgramRunner
 
