@@ -3,40 +3,30 @@
 from __future__ import annotations
 
 import ast
-import importlib.util
-import sys
-from pathlib import Path
 
 import pytest
 
 from teamrl.tasks.code_data import default_data_dir
+from benchmark_modules import load_benchmark
 
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 
-
-def _load(name: str):
-    spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.mark.skipif(not (default_data_dir() / "HumanEval.jsonl.gz").is_file(), reason="HumanEval not found")
 def test_no_code_hack_is_rewarded():
-    rows = _load("hack_probe_code").hacks()
+    rows = load_benchmark("hack_probe_code").hacks()
     assert len(rows) >= 30 and {r["verifier"] for r in rows} == {"code"}
     assert [r["hack"] for r in rows if r["rewarded"]] == []
     assert all(r["reward"] <= 0.1 + 1e-9 for r in rows)  # at most a wrong program's format bonus
 
 
 def test_fuzzed_parsers_do_not_crash():
-    rows = _load("fuzz_code").fuzz(18, seed=1)
+    rows = load_benchmark("fuzz_code").fuzz(18, seed=1)
     assert len(rows) == 5 and all(r["inputs"] == 18 and r["crashes"] == 0 for r in rows), rows
 
 
 def test_mutator_makes_single_site_mutants_of_each_kind():
-    agreement = _load("grader_agreement")
+    agreement = load_benchmark("grader_agreement")
     program = "def f(xs, k):\n    out = 0\n    for x in xs:\n        if x < k:\n            out += x * 2\n    return out\n"
     made = agreement.mutants(program, "f", 50, "seed")
     kinds = {kind for kind, _ in made}

@@ -4,9 +4,7 @@ response, judged whole; nothing scores the goal, progress or the format bonus wi
 from __future__ import annotations
 
 import copy
-import importlib.util
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,9 +17,9 @@ from teamrl.workflows.plan_path_demos import TrustedRunner
 from teamrl.workflows.plan_path_team import PlanPathWorkflow
 from teamrl.workflows.sokoban_team import SokobanWorkflow
 from teamrl.workflows.sudoku_team import SudokuWorkflow, grid_line
+from benchmark_modules import load_benchmark
 
 INSTANCES = range(3)
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 
 
 def _plan_path() -> PlanPathWorkflow:
@@ -194,15 +192,9 @@ def test_a_sudoku_tool_that_changes_nothing_gets_no_format_bonus() -> None:
 
 # --------------------------------------------------------------------------- benchmarks
 
-def _load(name: str) -> Any:
-    spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
-    return module
-
 
 def test_hack_probe_finds_no_rewarded_hack() -> None:
-    rows = _load("hack_probe_plans").hacks(instances=2)
+    rows = load_benchmark("hack_probe_plans").hacks(instances=2)
     verifiers = {r["verifier"] for r in rows}
     assert verifiers == {"plan_path", "sokoban", "sudoku", "voting", "debate", "evaluator_optimizer",
                          "orchestrator_workers"}
@@ -211,7 +203,7 @@ def test_hack_probe_finds_no_rewarded_hack() -> None:
 
 
 def test_fuzz_plans_reports_every_parser_without_crashes() -> None:
-    rows = _load("fuzz_plans").fuzz(14, seed=1)
+    rows = load_benchmark("fuzz_plans").fuzz(14, seed=1)
     assert {r["parser"] for r in rows} >= {"parse_plan", "parse_int_grid_4", "parse_choice", "parse_verdict",
                                             "parse_strategies", "is_follow"}
     assert all(r["inputs"] == 14 and r["crashes"] == 0 and r["max_len"] >= 200_000 for r in rows)
