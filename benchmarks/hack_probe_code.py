@@ -151,7 +151,7 @@ TESTER_HACKS = {
 
 # Passes about 90% of runs whatever the program: it fails some known-wrong programs by chance.
 FLAKY = "import random\nassert has_close_elements([1.0, 2.0], 0.5) in (True, False) and random.random() < 0.9"
-FLAKY_TRIALS = 30
+FLAKY_TRIALS = 200  # the per-trial reward has sd ~0.5: 30 trials gave a positive mean ~10% of the time
 
 
 def _problem(data_dir: Path) -> CodeProblem:

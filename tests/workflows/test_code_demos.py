@@ -8,14 +8,14 @@ import random
 import pytest
 
 from teamrl.policies.tiny_model import CHARACTERS
-from teamrl.workflows import demo_driver
-from teamrl.workflows.code_demos import (
+from teamrl.demos import driver as demo_driver
+from teamrl.demos.code import (
     SMOKE_TEST, CodeSkill, TrustedCodeRunner, checking_test, code_workflow, coder_program, demonstrations,
     phrase_terms, responder,
 )
 from teamrl.workflows.code_parsing import parse_tests
 from teamrl.workflows.code_team import CodeState, CodeTaskConfig, CodeWorkflow
-from teamrl.workflows.plan_path_demos import TrustedRunner
+from teamrl.demos.plan_path import TrustedRunner
 from teamrl.workflows.registry import task_entry
 
 SOURCE = "procedural:add,sub,mul,affine"

@@ -11,12 +11,12 @@ pytest.importorskip("math_verify")
 
 from teamrl.policies.tiny_model import CHARACTERS  # noqa: E402
 from teamrl.tasks.math_data import MathProblem  # noqa: E402
-from teamrl.workflows import demo_driver  # noqa: E402
-from teamrl.workflows.math_demos import (  # noqa: E402
+from teamrl.demos import driver as demo_driver  # noqa: E402
+from teamrl.demos.math import (  # noqa: E402
     NO_ANSWER, MathSkill, demonstrations, drop_last_term, responder, scripted_reasoner, scripted_tool,
 )
 from teamrl.workflows.math_team import MathWorkflow, ProblemSplits  # noqa: E402
-from teamrl.workflows.plan_path_demos import TrustedRunner  # noqa: E402
+from teamrl.demos.plan_path import TrustedRunner  # noqa: E402
 from teamrl.workflows.registry import task_entry  # noqa: E402
 
 PROBLEMS = ProblemSplits([MathProblem("a", "12-5+3", "10"), MathProblem("b", "7*8", "56")],
@@ -82,7 +82,7 @@ def test_demonstrations_are_compact_and_in_the_tiny_vocabulary():
 
 def test_registry_warms_the_math_task_up_on_these_demos():
     entry = task_entry("math")
-    assert "teamrl.workflows.math_demos" in entry.sources
+    assert "teamrl.demos.math" in entry.sources
     agent, prompt, response = next(entry.demos(workflow(), 0))
     assert agent == "reasoner" and prompt.startswith("reasoner\n")
 

@@ -1,7 +1,7 @@
 import pytest
 
 from teamrl.tasks.plan_path import PlanPathConfig
-from teamrl.workflows.plan_path_demos import TrustedRunner
+from teamrl.demos.plan_path import TrustedRunner
 from teamrl.workflows.plan_path_team import PlanPathWorkflow, parse_moves
 from teamrl.workflows.program_runner import ProgramRunner
 

@@ -13,7 +13,7 @@ from teamrl.tasks import sokoban
 from teamrl.tasks.plan_path import MOVES, PlanPathConfig
 from teamrl.tasks.sokoban import SokobanConfig
 from teamrl.tasks.sudoku import SudokuConfig
-from teamrl.workflows.plan_path_demos import TrustedRunner
+from teamrl.demos.plan_path import TrustedRunner
 from teamrl.workflows.plan_path_team import PlanPathWorkflow
 from teamrl.workflows.sokoban_team import SokobanWorkflow
 from teamrl.workflows.sudoku_team import SudokuWorkflow, grid_line

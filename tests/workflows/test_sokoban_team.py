@@ -10,7 +10,7 @@ import pytest
 
 from teamrl.tasks.sokoban import Layout, SokobanConfig, SokobanEnv
 from teamrl.workflows.base import Workflow, apply_many
-from teamrl.workflows.planning_demos import (
+from teamrl.demos.planning import (
     PlanningSkill, TrustedRunner, demonstrations, naive_push, scripted_success_rate)
 from teamrl.workflows.program_runner import ProgramRunner
 from teamrl.workflows.sokoban_team import SokobanWorkflow, parse_moves

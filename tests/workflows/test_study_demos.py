@@ -11,10 +11,10 @@ pytest.importorskip("math_verify")
 
 from teamrl.policies.tiny_model import CHARACTERS  # noqa: E402
 from teamrl.training.tiny_default import WarmupRecipe, demo_batches  # noqa: E402
-from teamrl.workflows import demo_driver  # noqa: E402
+from teamrl.demos import driver as demo_driver  # noqa: E402
 from teamrl.workflows.registry import task_entry, task_settings  # noqa: E402
 from teamrl.workflows.study import STUDY_WORKFLOWS  # noqa: E402
-from teamrl.workflows.study_demos import (ArithmeticSkill, blind_spot, demonstrations, scripted_response,  # noqa: E402
+from teamrl.demos.study import (ArithmeticSkill, blind_spot, demonstrations, scripted_response,  # noqa: E402
                                           solve, steps, steps_hold, with_study_demos)
 
 TASK = {"name": "math", "source": "arithmetic:1,2"}

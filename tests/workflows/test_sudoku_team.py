@@ -8,7 +8,7 @@ import pytest
 
 from teamrl.tasks.sudoku import SudokuConfig, instance
 from teamrl.workflows.base import Workflow, apply_many
-from teamrl.workflows.planning_demos import (
+from teamrl.demos.planning import (
     PlanningSkill, TrustedRunner, demonstrations, row_blind_fill, scripted_success_rate)
 from teamrl.workflows.program_runner import ProgramRunner
 from teamrl.workflows.sudoku_team import TOOL_HELPERS, SudokuWorkflow, grid_line

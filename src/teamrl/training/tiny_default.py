@@ -22,7 +22,7 @@ from typing import Any
 from teamrl.policies.loading import Policy
 from teamrl.policies.tiny_model import build_char_tokenizer, build_tiny_model
 from teamrl.training.sft import supervised_finetune
-from teamrl.workflows.plan_path_demos import TrustedRunner
+from teamrl.demos.plan_path import TrustedRunner
 from teamrl.workflows.registry import task_entry, task_settings
 
 

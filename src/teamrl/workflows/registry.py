@@ -21,16 +21,17 @@ from typing import Any
 from teamrl.tasks.plan_path import PlanPathConfig
 from teamrl.tasks.sokoban import SokobanConfig
 from teamrl.tasks.sudoku import SudokuConfig
-from teamrl.workflows import code_demos, demo_driver, math_demos, planning_demos, plan_path_demos
+from teamrl.demos import code as code_demos, driver as demo_driver, math as math_demos, planning as planning_demos
+from teamrl.demos import plan_path as plan_path_demos
 from teamrl.workflows.base import Workflow
-from teamrl.workflows.demo_driver import Respond
+from teamrl.demos.driver import Respond
 from teamrl.workflows.code_team import CodeTaskConfig
 from teamrl.workflows.math_team import MathTaskConfig, MathWorkflow
 from teamrl.workflows.plan_path_team import PlanPathWorkflow
 from teamrl.workflows.sokoban_team import SokobanWorkflow
 from teamrl.workflows.sudoku_team import SudokuWorkflow
 from teamrl.workflows.study import STUDY_SOURCES, STUDY_WORKFLOWS
-from teamrl.workflows.study_demos import with_study_demos
+from teamrl.demos.study import with_study_demos
 
 Demos = Callable[[Workflow, int], Iterator[tuple[str, str, str]]]
 
@@ -68,31 +69,31 @@ TASKS: dict[str, TaskEntry] = {
     "plan_path": TaskEntry(
         PlanPathConfig, PlanPathWorkflow,
         lambda wf, seed: plan_path_demos.demonstrations(wf, seed, plan_path_demos.ScriptedSkill()),
-        sources=("teamrl.workflows.plan_path_demos", "teamrl.workflows.plan_path_team", "teamrl.workflows.tool_plan",
+        sources=("teamrl.demos.plan_path", "teamrl.workflows.plan_path_team", "teamrl.workflows.tool_plan",
                  "teamrl.tasks.plan_path", "teamrl.tasks.plan_parsing", "teamrl.tasks.code_blocks")),
     "sokoban": TaskEntry(
         SokobanConfig, SokobanWorkflow,
         lambda wf, seed: planning_demos.demonstrations(wf, seed, planning_demos.PlanningSkill()),
-        sources=("teamrl.workflows.planning_demos", "teamrl.workflows.sokoban_team", "teamrl.workflows.tool_plan",
+        sources=("teamrl.demos.planning", "teamrl.workflows.sokoban_team", "teamrl.workflows.tool_plan",
                  "teamrl.tasks.sokoban", "teamrl.tasks.sokoban_rooms", "teamrl.tasks.plan_parsing",
                  "teamrl.tasks.code_blocks")),
     "sudoku": TaskEntry(
         SudokuConfig, SudokuWorkflow,
         lambda wf, seed: planning_demos.demonstrations(wf, seed, planning_demos.PlanningSkill()),
-        sources=("teamrl.workflows.planning_demos", "teamrl.workflows.sudoku_team", "teamrl.workflows.tool_plan",
+        sources=("teamrl.demos.planning", "teamrl.workflows.sudoku_team", "teamrl.workflows.tool_plan",
                  "teamrl.tasks.sudoku", "teamrl.tasks.plan_parsing", "teamrl.tasks.code_blocks")),
     # The scripted math / code agents play procedural sources only (arithmetic; procedural
     # add,sub,mul,affine); other sources train a model given by path (policy.model).
     "math": TaskEntry(
         MathTaskConfig, MathWorkflow,
         with_study_demos(lambda wf, seed: math_demos.demonstrations(wf, seed, math_demos.MathSkill())),
-        sources=("teamrl.workflows.math_demos", "teamrl.workflows.demo_driver", "teamrl.workflows.math_team",
+        sources=("teamrl.demos.math", "teamrl.demos.driver", "teamrl.workflows.math_team",
                  "teamrl.tasks.math_data", "teamrl.tasks.math_answers") + STUDY_SOURCES,
         workflows=dict(STUDY_WORKFLOWS)),
     "code": TaskEntry(
         CodeTaskConfig, code_demos.code_workflow,
         with_study_demos(lambda wf, seed: code_demos.demonstrations(wf, seed, code_demos.CodeSkill())),
-        sources=("teamrl.workflows.code_demos", "teamrl.workflows.demo_driver", "teamrl.workflows.code_team",
+        sources=("teamrl.demos.code", "teamrl.demos.driver", "teamrl.workflows.code_team",
                  "teamrl.workflows.code_parsing", "teamrl.workflows.code_sources",
                  "teamrl.tasks.code_procedural") + STUDY_SOURCES,
         workflows=dict(STUDY_WORKFLOWS)),

@@ -26,9 +26,8 @@ def _kind(cls: type) -> Callable[..., Workflow]:
     return build
 
 
-STUDY_SOURCES = tuple(f"teamrl.workflows.{name}" for name in (
-    "study", "study_demos", "study_common", "study_domains", "voting", "evaluator_optimizer",
-    "orchestrator_workers", "debate"))
+STUDY_SOURCES = ("teamrl.demos.study",) + tuple(f"teamrl.workflows.{name}" for name in (
+    "study", "study_common", "study_domains", "voting", "evaluator_optimizer", "orchestrator_workers", "debate"))
 """Modules whose code shapes the study's demonstrations (hashed into the warm-up cache key)."""
 
 STUDY_WORKFLOWS: dict[str, Callable[..., Workflow]] = {

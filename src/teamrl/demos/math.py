@@ -21,7 +21,7 @@ import random
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from teamrl.workflows import demo_driver
+from teamrl.demos import driver as demo_driver
 from teamrl.workflows.math_team import MathState, MathWorkflow
 
 NO_ANSWER = "need tool"

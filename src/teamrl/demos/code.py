@@ -29,11 +29,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from teamrl.tasks.code_data import CodeProblem
-from teamrl.workflows import demo_driver
+from teamrl.demos import driver as demo_driver
 from teamrl.workflows.code_parsing import Steps
 from teamrl.workflows.code_runner import CodeRunner, UnitRun
 from teamrl.workflows.code_team import CodeState, CodeWorkflow
-from teamrl.workflows.plan_path_demos import TrustedRunner
+from teamrl.demos.plan_path import TrustedRunner
 
 FAMILIES = ("add", "sub", "mul", "affine")
 """The procedural families the scripted agents can play (`task.source: procedural:add,sub,mul,affine`)."""

@@ -28,7 +28,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from teamrl.tasks import sokoban, sudoku
-from teamrl.workflows.plan_path_demos import TrustedRunner
+from teamrl.demos.plan_path import TrustedRunner
 from teamrl.workflows.sokoban_team import SokobanWorkflow
 from teamrl.workflows.sudoku_team import SudokuWorkflow, grid_line
 from teamrl.workflows.tool_plan import ToolPlanState, ToolPlanWorkflow

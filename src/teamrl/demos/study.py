@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from teamrl.workflows import demo_driver
+from teamrl.demos import driver as demo_driver
 from teamrl.workflows.base import Workflow
 from teamrl.workflows.study_common import StudyWorkflow
 from teamrl.workflows.study_domains import MathDomain
