@@ -81,7 +81,7 @@ TASKS: dict[str, TaskEntry] = {
         SudokuConfig, SudokuWorkflow,
         lambda wf, seed: planning_demos.demonstrations(wf, seed, planning_demos.PlanningSkill()),
         sources=("teamrl.demos.planning", "teamrl.workflows.sudoku_team", "teamrl.workflows.tool_plan",
-                 "teamrl.tasks.sudoku", "teamrl.tasks.plan_parsing", "teamrl.tasks.code_blocks")),
+                 "teamrl.tasks.sudoku", "teamrl.tasks.sudoku_grid", "teamrl.tasks.plan_parsing", "teamrl.tasks.code_blocks")),
     # The scripted math / code agents play procedural sources only (arithmetic; procedural
     # add,sub,mul,affine); other sources train a model given by path (policy.model).
     "math": TaskEntry(
