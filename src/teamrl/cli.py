@@ -170,7 +170,14 @@ def main(argv: list[str] | None = None) -> int:
     Exit codes: 2 bad input (config, files, a locked run directory), 130 Ctrl-C, 1 anything else
     (its traceback goes to a file the line names). --debug or TEAMRL_DEBUG=1 re-raise instead.
     """
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    # Overrides after an option (`train X.yaml --resume R train.steps=9`) land in `extra`: keep them.
+    if extra and isinstance(getattr(args, "overrides", None), list) and all(
+            "=" in item and not item.startswith("-") for item in extra):
+        args.overrides += extra
+    elif extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     debug = args.debug or os.environ.get("TEAMRL_DEBUG", "") not in ("", "0")
     try:
         return args.func(args)
