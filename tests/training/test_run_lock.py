@@ -16,24 +16,19 @@ import yaml
 
 from teamrl.cli import main as cli_main
 from teamrl.config import config_to_dict, load_config
-from teamrl.policies.tiny_model import build_char_tokenizer, build_tiny_model
 from teamrl.training import loop as loop_module
 from teamrl.training.run_dir import LOCK_FILE, RunLock, RunLockedError, TrainingInterrupted
 from teamrl.training.loop import train
 
-# A random tiny model: no warm-up, a step takes a fraction of a second.
+# With the random tiny model (conftest.py) a step takes a fraction of a second.
 OVERRIDES = ["regime=shared", "task.name=plan_path", "task.size=4", "task.min_distance=2", "workflow.max_turns=2",
              "rollout.max_new_tokens=6", "train.batch_size=2", "train.eval_every=0", "train.eval_instances=2",
              "algorithm.k=2", "diagnostics.level=none"]
 
 
-@pytest.fixture(scope="module")
-def model_dir(tmp_path_factory) -> Path:
-    folder = tmp_path_factory.mktemp("model")
-    tok = build_char_tokenizer()
-    build_tiny_model(tok, hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64).save_pretrained(folder)
-    tok.save_pretrained(folder)
-    return folder
+@pytest.fixture
+def model_dir(random_model_dir: Path) -> Path:
+    return random_model_dir
 
 
 def _config_file(tmp_path: Path, model_dir: Path, *extra: str) -> Path:
