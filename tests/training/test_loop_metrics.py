@@ -7,6 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
+from safetensors.torch import load_file
 
 from teamrl.config import load_config
 from teamrl.training import loop as loop_module
@@ -44,7 +46,7 @@ def _scripted_evaluations(monkeypatch, successes: list[float]) -> None:
 
 
 @pytest.mark.parametrize("successes, best_step", [
-    ([0.5, 0.5, 0.5], 0),      # never beaten: the initial model (no checkpoints/best)
+    ([0.5, 0.5, 0.5], 0),      # never beaten: the initial model
     ([0.25, 0.5, 0.5], 2),     # the final evaluation ties step 2: the earlier step stays the best
     ([0.25, 0.5, 0.75], 4),    # the final evaluation is strictly better
 ])
@@ -52,8 +54,22 @@ def test_the_best_step_is_the_earliest_evaluation_reaching_the_best(tmp_path, ra
                                                                     successes, best_step):
     _scripted_evaluations(monkeypatch, successes)
     config = load_config(None, [*OVERRIDES, "train.steps=4", "train.eval_every=2", "algorithm.k=2",
+                                "algorithm.drop_zero_signal=false", "algorithm.entropy_coef=0.05", "policy.lr=1e-2",
                                 f"policy.model={random_model_dir}", f"output_dir={tmp_path}"])
     run = train(config, progress=False)
     summary = json.loads((run / "summary.json").read_text())
     assert summary["best_step"] == best_step and summary["best_success"] == max(successes)
-    assert (run / "checkpoints" / "best").is_dir() == (best_step > 0)
+    # checkpoints/best holds the weights of that step (every step moves them: entropy bonus, no dropping).
+    best, final, initial = (_weights(folder / "model.safetensors") for folder in
+                            (run / "checkpoints" / "best" / "shared", run / "checkpoints" / "final" / "shared",
+                             random_model_dir))
+    assert _same(best, initial) == (best_step == 0)
+    assert _same(best, final) == (best_step == 4)
+
+
+def _weights(path: Path) -> dict[str, torch.Tensor]:
+    return load_file(str(path))
+
+
+def _same(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> bool:
+    return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)

@@ -119,6 +119,7 @@ def train(config: RunConfig, model_path: str | None = None, progress: bool = Tru
 
         if state is None:
             initial = held_out(0)
+            run.save_checkpoint("best", policies)  # best = the weights of best_step, step 0 until beaten
             state = LoopState(initial_success=initial, best_success=initial)
             diagnostics.alerts(0, {"eval/success": initial})  # the first peak (a resumed run restored its own)
         history = {"initial": state.initial_success}
