@@ -192,8 +192,10 @@ def main(argv: list[str] | None = None) -> int:
 
         if isinstance(err, TrainingInterrupted):
             print(describe_stopped_run(err.run_dir), file=sys.stderr)
+        elif args.func is cmd_train:
+            print("teamrl: interrupted before the run started; no run directory was written", file=sys.stderr)
         else:
-            print("teamrl: interrupted before a run directory was written; nothing to resume", file=sys.stderr)
+            print(f"teamrl: {args.command} interrupted", file=sys.stderr)
         return 130
 
 

@@ -169,3 +169,13 @@ def test_version_and_help(capsys):
     text = capsys.readouterr().out
     assert "alerts" in text.split("positional arguments")[0]  # in the description, not only the list
     assert "--debug" in text
+
+
+def test_a_new_run_over_an_existing_one_is_refused_before_the_warm_up(tmp_path, capsys, no_warm_up):
+    run = _fake_run_dir(tmp_path / "runs", [])
+    before = sorted(p.name for p in run.iterdir())
+    code, err = _run_cli(capsys, "train", f"{CONFIGS}/plan_path_team.yaml", *SMALL, f"output_dir={tmp_path / 'runs'}",
+                         f"run_name={run.name}")
+    assert code == 2
+    _assert_one_clear_line(err, f"run directory {run} already holds a run", "--resume")
+    assert sorted(p.name for p in run.iterdir()) == sorted([*before, ".lock"])  # untouched but for the lock file

@@ -1,4 +1,9 @@
-"""The run directory: resolved config, metrics.jsonl (+ TensorBoard when installed), checkpoints."""
+"""The run directory: resolved config, metrics.jsonl (+ TensorBoard when installed), checkpoints.
+
+Also what keeps it consistent: one writer at a time (`RunLock` on RUN_DIR/.lock, taken by
+`claim_run` before anything is read), a new run that fails before its first step leaves no
+directory behind, and a stopped run is described with the command that resumes it.
+"""
 
 from __future__ import annotations
 
@@ -102,15 +107,20 @@ def claim_run(config: RunConfig) -> "tuple[RunLock | None, ResumePoint | None]":
     lock = RunLock(path, create) if create or (path / "metrics.jsonl").is_file() else None
     try:
         resume = find_resume_point(config)
-        if resume is None and (path / "metrics.jsonl").exists():
-            raise FileExistsError(
-                f"run directory {path} already holds a run; pick another run_name, delete it, "
-                "or continue it with --resume (train.resume)")
+        if resume is None:
+            refuse_existing_run(path)
     except BaseException:
         if lock is not None:
             lock.release(discard=True)
         raise
     return lock, resume
+
+
+def refuse_existing_run(path: Path) -> None:
+    """FileExistsError when `path` already holds a run (a new run must not mix into it)."""
+    if (path / "metrics.jsonl").exists():
+        raise FileExistsError(f"run directory {path} already holds a run; pick another run_name, delete it, "
+                              "or continue it with --resume (train.resume)")
 
 
 def planned_run_path(config: RunConfig) -> tuple[Path, bool]:
@@ -148,10 +158,7 @@ class RunDirectory:
         else:
             self.path = lock.path if lock is not None else Path(config.output_dir) / (
                 config.run_name or default_run_name(config))
-            if (self.path / "metrics.jsonl").exists():
-                raise FileExistsError(
-                    f"run directory {self.path} already holds a run; pick another run_name, delete it, "
-                    "or continue it with --resume (train.resume)")
+            refuse_existing_run(self.path)
         self.path.mkdir(parents=True, exist_ok=True)
         (self.path / "config.yaml").write_text(yaml.safe_dump(config_to_dict(config), sort_keys=False))
         self._metrics = open(self.path / "metrics.jsonl", "a", buffering=1)
@@ -238,7 +245,8 @@ def describe_stopped_run(path: Path, how: str = "interrupted") -> str:
     if not path.exists():
         return f"teamrl: {how} before the first training step; nothing was kept ({path} was removed)"
     last = 0
-    with open(path / "metrics.jsonl", encoding="utf-8") as handle:
+    metrics = path / "metrics.jsonl"
+    with open(metrics if metrics.exists() else os.devnull, encoding="utf-8") as handle:
         for line in handle:
             try:
                 row = json.loads(line)
@@ -246,8 +254,8 @@ def describe_stopped_run(path: Path, how: str = "interrupted") -> str:
                 continue
             if isinstance(row, dict) and "train/success" in row and isinstance(row.get("step"), int):
                 last = max(last, row["step"])
-    saved = yaml.safe_load((path / "config.yaml").read_text()) or {}
-    total = (saved.get("train") or {}).get("steps")
+    saved = yaml.safe_load((path / "config.yaml").read_text()) if (path / "config.yaml").exists() else None
+    total = ((saved or {}).get("train") or {}).get("steps")
     checkpoints = step_checkpoints(path / "checkpoints")
     if checkpoints:
         step, folder = checkpoints[-1]
