@@ -1,13 +1,17 @@
-"""`teamrl` command line: quickstart, warmup, train, eval, export, report."""
+"""`teamrl` command line: quickstart, warmup, train, eval, export, report, alerts."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+import tempfile
 import time
+import traceback
 from pathlib import Path
 
+from teamrl import __version__
 from teamrl.config import ConfigError, RunConfig, load_config
 
 DEFAULT_CONFIG = Path(__file__).parent / "configs" / "plan_path_team.yaml"
@@ -30,21 +34,17 @@ def cmd_warmup(args: argparse.Namespace) -> int:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from teamrl.training.checkpoint import CheckpointError
     from teamrl.training.loop import train
 
     config = _load(args)
     if getattr(args, "resume", None):
         config.train.resume = args.resume
-    try:
-        run_dir = train(config)
-    except CheckpointError as err:
-        print(f"teamrl: error: {err}", file=sys.stderr)
-        return 2
+    run_dir = train(config)
     summary = json.loads((run_dir / "summary.json").read_text())
+    best = (f"best {summary['best_success']:.1%} at step {summary['best_step']}" if summary["best_step"] else
+            f"best {summary['best_success']:.1%} at step 0: training never beat the initial model")
     print(f"held-out success: before {summary['initial_success']:.1%}, after "
-          f"{summary['final_success']:.1%} (best {summary['best_success']:.1%} at step "
-          f"{summary['best_step']}); {summary['steps']} steps in {summary['train_seconds']:.0f}s")
+          f"{summary['final_success']:.1%} ({best}); {summary['steps']} steps in {summary['train_seconds']:.0f}s")
     print(f"run directory: {run_dir}")
     return 0
 
@@ -78,11 +78,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     from teamrl.report import ReportError, report_command
 
-    try:
-        print(f"report written: {report_command(args.run_dirs, args.out)}")
-    except ReportError as err:
-        print(f"teamrl: error: {err}", file=sys.stderr)
-        return 2
+    print(f"report written: {report_command(args.run_dirs, args.out)}")
     return 0
 
 
@@ -101,9 +97,35 @@ def cmd_alerts(args: argparse.Namespace) -> int:
     return 0
 
 
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number >= 1")
+    return value
+
+
+def _with_parents(*parents: argparse.ArgumentParser) -> type[argparse.ArgumentParser]:
+    """An ArgumentParser class whose instances (the subcommands) inherit `parents`' options."""
+
+    class Parser(argparse.ArgumentParser):
+        def __init__(self, *args, **kwargs) -> None:
+            super().__init__(*args, parents=[*parents, *kwargs.pop("parents", [])], **kwargs)
+
+    return Parser
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="teamrl", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser.add_argument("--version", action="version", version=f"teamrl {__version__}")
+    parser.add_argument("--debug", action="store_true",
+                        help="show the full traceback of an error (also: TEAMRL_DEBUG=1)")
+    # --debug also after the command (`teamrl train X.yaml --debug`); SUPPRESS keeps the top-level value.
+    debug = argparse.ArgumentParser(add_help=False)
+    debug.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_with_parents(debug))
 
     def with_config(p: argparse.ArgumentParser, required: bool = True) -> None:
         p.add_argument("config", nargs=None if required else "?", default=None if required else str(DEFAULT_CONFIG),
@@ -125,7 +147,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("eval", help="score a checkpoint (or the untrained base) on the held-out split")
     with_config(p)
     p.add_argument("--checkpoint", help="a checkpoint folder (checkpoints/<tag>) or a model folder")
-    p.add_argument("--instances", type=int, default=0, help="held-out instances (default: train.eval_instances)")
+    p.add_argument("--instances", type=_positive, default=0, help="held-out instances (default: train.eval_instances)")
     p.set_defaults(func=cmd_eval)
     p = sub.add_parser("export", help="write a checkpoint's policies as plain HF models (LoRA adapters merged)")
     p.add_argument("checkpoint", help="checkpoints/<tag> of a run, or one policy's folder in it")
@@ -145,12 +167,63 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    """Run one command; every failure ends in one line on stderr and a non-zero exit code.
+
+    Exit codes: 2 bad input (config, files, a locked run directory), 130 Ctrl-C, 1 anything else
+    (its traceback goes to a file the line names). --debug or TEAMRL_DEBUG=1 re-raise instead.
+    """
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    # Overrides after an option (`train X.yaml --resume R train.steps=9`) land in `extra`: keep them.
+    if extra and isinstance(getattr(args, "overrides", None), list) and all(
+            "=" in item and not item.startswith("-") for item in extra):
+        args.overrides += extra
+    elif extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    debug = args.debug or os.environ.get("TEAMRL_DEBUG", "") not in ("", "0")
     try:
         return args.func(args)
-    except (ConfigError, FileNotFoundError, FileExistsError) as err:
-        print(f"teamrl: error: {err}", file=sys.stderr)
+    except Exception as err:  # noqa: BLE001 - the one place that turns errors into a message
+        if debug:
+            raise
+        return _report_error(err)
+    except KeyboardInterrupt as err:
+        if debug:
+            raise
+        from teamrl.training.run_dir import TrainingInterrupted, describe_stopped_run
+
+        if isinstance(err, TrainingInterrupted):
+            print(describe_stopped_run(err.run_dir), file=sys.stderr)
+        elif args.func is cmd_train:
+            print("teamrl: interrupted before the run started; no run directory was written", file=sys.stderr)
+        else:
+            print(f"teamrl: {args.command} interrupted", file=sys.stderr)
+        return 130
+
+
+def _user_errors() -> tuple[type[BaseException], ...]:
+    """Errors that mean bad input; their message says what is wrong and how to fix it."""
+    from teamrl.report import ReportError
+    from teamrl.tasks.datafiles import DatasetFormatError
+    from teamrl.training.checkpoint import CheckpointError
+    from teamrl.training.run_dir import RunLockedError
+
+    return (ConfigError, DatasetFormatError, CheckpointError, ReportError, RunLockedError, FileNotFoundError,
+            FileExistsError, NotADirectoryError, IsADirectoryError, PermissionError, ImportError)
+
+
+def _report_error(err: Exception) -> int:
+    message = " ".join(str(err).split()) or type(err).__name__
+    if isinstance(err, _user_errors()):
+        print(f"teamrl: error: {message}", file=sys.stderr)
         return 2
+    # Not a known kind of bad input, so maybe a bug: keep the traceback for a bug report.
+    fd, path = tempfile.mkstemp(prefix="teamrl-error-", suffix=".txt")
+    with os.fdopen(fd, "w") as handle:
+        handle.write("".join(traceback.format_exception(err)))
+    print(f"teamrl: error: {type(err).__name__}: {message} (traceback in {path}; --debug or TEAMRL_DEBUG=1 "
+          "prints it)", file=sys.stderr)
+    return 1
 
 
 if __name__ == "__main__":

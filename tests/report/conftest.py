@@ -73,7 +73,7 @@ def write_run(root: Path, name: str, eval_success: list[float], *, steps: int = 
             train["eval/best_success"] = best
         lines.append(train)
     lines.append(eval_line(steps))
-    if eval_success[-1] >= best:
+    if eval_success[-1] > best:  # a tie keeps the earlier step, as loop.py does
         best, best_step = eval_success[-1], steps
     (run / "metrics.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
     transcripts = run / "transcripts"

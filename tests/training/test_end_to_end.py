@@ -53,6 +53,8 @@ def test_train_writes_a_complete_run(tmp_path, warm_model, regime):
     for key in ("adv/zero_signal_frac", "role/tool/reward", "role/plan/reward", "time/tokens_per_s"):
         assert any(key in r for r in rows), key
     assert any("eval/success" in r for r in rows)
+    # |advantage| per agent is read after the advantages are assigned (it was 0 at every step before)
+    assert any(r.get(f"role/{agent}/adv_abs", 0) > 0 for r in rows for agent in ("tool", "plan"))
     # each policy only ever receives its own roles' samples
     policy_keys = {k.split("/")[1] for r in rows for k in r if k.startswith("policy/")}
     assert policy_keys and policy_keys <= expected

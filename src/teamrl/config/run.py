@@ -86,8 +86,6 @@ class RunConfig:
               self.algorithm.clip_low, "0 <= clip_low < 1 and clip_high >= 0")
         check(self.algorithm.minibatch_size >= 1 and self.algorithm.ppo_epochs >= 1,
               "algorithm.minibatch_size", self.algorithm.minibatch_size, ">= 1 (and ppo_epochs >= 1)")
-        check(self.train.steps >= 0 and self.train.batch_size >= 1, "train.batch_size",
-              self.train.batch_size, ">= 1 (and steps >= 0)")
         check(self.train.schedule in ("constant", "cosine"), "train.schedule", self.train.schedule,
               "constant or cosine")
         check_mitigations(self.algorithm)

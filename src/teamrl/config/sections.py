@@ -141,6 +141,12 @@ def overridable_rollout_fields() -> list[str]:
     """The RolloutConfig fields a `by_role` entry may set: all of them but `by_role` itself."""
     return [f.name for f in dataclasses.fields(RolloutConfig) if f.name != "by_role"]
 
+    def __post_init__(self) -> None:
+        require(self.max_new_tokens >= 1, "max_new_tokens", self.max_new_tokens,
+                "an integer >= 1 (a response needs at least one token)")
+        require(0 < self.top_p <= 1, "top_p", self.top_p, "0 < top_p <= 1 (1 = off)")
+        require(self.top_k >= 0, "top_k", self.top_k, "an integer >= 0 (0 = off)")
+
 
 @dataclass
 class AlgorithmConfig:
@@ -231,8 +237,18 @@ class TrainConfig:
     """Stop training after this many seconds (0 = no limit); the final eval still runs."""
 
     def __post_init__(self) -> None:
-        require(self.keep_last >= 0, "train.keep_last", self.keep_last, ">= 0 (0 keeps every checkpoint)")
-        require(self.checkpoint_every >= 0, "train.checkpoint_every", self.checkpoint_every, ">= 0")
+        # Keys are bare: build_dataclass prefixes the section ("train.") to a field check's message.
+        require(self.steps >= 0, "steps", self.steps, "an integer >= 0")
+        require(self.batch_size >= 1, "batch_size", self.batch_size, "an integer >= 1")
+        require(self.warmup_steps >= 0, "warmup_steps", self.warmup_steps, "an integer >= 0")
+        require(self.grad_clip >= 0, "grad_clip", self.grad_clip, ">= 0 (0 turns clipping off)")
+        require(self.eval_every >= 0, "eval_every", self.eval_every, ">= 0 (0 evaluates only at start and end)")
+        require(self.eval_instances >= 1, "eval_instances", self.eval_instances,
+                "an integer >= 1 (the held-out success needs at least one episode)")
+        require(self.keep_last >= 0, "keep_last", self.keep_last, ">= 0 (0 keeps every checkpoint)")
+        require(self.checkpoint_every >= 0, "checkpoint_every", self.checkpoint_every,
+                ">= 0 (0 writes no resumable checkpoint)")
+        require(self.time_budget_s >= 0, "time_budget_s", self.time_budget_s, ">= 0 seconds (0 = no limit)")
 
 
 @dataclass

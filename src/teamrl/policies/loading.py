@@ -8,6 +8,8 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
+from teamrl.config import ConfigError
+
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
@@ -60,27 +62,71 @@ class Policy:
         return sorted(i for i in ids if i is not None)
 
 
-def _source(name: str, path: str, what: str) -> str:
+def check_model_source(key: str, path: str) -> None:
+    """Fail early, naming `key`, when `path` is meant as a local model folder but is not one.
+
+    A path that exists must be a folder with config.json (what save_pretrained writes); a path that
+    does not exist but is spelled like a local one (absolute, ./, ../ or ~) is reported as missing
+    instead of being sent to the hub as a model name.
+    """
     local = Path(path).expanduser()
-    if what == "model" and local.exists() and not (local / "config.json").exists():
-        raise FileNotFoundError(
-            f"policy {name!r}: {local} exists but has no config.json; point model at a folder "
-            "written by save_pretrained (or run `teamrl warmup` for the tiny default)"
-        )
+    if local.is_file():
+        raise FileNotFoundError(f"{key} = {path!r} is a file, not a model folder; point it at a folder "
+                                "written by save_pretrained (with config.json and the weights)")
+    if local.is_dir() and not (local / "config.json").is_file():
+        raise FileNotFoundError(f"{key} = {path!r} is a folder without config.json, so not a model; point it "
+                                "at a folder written by save_pretrained (or use tiny-default)")
+    if not local.exists() and path.startswith(("/", "./", "../", "~")):
+        raise FileNotFoundError(f"{key} = {path!r}: no such folder; give a model folder written by "
+                                "save_pretrained (or use tiny-default)")
+
+
+def device_problem(device: str) -> str | None:
+    """Why a model cannot be put on torch device `device` on this machine, or None when it can."""
+    try:
+        parsed = torch.device(device)
+    except (RuntimeError, TypeError):
+        return "is not a torch device; use cpu, cuda or cuda:N"
+    if parsed.type == "cuda":
+        if torch.version.cuda is None and getattr(torch.version, "hip", None) is None:
+            return (f"needs a CUDA build of torch, but this torch ({torch.__version__}) is CPU-only; use "
+                    "policy.device=cpu, or install a CUDA build of torch")
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if count == 0:
+            return "but no CUDA GPU is visible here (check nvidia-smi and CUDA_VISIBLE_DEVICES); use policy.device=cpu"
+        if parsed.index is not None and parsed.index >= count:
+            return f"but this machine shows {count} GPU(s): cuda:0 to cuda:{count - 1}"
+    elif parsed.type == "mps" and not torch.backends.mps.is_available():
+        return "but MPS (Apple GPU) is not available here; use policy.device=cpu"
+    elif parsed.type not in ("cpu", "cuda", "mps"):
+        return "is not a device teamrl trains on; use cpu, cuda or cuda:N"
+    return None
+
+
+def check_device(key: str, device: str) -> None:
+    """Raise ConfigError naming `key` when `device` is unusable here (see `device_problem`)."""
+    problem = device_problem(device)
+    if problem is not None:
+        raise ConfigError(f"{key} = {device!r} {problem}")
+
+
+def _local_or_hub(path: str) -> str:
+    """`path` with ~ expanded when it exists here; otherwise unchanged (a hub name)."""
+    local = Path(path).expanduser()
     return str(local) if local.exists() else path
 
 
-def _not_found(name: str, what: str, path: str, err: OSError) -> FileNotFoundError:
+def _not_found(name: str, what: str, path: str, err: Exception) -> FileNotFoundError:
     return FileNotFoundError(
-        f"policy {name!r}: could not load {what} {path!r} ({err}). Give a local folder "
-        "written by save_pretrained; this machine cannot download from a hub.")
+        f"policy {name!r}: could not load {what} {path!r} ({str(err).strip().splitlines()[0]}). Give a local "
+        "folder written by save_pretrained; this machine cannot download from a hub.")
 
 
 def load_tokenizer(name: str, path: str) -> PreTrainedTokenizerBase:
     """AutoTokenizer from a folder or hub name, with a pad token (EOS when the tokenizer has none)."""
     try:
-        tokenizer = AutoTokenizer.from_pretrained(_source(name, path, "tokenizer"))
-    except OSError as err:
+        tokenizer = AutoTokenizer.from_pretrained(_local_or_hub(path))
+    except (OSError, ValueError) as err:  # ValueError: e.g. a config.json that names no known tokenizer
         raise _not_found(name, "tokenizer", path, err) from err
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
@@ -91,9 +137,11 @@ def load_model(name: str, path: str, dtype: str = "float32", device: str = "cpu"
     """AutoModelForCausalLM from a folder (or hub name) in `dtype` on `device`."""
     if dtype not in DTYPES:
         raise ValueError(f"policy {name!r}: dtype {dtype!r} unknown; use one of {sorted(DTYPES)}")
+    check_model_source(f"policy {name!r}: model", path)
+    check_device(f"policy {name!r}: device", device)
     try:
-        model = AutoModelForCausalLM.from_pretrained(_source(name, path, "model"), dtype=DTYPES[dtype])
-    except OSError as err:
+        model = AutoModelForCausalLM.from_pretrained(_local_or_hub(path), dtype=DTYPES[dtype])
+    except (OSError, ValueError) as err:  # ValueError: e.g. a config.json of an unknown architecture
         raise _not_found(name, "model", path, err) from err
     return model.to(device)
 
@@ -120,6 +168,9 @@ def load_policy(
 
     tokenizer_path: where the tokenizer comes from when not from `model_path`.
     """
+    # The model is checked first: a folder that is no model would otherwise fail as a tokenizer.
+    check_model_source(f"policy {name!r}: model", model_path)
+    check_device(f"policy {name!r}: device", device)
     tokenizer = load_tokenizer(name, tokenizer_path or model_path)
     use_template = uses_chat_template(name, tokenizer, chat_template, tokenizer_path or model_path)
     return Policy(name, load_model(name, model_path, dtype, device), tokenizer, use_template)

@@ -71,6 +71,6 @@ def _table_html(runs: list[RunData], labels: list[str]) -> str:
     headers = ["run", "initial held-out success", "peak held-out success", "final held-out success",
                "best step", "steps", "train time", "run directory"]
     caption = ('<p class="caption">Held-out success before training, at its best evaluation and at '
-               "the end; the step of the best evaluation; training steps and seconds (from each "
+               "the end; the step of the best evaluation (the earliest one reaching the peak); training steps and seconds (from each "
                "run's summary.json, or from metrics.jsonl for an unfinished run).</p>\n")
     return caption + table(headers, rows, numeric={1, 2, 3, 4, 5, 6})

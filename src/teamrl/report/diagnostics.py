@@ -57,11 +57,15 @@ def diagnostics_sections(run: RunData, out: Path) -> list[tuple[str, str, str]]:
                                + run.names_under("diag/role/", "/grad_norm")))
     sections = [("alerts", "Alerts", _alerts_html(run, out))]
     for anchor, heading, ncols, caption, stats in DIAGNOSTIC_FIGURES:
-        panels = [Panel(title, ylabel, [Line(r, run.series(f"diag/role/{r}/{stat}")) for r in roles], fraction)
+        one_step = run.one_step_updates() and any(stat == "clip_frac" for stat, *_ in stats)
+        panels = [Panel(f"{title} (0 by construction: ratio 1)" if one_step and stat == "clip_frac" else title,
+                        ylabel, [Line(r, run.series(f"diag/role/{r}/{stat}")) for r in roles], fraction)
                   for stat, title, ylabel, fraction in stats]
         name = f"{anchor}.png"
         written = save_figure(out / name, panels, ncols)
-        sections.append((anchor, heading, plot(name if written else None, heading.lower(), caption)))
+        note = (" The clip fraction is 0 by construction here: every update was one optimizer step on the "
+                "samples just drawn (PPO ratio 1; see Per-policy optimisation).") if one_step else ""
+        sections.append((anchor, heading, plot(name if written else None, heading.lower(), caption + note)))
     return sections
 
 

@@ -56,6 +56,21 @@ class RunData:
         return [k[len(prefix):len(k) - len(suffix)] for k in self.keys()
                 if k.startswith(prefix) and k.endswith(suffix) and len(k) > len(prefix) + len(suffix)]
 
+    def one_step_updates(self) -> bool:
+        """Whether every logged update was a single optimizer step on freshly sampled data.
+
+        With algorithm.ppo_epochs 1 and each policy's samples of a step within one minibatch
+        (policy/<p>/samples <= algorithm.minibatch_size), the update scores its samples with the
+        weights that sampled them: the PPO ratio is 1, so the clip fraction is 0 by construction.
+        False when the config or the sample counts are missing (nothing is claimed then).
+        """
+        algo = (self.config or {}).get("algorithm")
+        if not isinstance(algo, dict):
+            return False
+        epochs, size = algo.get("ppo_epochs", 1), algo.get("minibatch_size", 256)
+        counts = [v for p in self.names_under("policy/", "/samples") for _, v in self.series(f"policy/{p}/samples")]
+        return epochs == 1 and isinstance(size, int) and bool(counts) and max(counts) <= size
+
     def headline(self) -> "Headline":
         """Initial / peak / final held-out success etc., from summary.json or, lacking it, metrics."""
         return Headline.of(self)

@@ -15,6 +15,13 @@ POLICY_STATS = [("loss", "loss", "Policy loss"), ("entropy", "nats / token", "En
                 ("clip_frac", "fraction of tokens", "Clip fraction"),
                 ("grad_norm", "L2 norm (pre-clip)", "Gradient norm"), ("kl_ref", "KL", "KL to reference")]
 TIME_PHASES = [("rollout_s", "rollout"), ("update_s", "update"), ("eval_s", "held-out eval")]
+# Said wherever a clip fraction is plotted for a run whose updates were one optimizer step each.
+ONE_STEP_NOTE = ("In this run every update was one optimizer step on the samples just drawn (algorithm.ppo_epochs "
+                 "1 and each step's samples within one minibatch of algorithm.minibatch_size), so the PPO ratio "
+                 "is 1 and the clip fraction is 0 by construction, not a sign of stable training. It becomes "
+                 "informative with algorithm.ppo_epochs > 1 or a minibatch_size below the samples per step.")
+BEST_STEP_RULE = ("Step of the best (the earliest evaluation reaching the best; checkpoints/best holds its weights, "
+                  "step 0 means the initial model)")
 
 
 def write_run_report(run: RunData, out: Path) -> Path:
@@ -53,7 +60,7 @@ def _summary_html(run: RunData) -> str:
     rows = [["Held-out success before training", fmt(h.initial, "pct")],
             ["Held-out success at the end", fmt(h.final, "pct")],
             ["Best held-out success", fmt(h.peak, "pct")],
-            ["Step of the best", fmt(h.best_step, "int")],
+            [BEST_STEP_RULE, fmt(h.best_step, "int")],
             ["Training steps", fmt(h.steps, "int")],
             ["Training time (without the first and final evaluation)", fmt(h.train_seconds, "sec")]]
     summary = run.summary or {}
@@ -95,8 +102,9 @@ def _plot_sections(run: RunData, out: Path) -> list[tuple[str, str, str]]:
         ("policies", "Per-policy optimisation", 2,
          "Optimiser statistics of each trained policy per step: surrogate loss, token entropy, fraction "
          "of tokens whose ratio was clipped, and gradient norm before clipping (plus KL to the "
-         "reference model when a KL penalty is on).",
-         [Panel(title, ylabel, [Line(p, run.series(f"policy/{p}/{stat}")) for p in policies])
+         "reference model when a KL penalty is on)." + (" " + ONE_STEP_NOTE if run.one_step_updates() else ""),
+         [Panel(_clip_title(run, title) if stat == "clip_frac" else title, ylabel,
+                [Line(p, run.series(f"policy/{p}/{stat}")) for p in policies])
           for stat, ylabel, title in POLICY_STATS]),
         ("advantages", "Advantage signal", 2,
          "Fraction of samples whose group had no reward spread (zero advantage, so no gradient), and "
@@ -118,6 +126,10 @@ def _plot_sections(run: RunData, out: Path) -> list[tuple[str, str, str]]:
         written = save_figure(out / name, panels, ncols)
         sections.append((anchor, heading, plot(name if written else None, heading, caption)))
     return sections
+
+
+def _clip_title(run: RunData, title: str) -> str:
+    return f"{title} (0 by construction: ratio 1)" if run.one_step_updates() else title
 
 
 def chosen_eval_steps(run: RunData) -> list[tuple[int, str]]:

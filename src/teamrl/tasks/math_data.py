@@ -133,7 +133,8 @@ def _generic_record(rec: Mapping[str, Any], index: int, where: str, source: str)
     if raw is None and solution is not None:
         raw = extract_boxed(solution)
     if raw is None or not str(raw).strip():
-        raise DatasetFormatError(f"{where}: no answer field (answer / final_answer / target) and no \\boxed{{}} in a solution")
+        raise DatasetFormatError(f"{where}: no answer field (answer / final_answer / target) and no \\boxed{{}} in a "
+                                 "solution; give every record its final answer, e.g. \"answer\": \"42\"")
     answer = str(raw)
     if "####" in answer:
         answer, gsm_solution = _gsm8k_answer(answer, where)
@@ -148,7 +149,8 @@ RecordParser = Callable[[Mapping[str, Any], int, str, str], MathProblem]
 def _load_jsonl(path: Path, parse: RecordParser, source: str) -> list[MathProblem]:
     problems = [parse(rec, i, f"{path}:{lineno}", source) for i, (lineno, rec) in enumerate(iter_jsonl(path))]
     if not problems:
-        raise DatasetFormatError(f"{path}: no records")
+        raise DatasetFormatError(f"{path}: no records (the file is empty or blank); write one JSON object per "
+                                 "line with a question and its answer")
     return problems
 
 

@@ -8,9 +8,10 @@ from pathlib import Path
 
 from teamrl.config import ConfigError, PolicyConfig, RunConfig
 from teamrl.policies.assemble import load_policies
-from teamrl.policies.loading import Policy
+from teamrl.policies.loading import Policy, check_device, check_model_source
 from teamrl.policies.mapping import agent_policy_mapping
 from teamrl.policies.storage import load_policy_weights
+from teamrl.training.checkpoint import MARKER
 from teamrl.training.tiny_default import WarmupRecipe, warm_up
 from teamrl.workflows.base import Workflow
 from teamrl.workflows.registry import task_entry
@@ -47,14 +48,28 @@ def policy_settings(config: RunConfig, mapping: dict[str, str], model_path: str 
 
     model_path: used instead of warming up wherever a policy's model is 'tiny-default'.
     """
+    names = list(dict.fromkeys(mapping.values()))
+    check_policy_sources(config, names)  # before any warm-up: a bad path or device fails in a second
     settings, resolved = {}, {}
-    for name in dict.fromkeys(mapping.values()):
+    for name in names:
         cfg = config.policy_config(name)
         if cfg.model not in resolved:
             use = model_path if model_path and cfg.model == TINY_DEFAULT else None
             resolved[cfg.model] = use or resolve_model_path(config, cfg.model)
         settings[name] = dataclasses.replace(cfg, model=resolved[cfg.model])
     return settings
+
+
+def check_policy_sources(config: RunConfig, names: list[str]) -> None:
+    """Each policy's model and tokenizer path and device usable here, or an error naming the key."""
+    for name in names:
+        cfg = config.policy_config(name)
+        section = f"policies.{name}." if name in config.policies else "policy."
+        check_device(section + "device", cfg.device)
+        if cfg.model != TINY_DEFAULT:
+            check_model_source(section + "model", cfg.model)
+        if cfg.tokenizer and Path(cfg.tokenizer).expanduser().is_file():
+            raise FileNotFoundError(f"{section}tokenizer = {cfg.tokenizer!r} is a file; give a tokenizer folder")
 
 
 def build_policies(config: RunConfig, workflow: Workflow, model_path: str | None = None
@@ -75,6 +90,7 @@ def policies_from_checkpoint(config: RunConfig, workflow: Workflow, folder: Path
     """
     if not folder.is_dir():
         raise ConfigError(f"--checkpoint {folder} is not a folder")
+    _refuse_run_directory(folder)
     mapping = agent_mapping(config, workflow)
     if (folder / "config.json").is_file():
         settings = {name: dataclasses.replace(config.policy_config(name), model=str(folder), tokenizer="",
@@ -100,6 +116,21 @@ def policies_from_checkpoint(config: RunConfig, workflow: Workflow, folder: Path
         if cfg.lora is not None:
             load_policy_weights(policies[name], folder / name)
     return policies, mapping
+
+
+def _refuse_run_directory(folder: Path) -> None:
+    """A run directory (or its checkpoints/ folder) given where one checkpoint is expected: name the ones in it."""
+    if (folder / "checkpoints").is_dir() and (folder / "metrics.jsonl").exists():
+        root = folder / "checkpoints"
+    elif folder.name == "checkpoints" and (folder.parent / "metrics.jsonl").exists():
+        root = folder
+    else:
+        return
+    tags = sorted(p.name for p in root.iterdir() if (p / MARKER).is_file())
+    suggestion = root / "final" if "final" in tags else (root / tags[-1] if tags else None)
+    found = f"its checkpoints: {', '.join(tags)}" if tags else "it holds no complete checkpoint yet"
+    hint = f"; use --checkpoint {suggestion}" if suggestion else ""
+    raise ConfigError(f"--checkpoint {folder} is a run directory, not a checkpoint ({found}){hint}")
 
 
 def _recorded_base(adapter_folder: Path) -> str | None:

@@ -26,9 +26,8 @@ from teamrl.training.backends.rollout_workers import RolloutPool
 from teamrl.training.build import build_policies, build_workflow
 from teamrl.training.credit import assign_advantages, trainable
 from teamrl.training.evaluate import evaluate
-from teamrl.training.resume import (LoopState, TrackerStates, find_resume_point, restore_training_state,
-                                   save_training_state)
-from teamrl.training.run_dir import RunDirectory
+from teamrl.training.resume import LoopState, TrackerStates, restore_training_state, save_training_state
+from teamrl.training.run_dir import RunDirectory, TrainingInterrupted, claim_run
 from teamrl.training.update import make_optimizer
 from teamrl.workflows.base import Workflow
 
@@ -60,6 +59,7 @@ def rollout_step(config: RunConfig, workflow: Workflow, policies: dict[str, Poli
 
 
 def rollout_metrics(samples: list[Sample], episodes: list[Episode]) -> dict[str, float]:
+    """Success, returns and per-agent reward, length and |advantage| (call after assign_advantages)."""
     metrics = {"train/success": mean(e.success for e in episodes),
                "train/team_return": mean(e.team_return for e in episodes),
                "train/turns": mean(e.turns for e in episodes),
@@ -74,17 +74,23 @@ def rollout_metrics(samples: list[Sample], episodes: list[Episode]) -> dict[str,
 
 def train(config: RunConfig, model_path: str | None = None, progress: bool = True) -> Path:
     """Train the configured team (or resume it: train.resume); returns the run directory."""
-    resume = find_resume_point(config)
-    seed_everything(config.seed)
-    workflow = build_workflow(config)
-    eval_sampling = agent_sampling(config.rollout, workflow.agents, "eval")  # checks by_role's names early
-    policies, mapping = build_policies(config, workflow, model_path)
-    diagnostics = RunDiagnostics(config, workflow.agents, mapping)
-    optimizers = {name: make_optimizer(p, config.policy_config(name), config.train,
-                                       diagnostics.needs_reference)
-                  for name, p in policies.items()}
-    run = RunDirectory(config, resume)
+    lock, resume = claim_run(config)  # a run directory another process writes is refused here
+    try:
+        seed_everything(config.seed)
+        workflow = build_workflow(config)
+        eval_sampling = agent_sampling(config.rollout, workflow.agents, "eval")  # checks by_role's names early
+        policies, mapping = build_policies(config, workflow, model_path)
+        diagnostics = RunDiagnostics(config, workflow.agents, mapping)
+        optimizers = {name: make_optimizer(p, config.policy_config(name), config.train,
+                                           diagnostics.needs_reference)
+                      for name, p in policies.items()}
+        run = RunDirectory(config, resume, lock)
+    except BaseException:  # nothing trained yet: a directory this call created is removed
+        if lock is not None:
+            lock.release(discard=True)
+        raise
     backend = pool = None
+    failed = True
     try:
         generator = torch.Generator().manual_seed(config.seed)
         rng = random.Random(config.seed)
@@ -113,6 +119,7 @@ def train(config: RunConfig, model_path: str | None = None, progress: bool = Tru
 
         if state is None:
             initial = held_out(0)
+            run.save_checkpoint("best", policies)  # best = the weights of best_step, step 0 until beaten
             state = LoopState(initial_success=initial, best_success=initial)
             diagnostics.alerts(0, {"eval/success": initial})  # the first peak (a resumed run restored its own)
         history = {"initial": state.initial_success}
@@ -124,8 +131,9 @@ def train(config: RunConfig, model_path: str | None = None, progress: bool = Tru
             t0, evaluated = time.time(), {}
             samples, episodes = rollout_step(config, workflow, policies, mapping, step - 1, generator, rng, pool)
             t1 = time.time()
-            metrics = rollout_metrics(samples, episodes)
-            metrics.update({f"adv/{k}": v for k, v in assign_advantages(samples, episodes, algo).items()})
+            advantages = assign_advantages(samples, episodes, algo)
+            metrics = rollout_metrics(samples, episodes)  # after assign_advantages: it reads them
+            metrics.update({f"adv/{k}": v for k, v in advantages.items()})
             batches = {name: trainable([s for s in samples if s.policy == name], algo.drop_zero_signal)
                        for name in optimizers}
             per_role = []
@@ -161,7 +169,7 @@ def train(config: RunConfig, model_path: str | None = None, progress: bool = Tru
         train_seconds = time.time() - started
         final = held_out(step)
         _report_alerts(run.path, diagnostics.alerts(step, {"eval/success": final}), progress)
-        if final >= best:
+        if final > best:  # a tie keeps the earlier step, as during training (and the collapse alert)
             best, best_step = final, step
             run.save_checkpoint("best", policies)
         run.save_checkpoint("final", policies)
@@ -169,7 +177,10 @@ def train(config: RunConfig, model_path: str | None = None, progress: bool = Tru
                    "best_step": best_step, "steps": step, "train_seconds": train_seconds,
                    "agent_to_policy": mapping}
         run.write_json("summary.json", summary)
+        failed = False
         return run.path
+    except KeyboardInterrupt as err:  # Ctrl-C: say where the run stands (the CLI prints how to resume)
+        raise TrainingInterrupted(run.path) from err
     finally:  # also when a step fails: Ray actors, rollout workers and sandbox workers are released
         if pool:
             pool.close()
@@ -177,7 +188,7 @@ def train(config: RunConfig, model_path: str | None = None, progress: bool = Tru
             backend.close()
         if hasattr(workflow, "close"):
             workflow.close()
-        run.close()
+        run.close(failed=failed)
 
 
 def _report_alerts(folder: Path, alerts: list[Alert], progress: bool) -> dict[str, float]:

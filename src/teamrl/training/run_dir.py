@@ -1,10 +1,18 @@
-"""The run directory: resolved config, metrics.jsonl (+ the `report_to` trackers), checkpoints."""
+"""The run directory: resolved config, metrics.jsonl (+ the `report_to` trackers), checkpoints.
+
+Also what keeps it consistent: one writer at a time (`RunLock` on RUN_DIR/.lock, taken by
+`claim_run` before anything is read), a new run that fails before its first step leaves no
+directory behind, and a stopped run is described with the command that resumes it.
+"""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import math
 import os
+import shlex
+import shutil
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -13,30 +21,145 @@ import yaml
 
 from teamrl.config import RunConfig, config_to_dict
 from teamrl.policies.loading import Policy
-from teamrl.training.checkpoint import CheckpointError, discard_after, write_checkpoint
+from teamrl.training.checkpoint import CheckpointError, discard_after, step_checkpoints, write_checkpoint
 from teamrl.training.trackers import open_trackers, resolve_report_to
 
 if TYPE_CHECKING:
     from teamrl.training.resume import ResumePoint
 
 
+class RunLockedError(RuntimeError):
+    """Another live process holds the lock of the run directory."""
+
+
+class TrainingInterrupted(KeyboardInterrupt):
+    """Ctrl-C (SIGINT) during training; `run_dir` says where the run is (it may have been removed)."""
+
+    def __init__(self, run_dir: Path) -> None:
+        super().__init__(str(run_dir))
+        self.run_dir = run_dir
+
+
+LOCK_FILE = ".lock"
+
+
+class RunLock:
+    """An exclusive OS lock (`flock`) on RUN_DIR/.lock, so two processes never write one run directory.
+
+    The kernel drops the lock when the holder dies, however it dies (kill -9 included), so a stale
+    .lock file never blocks anybody; the file holds the holder's pid only to name it in the error.
+    """
+
+    def __init__(self, path: Path, create: bool = True) -> None:
+        """Lock `path` (creating it when `create`); RunLockedError when a live process holds it."""
+        self.path = path
+        # The folders this lock creates (output_dir too when it is new), innermost first: removed on discard.
+        self.created = [folder for folder in (path, *path.parents) if not folder.exists()] if create else []
+        if create:
+            path.mkdir(parents=True, exist_ok=True)
+        while True:
+            fd = os.open(path / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+                os.close(fd)
+                raise RunLockedError(
+                    f"run directory {path} is being written by another teamrl process (pid {holder}); wait "
+                    "for it to end or stop it, or pick another run_name") from None
+            # A holder that removed the directory (a run that failed before its first step) may have
+            # unlinked the file we locked: then lock the new file instead.
+            try:
+                same = os.fstat(fd).st_ino == os.stat(path / LOCK_FILE).st_ino
+            except FileNotFoundError:
+                same = False
+            if same:
+                break
+            os.close(fd)
+            path.mkdir(parents=True, exist_ok=True)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        self._fd: int | None = fd
+
+    def release(self, discard: bool = False) -> None:
+        """Unlock; with `discard`, also remove the run directory when this lock created it."""
+        if self._fd is None:
+            return
+        if discard and self.created:
+            shutil.rmtree(self.path, ignore_errors=True)  # while still locked: nobody sees it half-deleted
+            for parent in self.created[1:]:
+                try:  # only while empty: another run may have started in a new output_dir meanwhile
+                    parent.rmdir()
+                except OSError:
+                    break
+        os.close(self._fd)
+        self._fd = None
+
+
+def claim_run(config: RunConfig) -> "tuple[RunLock | None, ResumePoint | None]":
+    """Lock the run directory `train(config)` will write, then find where it resumes, before any work.
+
+    Returns (the lock, or None when an explicit resume target is no run directory: find_resume_point
+    then says why; the resume point, None for a new run). A new run's directory must not hold a run.
+    """
+    from teamrl.training.resume import find_resume_point  # resume.py names this module for its types
+
+    path, create = planned_run_path(config)
+    lock = RunLock(path, create) if create or (path / "metrics.jsonl").is_file() else None
+    try:
+        resume = find_resume_point(config)
+        if resume is None:
+            refuse_existing_run(path)
+    except BaseException:
+        if lock is not None:
+            lock.release(discard=True)
+        raise
+    return lock, resume
+
+
+def refuse_existing_run(path: Path) -> None:
+    """FileExistsError when `path` already holds a run (a new run must not mix into it)."""
+    if (path / "metrics.jsonl").exists():
+        raise FileExistsError(f"run directory {path} already holds a run; pick another run_name, delete it, "
+                              "or continue it with --resume (train.resume)")
+
+
+def planned_run_path(config: RunConfig) -> tuple[Path, bool]:
+    """(the run directory `train(config)` writes, whether it may be created) before any file is read.
+
+    An explicit `train.resume` names an existing run directory or one of its checkpoint folders
+    (it is never created); otherwise `output_dir/run_name`, with a timestamped default name.
+    """
+    wanted = config.train.resume
+    if wanted and wanted != "auto":
+        target = Path(wanted).expanduser()
+        return (target.parent.parent if target.parent.name == "checkpoints" else target), False
+    return Path(config.output_dir) / (config.run_name or default_run_name(config)), True
+
+
+def default_run_name(config: RunConfig) -> str:
+    return (f"{config.task['name']}-{config.workflow.name}-{config.regime}-{config.algorithm.grouping}-"
+            f"s{config.seed}-{time.strftime('%Y%m%d-%H%M%S')}")
+
+
 class RunDirectory:
     """Owns every file a run writes."""
 
-    def __init__(self, config: RunConfig, resume: "ResumePoint | None" = None) -> None:
-        """A new run directory, or (resume) the existing one cut back to the checkpoint's step."""
+    def __init__(self, config: RunConfig, resume: "ResumePoint | None" = None, lock: RunLock | None = None) -> None:
+        """A new run directory, or (resume) the existing one cut back to the checkpoint's step.
+
+        lock: the held lock of this directory (`RunLock`); the run directory releases it on close.
+        """
+        self._lock = lock
+        self._fresh = resume is None
+        self._stepped = False  # whether a training step was logged (a failure before it discards a fresh run)
         if resume is not None:
             self.path = resume.run_path
             self._roll_back(resume)
         else:
-            name = config.run_name or (
-                f"{config.task['name']}-{config.workflow.name}-{config.regime}-{config.algorithm.grouping}-s{config.seed}-"
-                f"{time.strftime('%Y%m%d-%H%M%S')}")
-            self.path = Path(config.output_dir) / name
-            if (self.path / "metrics.jsonl").exists():
-                raise FileExistsError(
-                    f"run directory {self.path} already holds a run; pick another run_name, delete it, "
-                    "or continue it with --resume (train.resume)")
+            self.path = lock.path if lock is not None else Path(config.output_dir) / (
+                config.run_name or default_run_name(config))
+            refuse_existing_run(self.path)
         self.path.mkdir(parents=True, exist_ok=True)
         (self.path / "config.yaml").write_text(yaml.safe_dump(config_to_dict(config), sort_keys=False))
         self._metrics = open(self.path / "metrics.jsonl", "a", buffering=1)
@@ -72,6 +195,7 @@ class RunDirectory:
         clean = {k: (v if isinstance(v, (int, float)) and math.isfinite(v) else None)
                  for k, v in metrics.items()}
         self._metrics.write(json.dumps({"step": step, **clean}) + "\n")
+        self._stepped = self._stepped or step > 0
         self._trackers.log(step, clean)
 
     def write_json(self, name: str, payload: Any) -> Path:
@@ -94,8 +218,45 @@ class RunDirectory:
             sizes[log.name] = log.stat().st_size
         return sizes
 
-    def close(self) -> None:
-        """Close metrics.jsonl and the trackers; summary.json is the loop's last write, so a run
-        closed without one stopped early and its tracker runs are marked failed."""
+    def close(self, failed: bool = False) -> None:
+        """Close the logs and the trackers, and release the lock.
+
+        failed: the run is ending on an error or Ctrl-C. A new run that logged no training step yet
+        is then removed (when its lock created the directory), so that re-running the same command
+        is not refused for a directory holding nothing worth keeping.
+        """
         self._metrics.close()
-        self._trackers.close(failed=not (self.path / "summary.json").exists())
+        # summary.json is the loop's last write: a run closed without one stopped early, and its
+        # tracker runs are marked failed.
+        self._trackers.close(failed=failed or not (self.path / "summary.json").exists())
+        discard = failed and self._fresh and not self._stepped
+        if self._lock is not None:
+            self._lock.release(discard=discard)
+
+
+def describe_stopped_run(path: Path, how: str = "interrupted") -> str:
+    """One line for a run stopped mid-way: its directory, last logged step, newest checkpoint, the resume command."""
+    if not path.exists():
+        return f"teamrl: {how} before the first training step; nothing was kept ({path} was removed)"
+    last = 0
+    metrics = path / "metrics.jsonl"
+    with open(metrics if metrics.exists() else os.devnull, encoding="utf-8") as handle:
+        for line in handle:
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:  # a line cut by the interruption
+                continue
+            if isinstance(row, dict) and "train/success" in row and isinstance(row.get("step"), int):
+                last = max(last, row["step"])
+    saved = yaml.safe_load((path / "config.yaml").read_text()) if (path / "config.yaml").exists() else None
+    total = ((saved or {}).get("train") or {}).get("steps")
+    checkpoints = step_checkpoints(path / "checkpoints")
+    if checkpoints:
+        step, folder = checkpoints[-1]
+        where = f"newest resumable checkpoint {folder} (step {step}; steps after it are redone)"
+    else:
+        where = ("no resumable checkpoint (train.checkpoint_every was 0), so resuming restarts it from "
+                 "step 0")
+    command = shlex.join(["teamrl", "train", str(path / "config.yaml"), "--resume", str(path)])
+    return (f"teamrl: {how} after step {last}{f' of {total}' if total else ''}; run directory {path}, "
+            f"{where}. Resume with: {command}")
