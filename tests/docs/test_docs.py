@@ -95,10 +95,16 @@ def _command_examples() -> list[tuple[str, str]]:
     found = []
     for page in PAGES:
         blocks, prose = _fenced_and_prose(page.read_text())
-        lines = [line for block in blocks for line in re.sub(r"\\\n\s*", " ", block).splitlines()]
+        lines = []
+        for block in blocks:
+            block_lines = re.sub(r"\\\n\s*", " ", block).splitlines()
+            # A console transcript's command followed by "teamrl: error" shows bad input on purpose
+            # (tests/training/test_bad_input.py checks those errors); lines starting "teamrl:" are its output.
+            lines += [line for line, after in zip(block_lines, [*block_lines[1:], ""])
+                      if not after.startswith("teamrl: error") and not line.startswith("teamrl:")]
         lines += re.findall(r"`([^`]*teamrl [^`]*)`", prose)
         for line in lines:
-            line = line.split(" #")[0].strip()
+            line = line.split(" #")[0].strip().removeprefix("$ ")
             match = re.search(r"\bteamrl (train|eval|warmup|quickstart)\b.*", line)
             if match and "..." not in match.group(0):
                 found.append((str(page.relative_to(ROOT)), match.group(0)))
@@ -119,7 +125,8 @@ def test_every_command_example_in_the_readme_and_docs_parses():
         if config is not None and not config.endswith(".yaml"):
             config, overrides = None, args
         if config is not None and not (ROOT / config).is_file():
-            assert config.isupper() or config.startswith(("CONFIG", "/")), f"{page}: {command}: no config {config}"
+            # a placeholder (CONFIG.yaml, /path/...) or a run directory's own config.yaml, written by training
+            assert Path(config).stem.isupper() or config.startswith(("CONFIG", "/", "runs/", "RUN_DIR")), f"{page}: {command}: no config {config}"
             config = None  # a placeholder such as CONFIG.yaml: the overrides are still checked on the defaults
         overrides = [o for o, prev in zip(overrides, [None, *overrides]) if "=" in o and not o.startswith("-")
                      and not (prev or "").startswith("--")]

@@ -154,6 +154,26 @@ def _equation_refusal(item: str) -> str | None:
     return None
 
 
+MAX_NESTING = 5
+"""Deepest bracket nesting an answer may have (MATH-500's golds nest at most 2 deep)."""
+
+
+def nesting_depth(text: str) -> int:
+    """Deepest nesting of (), [] and {} in ``text`` (unbalanced closers are ignored).
+
+    >>> nesting_depth("\\frac{1}{\\sqrt{2}}")
+    2
+    """
+    depth = deepest = 0
+    for ch in text:
+        if ch in "({[":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in ")}]" and depth:
+            depth -= 1
+    return deepest
+
+
 def answer_refusal(answer: str, gold: str | None = None) -> str | None:
     """Why ``answer`` cannot be compared with ``gold`` as one answer, else ``None``.
 
@@ -180,6 +200,9 @@ def answer_refusal(answer: str, gold: str | None = None) -> str | None:
         return "empty answer"
     if len(answer) > MAX_ANSWER_CHARS:
         return f"answer longer than {MAX_ANSWER_CHARS} characters"
+    if nesting_depth(answer) > MAX_NESTING:
+        # SymPy's LaTeX parser is exponential in brace depth: ${{{...1}}}$ hits its timeout.
+        return f"brackets nested deeper than {MAX_NESTING}"
     gold = " ".join(gold.split()) if isinstance(gold, str) else ""
     hedge = hedge_refusal(answer, words(gold))
     if hedge is not None:
