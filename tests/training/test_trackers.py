@@ -298,11 +298,18 @@ def test_a_failing_step_closes_the_trackers_as_failed(tmp_path, model_dir, monke
 
     from teamrl.training import loop as loop_module
 
-    def fail(*args, **kwargs):
-        raise RuntimeError("step failed")
+    real_step, calls = loop_module.rollout_step, []
 
-    monkeypatch.setattr(loop_module, "rollout_step", fail)
-    config = load_config(None, [*OVERRIDES, "report_to=[mlflow]", "train.steps=2", f"policy.model={model_dir}",
+    def fail_second(*args, **kwargs):
+        # The second step fails: a new run that fails before its first step is removed whole
+        # (run_dir.RunDirectory.close), so the first one must be logged for the run to be kept.
+        calls.append(1)
+        if len(calls) == 2:
+            raise RuntimeError("step failed")
+        return real_step(*args, **kwargs)
+
+    monkeypatch.setattr(loop_module, "rollout_step", fail_second)
+    config = load_config(None, [*OVERRIDES, "report_to=[mlflow]", "train.steps=3", f"policy.model={model_dir}",
                                 f"output_dir={tmp_path}"])
     with pytest.raises(RuntimeError, match="step failed"):
         loop_module.train(config, progress=False)
