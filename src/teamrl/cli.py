@@ -173,6 +173,9 @@ def main(argv: list[str] | None = None) -> int:
     (its traceback goes to a file the line names). --debug or TEAMRL_DEBUG=1 re-raise instead.
     """
     parser = build_parser()
+    from teamrl.training.run_log import quiet_third_party
+
+    quiet_third_party()  # library progress bars off; warnings go to the run's train.log
     args, extra = parser.parse_known_args(argv)
     # Overrides after an option (`train X.yaml --resume R train.steps=9`) land in `extra`: keep them.
     if extra and isinstance(getattr(args, "overrides", None), list) and all(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from statistics import mean
 
 import torch
@@ -24,6 +24,7 @@ def evaluate(
     seed: int = 0,
     batch: int = 100,
     sampling: SamplingParams | Mapping[str, SamplingParams] | None = None,
+    on_batch: Callable[[int], None] | None = None,
 ) -> tuple[dict[str, float], list[Episode]]:
     """Success rate and returns on the first `instances` held-out instances.
 
@@ -31,6 +32,7 @@ def evaluate(
     sampling: every agent's settings, or agent name -> its own (the config's per-agent eval settings:
     `teamrl.rollout.agent_params.agent_sampling(config.rollout, workflow.agents, "eval")`); when
     given, `temperature` and `max_new_tokens` are not used.
+    on_batch: called with the number of instances of each finished batch (a progress bar's update).
     """
     params = sampling if sampling is not None else SamplingParams(temperature=temperature,
                                                                   max_new_tokens=max_new_tokens)
@@ -42,6 +44,8 @@ def evaluate(
         _, eps = run_episodes(workflow, ids, "heldout", policies, agent_to_policy, params, 1,
                               RewardWeights(), generator, rng)
         episodes.extend(eps)
+        if on_batch is not None:
+            on_batch(len(ids))
     metrics = {
         "success": mean(e.success for e in episodes),
         "team_return": mean(e.team_return for e in episodes),

@@ -109,8 +109,10 @@ def train(config: RunConfig, model_path: str | None = None, progress: bool = Tru
 
         def held_out(step: int) -> float:
             started = time.time()
-            metrics, episodes = evaluate(workflow, policies, mapping, tcfg.eval_instances, seed=config.seed,
-                                         sampling=eval_sampling)
+            with tqdm(total=tcfg.eval_instances, desc=f"held-out eval (step {step})", leave=False,
+                      disable=not progress, dynamic_ncols=True) as eval_bar:
+                metrics, episodes = evaluate(workflow, policies, mapping, tcfg.eval_instances, seed=config.seed,
+                                             sampling=eval_sampling, on_batch=eval_bar.update)
             run.log(step, {f"eval/{k}": v for k, v in metrics.items()} | {"time/eval_s": time.time() - started})
             run.write_json(f"transcripts/eval_step{step:05d}.json",
                            [{"instance": e.instance, "success": e.success, "turns": e.transcript}

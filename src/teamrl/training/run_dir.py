@@ -22,6 +22,7 @@ import yaml
 from teamrl.config import RunConfig, config_to_dict
 from teamrl.policies.loading import Policy
 from teamrl.training.checkpoint import CheckpointError, discard_after, step_checkpoints, write_checkpoint
+from teamrl.training.run_log import RunLog
 from teamrl.training.trackers import open_trackers, resolve_report_to
 
 if TYPE_CHECKING:
@@ -163,12 +164,14 @@ class RunDirectory:
         self.path.mkdir(parents=True, exist_ok=True)
         (self.path / "config.yaml").write_text(yaml.safe_dump(config_to_dict(config), sort_keys=False))
         self._metrics = open(self.path / "metrics.jsonl", "a", buffering=1)
+        self._log = RunLog(self.path)  # warnings and library log records: train.log, not the terminal
         try:  # a resumed run logs again from the step after its checkpoint (from 0 without one)
             self._trackers = open_trackers(resolve_report_to(config.report_to), self.path, config.project,
                                            config_to_dict(config),
                                            None if resume is None else (resume.step + 1 if resume.loop else 0))
         except BaseException:
             self._metrics.close()
+            self._log.close()
             raise
 
     @property
@@ -226,6 +229,7 @@ class RunDirectory:
         is not refused for a directory holding nothing worth keeping.
         """
         self._metrics.close()
+        self._log.close()
         # summary.json is the loop's last write: a run closed without one stopped early, and its
         # tracker runs are marked failed.
         self._trackers.close(failed=failed or not (self.path / "summary.json").exists())

@@ -19,6 +19,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from tqdm import tqdm
+
 from teamrl.policies.loading import Policy
 from teamrl.policies.tiny_model import build_char_tokenizer, build_tiny_model
 from teamrl.training.sft import supervised_finetune
@@ -117,14 +119,21 @@ def warm_up(recipe: WarmupRecipe, force: bool = False, verbose: bool = True) -> 
                              seed=recipe.seed)
     policy = Policy("warmup", model, tokenizer, use_chat_template=False)
     started = time.time()
+    if verbose:
+        task = dict(recipe.task)["name"]
+        print(f"teamrl: warming up the tiny default model for task {task!r} ({recipe.steps} supervised steps on "
+              f"its scripted demos; a few minutes on a laptop CPU, once: cached in {target})", flush=True)
+    bar = tqdm(total=recipe.steps, desc="warm-up", disable=not verbose, dynamic_ncols=True)
 
     def log(step: int, loss: float) -> None:
-        if verbose and (step % 50 == 0 or step == recipe.steps - 1):
-            print(f"warm-up step {step:5d}/{recipe.steps}  loss {loss:.4f}  "
-                  f"{time.time() - started:6.1f}s", flush=True)
+        bar.update(1)
+        bar.set_postfix(loss=f"{loss:.3f}", refresh=False)
 
-    losses = supervised_finetune(policy, demo_batches(recipe), recipe.steps, recipe.lr,
-                                 recipe.seed, log)
+    try:
+        losses = supervised_finetune(policy, demo_batches(recipe), recipe.steps, recipe.lr,
+                                     recipe.seed, log)
+    finally:
+        bar.close()
     # Write to a temporary folder and rename, so an interrupted warm-up never looks cached.
     partial = target.with_name(target.name + ".partial")
     partial.mkdir(parents=True, exist_ok=True)
