@@ -25,7 +25,8 @@ from typing import Any
 from teamrl.tasks.plan_parsing import int_grids, parse_action_list, parse_int_grid, parse_plan
 from teamrl.workflows.plan_path_team import MOVE_ALIASES
 from teamrl.workflows.study_common import parse_choice, parse_strategies, parse_verdict
-from teamrl.workflows.study_domains import MathDomain, several_values
+from teamrl.tasks.math_shape import answer_refusal
+from teamrl.workflows.study_domains import MathDomain
 from teamrl.workflows.tool_plan import is_follow
 
 MAX_LEN = 200_000
@@ -148,7 +149,7 @@ PARSERS: dict[str, tuple[Callable[[str], Any], Callable[[Any], bool]]] = {
     "parse_verdict": (parse_verdict, lambda r: r[0] in (True, False, None) and isinstance(r[1], str)),
     "parse_strategies": (lambda t: parse_strategies(t, 3),
                          lambda r: len(r[0]) == 3 and isinstance(r[1], bool)),
-    "study_answer": (lambda t: (_DOMAIN.parse(t, _Problem()), several_values(t[:64])),
+    "study_answer": (lambda t: (_DOMAIN.parse(t, _Problem()), answer_refusal(t[:64], "18")),
                      lambda r: r[0].value is None or isinstance(r[0].value, str)),
 }
 

@@ -78,6 +78,9 @@ ACCEPTED = [
 ]
 
 REFUSED = [
+    # a bracketed set or tuple of candidates for a one-value gold
+    ("The answer is $\\{17, 18\\}$.", "18"),
+    ("The answer is \\boxed{(17, 18)}.", "18"),
     # hedges, alternatives, corrections
     ("The answer is 17 (or maybe 18).", "18"),
     ("The answer is 17 or 18.", "18"),
@@ -238,3 +241,11 @@ def test_location_never_raises(text: str) -> None:
     answer, how = locate_final_answer(text)
     assert (answer is None or (isinstance(answer, str) and answer)) and isinstance(how, str)
     assert answer_refusal(text, "1") is None or isinstance(answer_refusal(text, "1"), str)
+
+
+@pytest.mark.parametrize(("answer", "gold"), [("\\{19, 20\\}", "20"), ("(19, 20)", "20"), ("[19; 20]", "20")])
+def test_a_bracketed_list_is_several_values_for_a_one_value_gold(answer: str, gold: str) -> None:
+    from teamrl.tasks.math_shape import answer_refusal
+
+    assert answer_refusal(answer, gold) == "several values in brackets"
+    assert answer_refusal(answer, answer) is None  # a gold that is itself such a list allows the shape

@@ -154,6 +154,10 @@ def _equation_refusal(item: str) -> str | None:
     return None
 
 
+_SEPARATOR_RE = re.compile(r"[,;]")
+_THIN_SPACE_RE = re.compile(r"\\[,;!]")  # LaTeX spacing commands, not separators
+
+
 MAX_NESTING = 5
 """Deepest bracket nesting an answer may have (MATH-500's golds nest at most 2 deep)."""
 
@@ -218,6 +222,10 @@ def answer_refusal(answer: str, gold: str | None = None) -> str | None:
     items, gold_items = _top_level_items(joined), _top_level_items(gold_joined)
     if len(items) > 1 and len(gold_items) == 1:
         return f"several values ({len(items)})"
+    if _SEPARATOR_RE.search(_THIN_SPACE_RE.sub("", joined)) and not _SEPARATOR_RE.search(gold_joined):
+        # A bracketed list ("\{19, 20\}", "(19, 20)") is one top-level item but several values; a gold
+        # without any separator is one value (math-verify counts a set holding it as equal).
+        return "several values in brackets"
     if _SPACED_NUMBERS_RE.search(_INVISIBLE_RE.sub(" ", joined)) and not _SPACED_NUMBERS_RE.search(gold_joined):
         return "numbers separated only by spaces"
     # Prose between two numbers ("18 apples and 17 pears", "18 because 9*2 = 18").

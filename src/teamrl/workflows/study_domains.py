@@ -28,6 +28,7 @@ from typing import Any, Protocol
 
 from teamrl.tasks.math_answers import answer_equals
 from teamrl.tasks.code_blocks import parse_python
+from teamrl.tasks.math_shape import answer_refusal
 from teamrl.workflows.code_parsing import parse_program, visible_prompt
 from teamrl.workflows.code_runner import CodeRunner
 from teamrl.workflows.code_sources import CodeProblemSource, code_problems
@@ -36,16 +37,7 @@ from teamrl.workflows.math_team import MAX_ANSWER_CHARS, MathTaskConfig, Problem
 
 SHOWN_CHARS = 400  # how much of one agent's output another agent is shown
 _INTEGER_RE = re.compile(r"^-?\d{1,30}$")
-# Signs that an answer offers several values ("3 or 20", "3, 20", "\{19, 20\}", "20 \pm 1"); math-verify
-# counts such a set as equal to 20 when one of its members is. Thousands-grouped numbers are removed first.
-_SEVERAL_RE = re.compile(r"[,;]|\b(?:or|and)\b|\\(?:pm|mp|cup|lor|vee)\b", re.IGNORECASE)
 _NUMERIC_RE = re.compile(r"-?\d{1,30}(?:\.\d{1,30})?$")
-_GROUPED_RE = re.compile(r"\d{1,3}+(?:,\d{3})++(?![\d,])")
-
-
-def several_values(answer: str) -> bool:
-    """Whether an answer offers several values (a hedge, or a list)."""
-    return _SEVERAL_RE.search(_GROUPED_RE.sub("0", answer)) is not None
 
 
 @dataclass(frozen=True)
@@ -112,8 +104,10 @@ class MathDomain:
         value, well_formed = reasoner_answer(text if isinstance(text, str) else "")
         if value is not None and _NUMERIC_RE.match(str(problem.answer).strip()):
             # A numeric question's answer has a digit and is one value: "Answer: banana" or
-            # "Answer: 3 or 20" is not the form asked for, whatever its grade.
-            well_formed = well_formed and any(ch.isdigit() for ch in value) and not several_values(value)
+            # "Answer: 3 or 20" is not the form asked for, whatever its grade (the math verifier's
+            # shape rules decide what "one value" is).
+            well_formed = (well_formed and any(ch.isdigit() for ch in value)
+                           and answer_refusal(value, str(problem.answer)) is None)
         return Answer(value, well_formed, value if value is not None else "?")
 
     def grade(self, problems: list[Any], answers: list[Answer]) -> list[float]:
@@ -128,8 +122,6 @@ class MathDomain:
             return True
         if _INTEGER_RE.match(answer) and _INTEGER_RE.match(truth):
             return int(answer) == int(truth)  # arithmetic and most GSM8K answers: no math-verify call
-        if several_values(answer) and not several_values(truth):
-            return False  # one value asked, several offered: a hedge is not an answer
         key = (answer, truth)
         if key not in self._cache:
             try:
