@@ -19,6 +19,8 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from fuzzing import print_rows, run_parsers
+
 try:
     from teamrl.tasks.code_data import CodeProblem
     from teamrl.tasks.code_blocks import code_blocks, extract_code_block
@@ -118,20 +120,7 @@ def inputs(n: int, seed: int = 0) -> list[str]:
 def fuzz(n: int, seed: int = 0) -> list[dict]:
     """Each parser on the same n inputs: {"parser", "inputs", "crashes", "max_seconds", "max_len"}
     (max_seconds: CPU seconds of the slowest input)."""
-    texts = inputs(n, seed)
-    rows = []
-    for name, parser in PARSERS.items():
-        crashes, slowest = 0, 0.0
-        for text in texts:
-            start = time.process_time()  # CPU seconds: what the parser costs, whatever else the machine runs
-            try:
-                parser(text)
-            except Exception:  # noqa: BLE001 - any exception is a crash of the parser
-                crashes += 1
-            slowest = max(slowest, time.process_time() - start)
-        rows.append({"parser": name, "inputs": len(texts), "crashes": crashes, "max_seconds": round(slowest, 3),
-                     "max_len": max(map(len, texts), default=0)})
-    return rows
+    return run_parsers(PARSERS, inputs(n, seed), clock=time.process_time)
 
 
 def main() -> int:
@@ -140,9 +129,7 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     rows = fuzz(args.n, args.seed)
-    print(f"{'parser':<32} {'inputs':>7} {'crashes':>8} {'max s':>7} {'max len':>8}")
-    for row in rows:
-        print(f"{row['parser']:<32} {row['inputs']:>7} {row['crashes']:>8} {row['max_seconds']:>7.3f} {row['max_len']:>8}")
+    print_rows(rows)
     return 1 if any(row["crashes"] for row in rows) else 0
 
 

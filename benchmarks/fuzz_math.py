@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import random
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,7 @@ try:
 except ImportError:  # running from a checkout without PYTHONPATH=src
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
+from fuzzing import print_rows, run_parsers
 from teamrl.tasks.math_answers import answers_match
 from teamrl.tasks.math_shape import answer_refusal
 from teamrl.tasks.math_parsing import extract_boxed, extract_final_answer, locate_final_answer
@@ -85,20 +85,7 @@ PARSERS: dict[str, Callable[[str], Any]] = {
 def fuzz(n: int, seed: int = 0) -> list[dict]:
     """Run every parser on ``n`` adversarial inputs; one row per parser with its crashes and worst time."""
     rng = random.Random(seed)
-    inputs = [_input(rng)[:MAX_LEN] for _ in range(n)]
-    rows = []
-    for name, parse in PARSERS.items():
-        crashes, worst = 0, 0.0
-        for text in inputs:
-            start = time.perf_counter()
-            try:
-                parse(text)
-            except Exception:  # any exception is a crash: the parsers promise never to raise on str
-                crashes += 1
-            worst = max(worst, time.perf_counter() - start)
-        rows.append({"parser": name, "inputs": n, "crashes": crashes, "max_seconds": round(worst, 4),
-                     "max_len": max((len(t) for t in inputs), default=0)})
-    return rows
+    return run_parsers(PARSERS, [_input(rng)[:MAX_LEN] for _ in range(n)])
 
 
 def main() -> int:
@@ -107,9 +94,7 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     rows = fuzz(args.n, args.seed)
-    print(f"{'parser':22} {'inputs':>7} {'crashes':>7} {'max_seconds':>11} {'max_len':>8}")
-    for row in rows:
-        print(f"{row['parser']:22} {row['inputs']:7d} {row['crashes']:7d} {row['max_seconds']:11.4f} {row['max_len']:8d}")
+    print_rows(rows)
     return 1 if any(row["crashes"] for row in rows) else 0
 
 

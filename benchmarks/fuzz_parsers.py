@@ -27,6 +27,8 @@ try:
 except ImportError:  # running from a checkout without PYTHONPATH=src
     sys.path.insert(0, str(HERE.parent / "src"))
 
+from fuzzing import print_rows  # noqa: E402 (after the path set-up)
+
 DOMAINS = ("math", "code", "plans")
 
 
@@ -41,10 +43,7 @@ def main() -> int:
     rows: list[dict] = []
     for domain in args.only or DOMAINS:
         rows.extend(importlib.import_module(f"fuzz_{domain}").fuzz(args.n, args.seed))
-    width = max(len(r["parser"]) for r in rows)
-    print(f"{'parser':<{width}} {'inputs':>7} {'crashes':>8} {'slowest s':>10} {'longest input':>14}")
-    for r in rows:
-        print(f"{r['parser']:<{width}} {r['inputs']:>7} {r['crashes']:>8} {r['max_seconds']:>10.4f} {r['max_len']:>14}")
+    print_rows(rows)
     crashes = sum(r["crashes"] for r in rows)
     slow = [r["parser"] for r in rows if r["max_seconds"] > args.limit_s]
     print(f"\n{len(rows)} parsers, {sum(r['inputs'] for r in rows)} inputs, {crashes} crashes, "

@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import random
 import sys
-import time
 from collections.abc import Callable
 from typing import Any
 
+from fuzzing import print_rows, run_parsers
 from teamrl.tasks.plan_parsing import int_grids, parse_action_list, parse_int_grid, parse_plan
 from teamrl.workflows.plan_path_team import MOVE_ALIASES
 from teamrl.workflows.study_common import parse_choice, parse_strategies, parse_verdict
@@ -158,30 +158,14 @@ def fuzz(n: int, seed: int = 0) -> list[dict]:
     """Run every parser on `n` adversarial inputs: one dict per parser (crashes, slowest call, longest input)."""
     if n < 1:
         raise ValueError(f"n must be >= 1, got {n}")
-    texts = _inputs(n, seed)
-    rows = []
-    for name, (parse, ok) in PARSERS.items():
-        crashes, slowest = 0, 0.0
-        for text in texts:
-            start = time.perf_counter()
-            try:
-                good = ok(parse(text))
-            except Exception:  # noqa: BLE001 - counting every failure is the point
-                good = False
-            slowest = max(slowest, time.perf_counter() - start)
-            crashes += not good
-        rows.append({"parser": name, "inputs": len(texts), "crashes": crashes,
-                     "max_seconds": round(slowest, 4), "max_len": max(map(len, texts))})
-    return rows
+    return run_parsers(PARSERS, _inputs(n, seed))
 
 
 def main() -> None:
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 500
     seed = int(sys.argv[2]) if len(sys.argv) > 2 else 0
     rows = fuzz(n, seed)
-    print(f"{'parser':<18} {'inputs':>7} {'crashes':>8} {'max_seconds':>12} {'max_len':>8}")
-    for r in rows:
-        print(f"{r['parser']:<18} {r['inputs']:>7} {r['crashes']:>8} {r['max_seconds']:>12.4f} {r['max_len']:>8}")
+    print_rows(rows)
     print(f"{sum(r['crashes'] for r in rows)} crashes")
 
 
