@@ -19,7 +19,6 @@ from safetensors.torch import load_file
 
 from teamrl.cli import main as cli_main
 from teamrl.config import config_to_dict, load_config
-from teamrl.policies.tiny_model import build_char_tokenizer, build_tiny_model
 from teamrl.training import checkpoint as ckpt
 from teamrl.training import loop as loop_module
 from teamrl.training.loop import train
@@ -35,18 +34,8 @@ OVERRIDES = [
     "algorithm.entropy_coef=0.05", "algorithm.kl_coef=0.01", "policy.lr=1e-2"]
 
 
-@pytest.fixture(scope="module")
-def model_dir(tmp_path_factory) -> Path:
-    """A randomly initialised tiny Llama with tied embeddings, saved as an HF folder."""
-    folder = tmp_path_factory.mktemp("model")
-    tok = build_char_tokenizer()
-    build_tiny_model(tok, hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64).save_pretrained(folder)
-    tok.save_pretrained(folder)
-    return folder
-
-
-def _config_file(tmp_path: Path, model_dir: Path) -> Path:
-    config = load_config(None, [*OVERRIDES, f"policy.model={model_dir}", f"output_dir={tmp_path / 'runs'}"])
+def _config_file(tmp_path: Path, random_model_dir: Path) -> Path:
+    config = load_config(None, [*OVERRIDES, f"policy.model={random_model_dir}", f"output_dir={tmp_path / 'runs'}"])
     path = tmp_path / "run.yaml"
     path.write_text(yaml.safe_dump(config_to_dict(config)))
     return path
@@ -97,8 +86,8 @@ def one_thread():
     torch.set_num_threads(before)
 
 
-def test_killed_and_resumed_run_equals_uninterrupted(tmp_path, model_dir, one_thread):
-    config_file = _config_file(tmp_path, model_dir)
+def test_killed_and_resumed_run_equals_uninterrupted(tmp_path, random_model_dir, one_thread):
+    config_file = _config_file(tmp_path, random_model_dir)
     killed = tmp_path / "runs" / "killed"
     log = open(tmp_path / "killed.log", "w+")
     proc = subprocess.Popen([sys.executable, "-m", "teamrl.cli", "train", str(config_file), "run_name=killed"],
@@ -147,9 +136,9 @@ def _stopped_and_resumed(tmp_path, config_file, monkeypatch, overrides, stop_at=
     return stopped
 
 
-def test_lora_run_stopped_after_a_checkpoint_resumes_exactly(tmp_path, model_dir, one_thread, monkeypatch):
+def test_lora_run_stopped_after_a_checkpoint_resumes_exactly(tmp_path, random_model_dir, one_thread, monkeypatch):
     """Per-role LoRA (two adapters, two optimizers on one shared base), stopped in-process."""
-    config_file = _config_file(tmp_path, model_dir)
+    config_file = _config_file(tmp_path, random_model_dir)
     lora = ["policy.lora={r: 4, alpha: 8}"]
     reference = train(load_config(config_file, ["run_name=reference", *lora]), progress=False)
     stopped = _stopped_and_resumed(tmp_path, config_file, monkeypatch, lora)
@@ -158,11 +147,11 @@ def test_lora_run_stopped_after_a_checkpoint_resumes_exactly(tmp_path, model_dir
     _assert_same_run(stopped, reference)
 
 
-def test_resume_keeps_the_role_gradient_ema_of_full_diagnostics_and_damping(tmp_path, model_dir, one_thread,
+def test_resume_keeps_the_role_gradient_ema_of_full_diagnostics_and_damping(tmp_path, random_model_dir, one_thread,
                                                                             monkeypatch):
     """The coherence metric and the damping read an EMA of past steps' role gradients: a resumed run that
     started it afresh would log no coherence at its first step and damp differently."""
-    config_file = _config_file(tmp_path, model_dir)
+    config_file = _config_file(tmp_path, random_model_dir)
     ema = ["diagnostics.level=full", "algorithm.coherence_damping=0.5", "diagnostics.sketch_dim=64"]
     reference = train(load_config(config_file, ["run_name=reference", *ema]), progress=False)
     stopped = _stopped_and_resumed(tmp_path, config_file, monkeypatch, ema)
@@ -171,7 +160,7 @@ def test_resume_keeps_the_role_gradient_ema_of_full_diagnostics_and_damping(tmp_
     _assert_same_run(stopped, reference)
 
 
-def test_a_failing_step_still_releases_the_backend_and_the_workflow(tmp_path, model_dir, one_thread, monkeypatch):
+def test_a_failing_step_still_releases_the_backend_and_the_workflow(tmp_path, random_model_dir, one_thread, monkeypatch):
     """Ray actors, rollout workers and sandbox workers must not outlive a run that raised."""
     closed = []
     real_backend, real_workflow = loop_module.make_backend, loop_module.build_workflow
@@ -193,5 +182,5 @@ def test_a_failing_step_still_releases_the_backend_and_the_workflow(tmp_path, mo
     monkeypatch.setattr(loop_module, "build_workflow", spy_workflow)
     monkeypatch.setattr(loop_module, "rollout_step", fail)
     with pytest.raises(Stop):
-        train(load_config(_config_file(tmp_path, model_dir), ["run_name=failing"]), progress=False)
+        train(load_config(_config_file(tmp_path, random_model_dir), ["run_name=failing"]), progress=False)
     assert sorted(closed) == ["backend", "workflow"]

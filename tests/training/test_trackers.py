@@ -211,18 +211,6 @@ OVERRIDES = ["regime=per_role", "task.name=plan_path", "task.size=4", "task.min_
              "report_to=all", "project=teamrl-e2e"]
 
 
-@pytest.fixture(scope="module")
-def model_dir(tmp_path_factory) -> Path:
-    """A randomly initialised tiny Llama (no warm-up: the run only has to log)."""
-    from teamrl.policies.tiny_model import build_char_tokenizer, build_tiny_model
-
-    folder = tmp_path_factory.mktemp("model")
-    tok = build_char_tokenizer()
-    build_tiny_model(tok, hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64).save_pretrained(folder)
-    tok.save_pretrained(folder)
-    return folder
-
-
 def last_values(rows: list[dict]) -> dict[int, dict[str, float]]:
     """metrics.jsonl as {step: {key: last finite value}} (a step's eval row and train row merged)."""
     out: dict[int, dict[str, float]] = {}
@@ -231,13 +219,13 @@ def last_values(rows: list[dict]) -> dict[int, dict[str, float]]:
     return out
 
 
-def test_training_logs_to_every_installed_tracker_and_resume_continues_their_runs(tmp_path, model_dir):
+def test_training_logs_to_every_installed_tracker_and_resume_continues_their_runs(tmp_path, random_model_dir):
     names = resolve_report_to("all")
     if not names:
         pytest.skip("no tracker is installed (pip install 'teamrl[test]')")
     from teamrl.training.loop import train
 
-    base = [*OVERRIDES, f"policy.model={model_dir}", f"output_dir={tmp_path}"]
+    base = [*OVERRIDES, f"policy.model={random_model_dir}", f"output_dir={tmp_path}"]
     run_dir = train(load_config(None, [*base, "train.steps=2"]), progress=False)
     first = json.loads((run_dir / "trackers.json").read_text())
     assert sorted(first) == sorted(names)
@@ -292,7 +280,7 @@ def test_training_logs_to_every_installed_tracker_and_resume_continues_their_run
         check(merged, "trackio")
 
 
-def test_a_failing_step_closes_the_trackers_as_failed(tmp_path, model_dir, monkeypatch):
+def test_a_failing_step_closes_the_trackers_as_failed(tmp_path, random_model_dir, monkeypatch):
     need("mlflow")
     from mlflow.tracking import MlflowClient
 
@@ -309,7 +297,7 @@ def test_a_failing_step_closes_the_trackers_as_failed(tmp_path, model_dir, monke
         return real_step(*args, **kwargs)
 
     monkeypatch.setattr(loop_module, "rollout_step", fail_second)
-    config = load_config(None, [*OVERRIDES, "report_to=[mlflow]", "train.steps=3", f"policy.model={model_dir}",
+    config = load_config(None, [*OVERRIDES, "report_to=[mlflow]", "train.steps=3", f"policy.model={random_model_dir}",
                                 f"output_dir={tmp_path}"])
     with pytest.raises(RuntimeError, match="step failed"):
         loop_module.train(config, progress=False)
