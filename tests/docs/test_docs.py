@@ -15,6 +15,7 @@ from PIL import Image
 
 from browser import find_chromium, run_chromium
 from teamrl.config import LoraConfig, RunConfig, load_config
+from teamrl.config.reference import field_default, field_help
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "test-artifacts"
@@ -35,7 +36,7 @@ def _sections(cls: type, prefix: str = "") -> list[str]:
     """Every leaf key of a config dataclass, dotted (nested sections expanded, LoRA included)."""
     keys: list[str] = []
     for f in dataclasses.fields(cls):
-        default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+        default = field_default(f)
         if dataclasses.is_dataclass(default):
             keys += _sections(type(default), f"{prefix}{f.name}.")
         else:
@@ -49,13 +50,10 @@ def test_config_reference_lists_every_key_with_help_text(site):
     assert len(keys) > 80
     missing = [k for k in keys if f"<code>{k}</code>" not in page]
     assert not missing, f"keys missing from the configuration reference: {missing}"
-    from teamrl.config.reference import field_help
-
     def undocumented(cls: type) -> list[str]:
         helps = field_help(cls)
-        return [f.name for f in dataclasses.fields(cls) if not helps.get(f.name)
-                and not dataclasses.is_dataclass(f.default_factory() if f.default_factory is not dataclasses.MISSING
-                                                 else f.default)]
+        return [f.name for f in dataclasses.fields(cls)
+                if not helps.get(f.name) and not dataclasses.is_dataclass(field_default(f))]
     sections = [RunConfig, LoraConfig] + [type(getattr(RunConfig(), f.name)) for f in dataclasses.fields(RunConfig)
                                          if dataclasses.is_dataclass(getattr(RunConfig(), f.name))]
     assert {cls.__name__: undocumented(cls) for cls in sections if undocumented(cls)} == {}

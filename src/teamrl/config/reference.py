@@ -31,7 +31,8 @@ def field_help(cls: type) -> dict[str, str]:
     return helps
 
 
-def _default(f: dataclasses.Field) -> Any:
+def field_default(f: dataclasses.Field) -> Any:
+    """The field's default value (its factory called), or None when it has none."""
     if f.default is not dataclasses.MISSING:
         return f.default
     if f.default_factory is not dataclasses.MISSING:
@@ -61,7 +62,7 @@ def section_table(cls: type, prefix: str) -> str:
     helps = field_help(cls)
     rows = ["| key | type | default | what it does |", "|---|---|---|---|"]
     for f in dataclasses.fields(cls):
-        default = _default(f)
+        default = field_default(f)
         if dataclasses.is_dataclass(default):
             continue  # nested sections get their own table
         rows.append(f"| `{prefix}{f.name}` | {_cell(_type_name(f))} | {_cell(_show(default))} "
@@ -75,12 +76,12 @@ def config_reference(root: type, extra_sections: list[tuple[str, type, str]] = (
     doc = inspect.getdoc(root) or ""
     parts = [f"## Top level\n\n{doc}\n\n{section_table(root, '')}"]
     for f in dataclasses.fields(root):
-        default = _default(f)
+        default = field_default(f)
         if dataclasses.is_dataclass(default):
             cls = type(default)
             parts.append(f"## `{f.name}`\n\n{inspect.getdoc(cls) or ''}\n\n{section_table(cls, f.name + '.')}")
             for inner in dataclasses.fields(cls):
-                sub = _default(inner)
+                sub = field_default(inner)
                 if dataclasses.is_dataclass(sub):
                     parts.append(f"### `{f.name}.{inner.name}`\n\n{section_table(type(sub), f'{f.name}.{inner.name}.')}")
     for title, cls, prefix in extra_sections:
