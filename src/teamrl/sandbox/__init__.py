@@ -2,7 +2,7 @@
 
     from teamrl.sandbox import Sandbox, SandboxLimits
 
-    with Sandbox(SandboxLimits(wall_time_s=2.0), workers=2) as box:
+    with Sandbox(SandboxLimits(cpu_time_s=2.0), workers=2) as box:
         result = box.run("print(sum(range(10)))")
         results = box.run_many(["print(1)", "print(2)"])
         graded = box.run_tests("def f(x):\n    return x", "assert f(1) == 1")  # trusted tests
@@ -15,9 +15,9 @@ from the program (`testrun.py`). `Sandbox.isolation` says which isolation layers
 """
 
 from .pool import Sandbox, SandboxError, default_hide_paths
-from .spec import STATUSES, ProgramResult, SandboxLimits, TestCaseResult, TestResult
+from .spec import STATUSES, ProgramResult, SandboxLimits, TestCaseResult, TestResult, wall_backstop_s
 
 __all__ = [
     "STATUSES", "ProgramResult", "Sandbox", "SandboxError", "SandboxLimits", "TestCaseResult",
-    "TestResult", "default_hide_paths",
+    "TestResult", "default_hide_paths", "wall_backstop_s",
 ]

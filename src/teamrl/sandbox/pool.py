@@ -198,7 +198,8 @@ class Sandbox:
         reply = self._call({"op": "run", "code": code, "stdin": stdin, "limits": self.limits.to_wire()})
         if "error" in reply:
             return ProgramResult("", reply["error"], None, False, "sandbox_error", 0.0)
-        return ProgramResult(**{k: reply[k] for k in ("stdout", "stderr", "exit_code", "timed_out", "status", "wall_s")})
+        return ProgramResult(**{k: reply[k] for k in ("stdout", "stderr", "exit_code", "timed_out", "status", "wall_s",
+                                                      "cpu_s", "limit")})
 
     def run_many(self, codes: list[str], stdin: list[str] | None = None) -> list[ProgramResult]:
         """Run programs concurrently over the worker pool; results come back in input order."""

@@ -10,11 +10,30 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+# The wall-clock backstop when none is given: WALL_BACKSTOP_FACTOR x the CPU limit plus
+# WALL_BACKSTOP_EXTRA_S. The CPU limit decides a busy program's fate whatever the machine's load;
+# the backstop only catches programs that wait (sleep, block) instead of computing, and must not
+# fire first for a program that computes on a loaded machine. Factor 10: a program still gets its
+# full CPU time when it receives a tenth of a core, and a test run (program and judge, each held
+# to the CPU limit, taking turns) when each gets a fifth.
+WALL_BACKSTOP_FACTOR = 10.0
+WALL_BACKSTOP_EXTRA_S = 10.0
+
+
+def wall_backstop_s(cpu_time_s: float) -> float:
+    """The default wall-clock limit for a CPU limit of `cpu_time_s` seconds.
+
+    >>> wall_backstop_s(2.0)
+    30.0
+    """
+    return WALL_BACKSTOP_FACTOR * float(cpu_time_s) + WALL_BACKSTOP_EXTRA_S
+
+
 # Every status a ProgramResult can carry.
 STATUSES = (
     "ok",  # exited with code 0
     "error",  # exited with a non-zero code (e.g. an uncaught exception)
-    "timeout",  # wall-clock or CPU-time limit hit
+    "timeout",  # CPU-time limit hit, or the (generous) wall-clock backstop
     "memory",  # ran out of the address-space limit (MemoryError or killed while allocating)
     "output_limit",  # wrote more than max_output_bytes to stdout or stderr
     "killed",  # died from a signal that is not explained by one of the limits above
@@ -24,17 +43,26 @@ STATUSES = (
 
 @dataclass
 class SandboxLimits:
-    """Resource limits applied to every program (and every process it starts)."""
+    """Resource limits applied to every program (and every process it starts).
 
-    wall_time_s: float = field(
-        default=5.0,
-        metadata={"help": "Wall-clock seconds from start until the program is killed (status 'timeout')."},
+    Time: `cpu_time_s` is the limit that decides; it counts the CPU the program used, which the
+    load on the machine does not change (much), so the same program gets the same verdict on an
+    idle and a busy machine. `wall_time_s` is a backstop for programs that wait instead of
+    computing; left at None it is `wall_backstop_s(cpu_time_s)`, generous enough not to fire
+    first on a loaded machine. A wall limit set close to the CPU limit makes verdicts depend on
+    the load again (a computing program is then killed by whichever comes first).
+    """
+
+    wall_time_s: float | None = field(
+        default=None,
+        metadata={"help": "Wall-clock seconds from start until the program is killed (status 'timeout'); "
+                  "None: the generous backstop wall_backstop_s(cpu_time_s) = 10 x cpu_time_s + 10."},
     )
     cpu_time_s: float = field(
         default=5.0,
         metadata={
             "help": "CPU seconds (RLIMIT_CPU, rounded up to whole seconds by the kernel) before the "
-            "program is killed (status 'timeout')."
+            "program is killed (status 'timeout'): the time limit verdicts rest on."
         },
     )
     memory_mb: int = field(
@@ -69,7 +97,9 @@ class SandboxLimits:
     )
 
     def __post_init__(self) -> None:
-        for name in ("wall_time_s", "cpu_time_s"):
+        for name in ("cpu_time_s", "wall_time_s"):
+            if name == "wall_time_s" and self.wall_time_s is None:
+                self.wall_time_s = wall_backstop_s(self.cpu_time_s)
             value = getattr(self, name)
             if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
                 raise ValueError(f"SandboxLimits.{name} must be a positive finite number, got {value!r}")
@@ -106,10 +136,12 @@ class ProgramResult:
 
     stdout, stderr: decoded as UTF-8 (invalid bytes replaced), each cut at max_output_bytes.
     exit_code: the process exit code, or None when it was killed by a signal / never ran.
-    timed_out: the wall-clock or CPU-time limit was hit.
+    timed_out: the CPU-time limit or the wall-clock backstop was hit.
     status: one of `STATUSES` ("ok", "error", "timeout", "memory", "output_limit", "killed",
         "sandbox_error").
     wall_s: wall-clock seconds the program ran (measured by the worker).
+    cpu_s: CPU seconds (user + system) of the program's main process, which load barely changes.
+    limit: which limit ended it when timed out: "cpu" or "wall" (the backstop); "" otherwise.
     """
 
     stdout: str
@@ -118,6 +150,8 @@ class ProgramResult:
     timed_out: bool
     status: str
     wall_s: float
+    cpu_s: float = 0.0
+    limit: str = ""
 
     @property
     def ok(self) -> bool:

@@ -184,7 +184,8 @@ def run_tests_request(state: WorkerState, req: dict[str, Any], in_fd: int) -> di
             "over": judged["over"]}
     cand_state, _, _ = classify(cand, limits, stderr)
     if judged["timed_out"]:
-        status, error = "timeout", f"the wall-clock limit of {limits['wall_time_s']} s was reached"
+        status, error = "timeout", (f"the wall-clock backstop of {limits['wall_time_s']} s was reached "
+                                     "(the program or the tests waited instead of computing)")
     elif judged["over"]:
         status, error = "output_limit", "the program wrote more than the output limit"
     elif cand_state in ("timeout", "killed", "memory"):

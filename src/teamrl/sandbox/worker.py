@@ -7,7 +7,8 @@ fast, and then for each request:
 
 1. makes a fresh directory for the program (owned by the program's user id),
 2. forks; the child confines itself (child.py) and runs the program,
-3. supervises it: feeds stdin, collects stdout/stderr up to the caps, enforces the wall clock,
+3. supervises it: feeds stdin, collects stdout/stderr up to the caps, enforces the wall-clock
+   backstop (the CPU limit is the kernel's RLIMIT_CPU, set by the child itself),
 4. kills the program's process group, reaps it, then kills and reaps anything else the program
    left behind (the worker is pid 1 of its own PID namespace where the kernel allows, else a
    child subreaper, so every leftover process is its descendant; see pidns.py),
@@ -58,8 +59,9 @@ def run_request(state: WorkerState, req: dict[str, Any]) -> dict[str, Any]:
         remove_files(state, workdir)
     stdout, stderr = (b.decode("utf-8", errors="replace") for b in outcome["outputs"])
     status, exit_code, timed_out = classify(outcome, limits, stderr)
+    limit = ("wall" if outcome["timed_out"] else "cpu") if timed_out else ""
     return {"stdout": stdout, "stderr": stderr, "exit_code": exit_code, "timed_out": timed_out,
-            "status": status, "wall_s": outcome["wall"]}
+            "status": status, "wall_s": outcome["wall"], "cpu_s": outcome["cpu"], "limit": limit}
 
 
 def main(config_json: str) -> None:

@@ -18,10 +18,18 @@ class UnitRun:
     errors: list[str]
     loaded: bool
     units: list[str] = field(default_factory=list)  # the units' sources, for prompts
+    stopped: list[bool] = field(default_factory=list)  # failed because a time limit ended the run (per unit)
 
     @property
     def n_passed(self) -> int:
         return sum(self.passed)
+
+    @property
+    def caught(self) -> bool:
+        """Some unit failed on its own merits (a false assert, an exception, a failed load), not
+        because a time limit ended the run first: what makes a known-wrong program "killed"."""
+        stopped = self.stopped + [False] * (len(self.passed) - len(self.stopped))  # none given: none stopped
+        return any(not ok and not stop for ok, stop in zip(self.passed, stopped))
 
     @property
     def all_passed(self) -> bool:
@@ -42,8 +50,13 @@ class UnitRun:
 class CodeRunner:
     """Runs programs in the sandbox, cached: ground-truth grading and model-written unit tests."""
 
-    def __init__(self, wall_time_s: float = 2.0, workers: int = 2, cache_size: int = 50_000) -> None:
-        self.wall_time_s, self.workers, self.cache_size = wall_time_s, workers, cache_size
+    def __init__(self, cpu_time_s: float = 2.0, workers: int = 2, cache_size: int = 50_000,
+                 wall_time_s: float | None = None) -> None:
+        """cpu_time_s: the CPU seconds a program (and the tests' judge) may use: the limit that
+        decides, the same on a busy machine as on an idle one. wall_time_s: the wall-clock
+        backstop for programs that wait; None: the sandbox's generous default (SandboxLimits)."""
+        self.cpu_time_s, self.wall_time_s = cpu_time_s, wall_time_s
+        self.workers, self.cache_size = workers, cache_size
         self._cache: OrderedDict[Any, Any] = OrderedDict()
         self._sandbox = None  # started on first use
 
@@ -51,7 +64,7 @@ class CodeRunner:
         if self._sandbox is None:
             from teamrl.sandbox import Sandbox, SandboxLimits
 
-            limits = SandboxLimits(wall_time_s=self.wall_time_s, cpu_time_s=self.wall_time_s)
+            limits = SandboxLimits(wall_time_s=self.wall_time_s, cpu_time_s=self.cpu_time_s)
             self._sandbox = Sandbox(limits, workers=self.workers)
         return self._sandbox
 
@@ -87,14 +100,26 @@ class CodeRunner:
             self._sandbox = None
 
 
+# How the judge words a unit that failed because the program stopped answering or the tests were
+# cut off (sandbox/judge.py); within a run that timed out, such a failure is the time limit's doing.
+_CUT_OFF = ("CandidateGone", "not run")
+
+
 def _read_units(result: Any, units: list[str]) -> UnitRun:
-    """A sandbox TestResult as a UnitRun; a unit that never reported (crash, timeout) failed."""
+    """A sandbox TestResult as a UnitRun; a unit that never reported (crash, timeout) failed.
+
+    In a run that hit a time limit, the unit that was running and those after it are marked
+    `stopped`: they failed because time ran out, not because of what they check.
+    """
     total = len(units)
+    timed_out = result.status == "timeout"
     if not result.program_loaded:
-        return UnitRun([False] * total, [result.error] * total, False, units)
+        return UnitRun([False] * total, [result.error] * total, False, units, [timed_out] * total)
     passed, errors = [False] * total, [f"not run ({result.status})"] * total
+    stopped = [timed_out] * total
     for case in result.cases[:total]:
         passed[case.index] = case.passed
         if case.error != "not run":
             errors[case.index] = case.error
-    return UnitRun(passed, errors, True, units)
+        stopped[case.index] = timed_out and not case.passed and case.error.startswith(_CUT_OFF)
+    return UnitRun(passed, errors, True, units, stopped)

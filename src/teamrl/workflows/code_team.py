@@ -30,7 +30,10 @@ Rewards (`Outcome`, trained reward = team_weight * team + local_weight * local; 
 where the negatives are known-wrong programs: single-site mutants of the reference solution that
 fail the ground-truth tests (at most `n_mutants` per problem; equivalent and looping mutants are
 dropped) plus the team's earlier committed programs that failed the ground truth; a negative is
-killed when at least one unit fails on it. Tests that pass every program (a smoke test such as
+killed when at least one unit fails on it by a false assert or an exception. A unit that fails
+only because the run hit its time limit (CPU seconds, see CodeRunner) kills nothing, and on the
+reference it counts as a failure: so a test whose cost nears the limit can only lose, and the
+machine's load cannot change the tester's reward through a timeout. Tests that pass every program (a smoke test such as
 `assert isinstance(f(1), int)`) earn 0; asserts that never call the function, tautologies
 (`f(1) == f(1)`, `... or True`) and asserts inside a catch-all `try` are no units (alone they
 earn -1 - b); tests that also catch wrong code earn up to 1 + b; tests that reject the correct
@@ -259,7 +262,9 @@ class CodeWorkflow:
         negative_runs = iter(self.runner.run_units(negative_jobs))
         for i, item in enumerate(results):
             if isinstance(item, list):
-                killed = sum(not next(negative_runs).all_passed for _ in item)
+                # A negative the tests only made run out of time is not caught: a timeout says
+                # "slow", and whether it comes depends on the limit and the machine, not on a check.
+                killed = sum(next(negative_runs).caught for _ in item)
                 score = killed / len(item) if item else 0.0
                 units = sum(u for _, u in all_steps[i])
                 results[i] = (score, {"units": units, "killed": killed, "negatives": len(item)})

@@ -14,7 +14,12 @@ from collections import OrderedDict
 class ProgramRunner:
     """`run(sources) -> [(stdout, ran_ok)]`, executing each distinct source once in the sandbox."""
 
-    def __init__(self, wall_time_s: float = 2.0, workers: int = 2, cache_size: int = 50_000) -> None:
+    def __init__(self, cpu_time_s: float = 2.0, workers: int = 2, cache_size: int = 50_000,
+                 wall_time_s: float | None = None) -> None:
+        """cpu_time_s: CPU seconds per program, the limit that decides (load does not change
+        whether a program stays under it); wall_time_s: the wall-clock backstop for programs that
+        wait, None: the sandbox's generous default (SandboxLimits)."""
+        self.cpu_time_s = cpu_time_s
         self.wall_time_s = wall_time_s
         self.workers = workers
         self.cache_size = cache_size
@@ -30,7 +35,7 @@ class ProgramRunner:
             if self._sandbox is None:
                 from teamrl.sandbox import Sandbox, SandboxLimits
 
-                limits = SandboxLimits(wall_time_s=self.wall_time_s, cpu_time_s=self.wall_time_s)
+                limits = SandboxLimits(wall_time_s=self.wall_time_s, cpu_time_s=self.cpu_time_s)
                 self._sandbox = Sandbox(limits, workers=self.workers)
             for source, result in zip(missing, self._sandbox.run_many(missing)):
                 self._cache[source] = (result.stdout, result.status == "ok")
