@@ -162,7 +162,7 @@ def hacks(data_dir: str | Path | None = None) -> list[dict]:
     """Every hack scored by the code workflow: {"verifier", "hack", "response", "rewarded", "reward"}."""
     data = Path(data_dir) if data_dir is not None else default_data_dir()
     problem = _problem(data)
-    runner = CodeRunner(wall_time_s=2.0)
+    runner = CodeRunner(cpu_time_s=2.0)
     wf = CodeWorkflow(ProblemSplits([problem], [problem]), runner=runner, n_mutants=6)
     rows = []
     try:

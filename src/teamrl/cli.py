@@ -21,10 +21,18 @@ def _load(args: argparse.Namespace) -> RunConfig:
     return load_config(args.config, args.overrides)
 
 
+def _set_threads(config: RunConfig) -> None:
+    """torch's thread count from train.threads (the training loop re-decides `auto` every step itself)."""
+    from teamrl.training.threads import set_threads
+
+    set_threads(config.train.threads)
+
+
 def cmd_warmup(args: argparse.Namespace) -> int:
     from teamrl.training.tiny_default import WarmupRecipe, warm_up
 
     config = _load(args)
+    _set_threads(config)
     kind = "team" if config.workflow.name == "single" else config.workflow.name
     recipe = WarmupRecipe.for_task(config.task, config.workflow.max_turns, kind, steps=config.policy.warmup_sft_steps)
     started = time.time()
@@ -43,6 +51,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     summary = json.loads((run_dir / "summary.json").read_text())
     best = (f"best {summary['best_success']:.1%} at step {summary['best_step']}" if summary["best_step"] else
             f"best {summary['best_success']:.1%} at step 0: training never beat the initial model")
+    if summary.get("best_instances", config.train.eval_instances) < config.train.eval_instances:
+        best += f", picked on the first {summary['best_instances']} instances"
     print(f"held-out success: before {summary['initial_success']:.1%}, after "
           f"{summary['final_success']:.1%} ({best}); {summary['steps']} steps in {summary['train_seconds']:.0f}s")
     print(f"run directory: {run_dir}")
@@ -55,6 +65,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from teamrl.training.evaluate import evaluate
 
     config = _load(args)
+    _set_threads(config)
     workflow = build_workflow(config)
     sampling = agent_sampling(config.rollout, workflow.agents, "eval")
     if args.checkpoint:

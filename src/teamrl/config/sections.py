@@ -226,7 +226,11 @@ class TrainConfig:
     eval_every: int = 25
     """Held-out evaluation period in steps (0 = only at start and end)."""
     eval_instances: int = 200
-    """Held-out instances per evaluation."""
+    """Held-out instances of the first and the final evaluation (the reported initial and final success)."""
+    midway_eval_instances: int = 50
+    """Held-out instances of the evaluations in between (the first N of the split, the same ones each time),
+    which cost a small share of training this way; checkpoints/best is picked on these N, at every
+    evaluation (the first and final ones included). 0 (or >= eval_instances): eval_instances every time."""
     checkpoint_every: int = 0
     """Resumable checkpoint period in steps (0 = only the final and best weights; nothing to resume from)."""
     keep_last: int = 3
@@ -235,6 +239,11 @@ class TrainConfig:
     """'' (new run), auto (continue output_dir/run_name if it exists), or a run directory / checkpoint folder."""
     time_budget_s: float = 0.0
     """Stop training after this many seconds (0 = no limit); the final eval still runs."""
+    threads: int | str = "auto"
+    """Torch threads of the training and eval process: a number, or auto: the cores other processes leave
+    free (CPU affinity and cgroup quota minus the load average's share of others, rounded down, 1 to 4),
+    decided again before every step, so a busy machine never makes a step slower than one thread would
+    (docs/performance/busy-machine.md). Each step logs the count as time/threads."""
 
     def __post_init__(self) -> None:
         # Keys are bare: build_dataclass prefixes the section ("train.") to a field check's message.
@@ -245,10 +254,15 @@ class TrainConfig:
         require(self.eval_every >= 0, "eval_every", self.eval_every, ">= 0 (0 evaluates only at start and end)")
         require(self.eval_instances >= 1, "eval_instances", self.eval_instances,
                 "an integer >= 1 (the held-out success needs at least one episode)")
+        require(self.midway_eval_instances >= 0, "midway_eval_instances", self.midway_eval_instances,
+                "an integer >= 0 (0 evaluates eval_instances every time)")
         require(self.keep_last >= 0, "keep_last", self.keep_last, ">= 0 (0 keeps every checkpoint)")
         require(self.checkpoint_every >= 0, "checkpoint_every", self.checkpoint_every,
                 ">= 0 (0 writes no resumable checkpoint)")
         require(self.time_budget_s >= 0, "time_budget_s", self.time_budget_s, ">= 0 seconds (0 = no limit)")
+        require(self.threads == "auto" or (isinstance(self.threads, int) and not isinstance(self.threads, bool)
+                                           and self.threads >= 1), "threads", self.threads,
+                "auto or a whole number of threads >= 1, e.g. train.threads=1")
 
 
 @dataclass

@@ -28,6 +28,7 @@ from teamrl.training.credit import assign_advantages, trainable
 from teamrl.training.evaluate import evaluate
 from teamrl.training.resume import LoopState, TrackerStates, restore_training_state, save_training_state
 from teamrl.training.run_dir import RunDirectory, TrainingInterrupted, claim_run
+from teamrl.training.threads import ThreadGovernor
 from teamrl.training.update import make_optimizer
 from teamrl.workflows.base import Workflow
 
@@ -106,23 +107,34 @@ def train(config: RunConfig, model_path: str | None = None, progress: bool = Tru
             components["trackers"].attach(backend)
         # After make_backend (it connects to Ray) and the restore (the workers copy the current weights).
         pool = RolloutPool(config, policies, mapping) if config.trainer.rollout_workers else None
+        threads = ThreadGovernor(tcfg.threads)  # `auto` is decided again before every step
+        # The evaluations between the first and the last run on the first `midway` instances only, and
+        # every evaluation's score on those same instances picks the best checkpoint.
+        midway = tcfg.midway_eval_instances
+        midway = midway if 0 < midway < tcfg.eval_instances else tcfg.eval_instances
 
-        def held_out(step: int) -> float:
+        def held_out(step: int, instances: int) -> tuple[float, float]:
+            """(success on the first `instances` held-out instances, success on the first `midway`)."""
             started = time.time()
-            with tqdm(total=tcfg.eval_instances, desc=f"held-out eval (step {step})", leave=False,
+            with tqdm(total=instances, desc=f"held-out eval (step {step})", leave=False,
                       disable=not progress, dynamic_ncols=True) as eval_bar:
-                metrics, episodes = evaluate(workflow, policies, mapping, tcfg.eval_instances, seed=config.seed,
+                metrics, episodes = evaluate(workflow, policies, mapping, instances, seed=config.seed,
                                              sampling=eval_sampling, on_batch=eval_bar.update)
-            run.log(step, {f"eval/{k}": v for k, v in metrics.items()} | {"time/eval_s": time.time() - started})
+            run.log(step, {f"eval/{k}": v for k, v in metrics.items()} | {
+                "eval/instances": float(instances), "time/eval_s": time.time() - started,
+                "time/threads": float(threads.count)})
             run.write_json(f"transcripts/eval_step{step:05d}.json",
                            [{"instance": e.instance, "success": e.success, "turns": e.transcript}
                             for e in episodes[:8]])
-            return metrics["success"]
+            picked = episodes[:midway]  # evaluate's episodes come in instance order
+            pick = mean(e.success for e in picked) if len(picked) == midway else metrics["success"]
+            return metrics["success"], pick
 
+        threads.apply()
         if state is None:
-            initial = held_out(0)
+            initial, best_initial = held_out(0, tcfg.eval_instances)
             run.save_checkpoint("best", policies)  # best = the weights of best_step, step 0 until beaten
-            state = LoopState(initial_success=initial, best_success=initial)
+            state = LoopState(initial_success=initial, best_success=best_initial)
             diagnostics.alerts(0, {"eval/success": initial})  # the first peak (a resumed run restored its own)
         history = {"initial": state.initial_success}
         best, best_step = state.best_success, state.best_step
@@ -130,6 +142,7 @@ def train(config: RunConfig, model_path: str | None = None, progress: bool = Tru
         bar = tqdm(range(state.step + 1, tcfg.steps + 1), disable=not progress, desc="train", dynamic_ncols=True)
         step = state.step
         for step in bar:
+            step_threads = threads.apply()
             t0, evaluated = time.time(), {}
             samples, episodes = rollout_step(config, workflow, policies, mapping, step - 1, generator, rng, pool)
             t1 = time.time()
@@ -149,12 +162,12 @@ def train(config: RunConfig, model_path: str | None = None, progress: bool = Tru
             tokens = sum(len(s.generation.response_ids) for s in samples)
             metrics.update({"time/rollout_s": t1 - t0, "time/update_s": t2 - t1,
                             "time/tokens_per_s": tokens / max(t1 - t0, 1e-9),
-                            "time/elapsed_s": t2 - started})
+                            "time/elapsed_s": t2 - started, "time/threads": float(step_threads)})
             if tcfg.eval_every and step % tcfg.eval_every == 0 and step < tcfg.steps:
-                success = held_out(step)
+                success, pick = held_out(step, midway)
                 evaluated = {"eval/success": success}
-                if success > best:
-                    best, best_step = success, step
+                if pick > best:
+                    best, best_step = pick, step
                     run.save_checkpoint("best", policies)
                 metrics["eval/best_success"] = best
                 run.write_json(f"transcripts/train_step{step:05d}.json",
@@ -169,14 +182,14 @@ def train(config: RunConfig, model_path: str | None = None, progress: bool = Tru
             if tcfg.time_budget_s and time.time() - started > tcfg.time_budget_s:
                 break
         train_seconds = time.time() - started
-        final = held_out(step)
+        final, best_final = held_out(step, tcfg.eval_instances)
         _report_alerts(run.path, diagnostics.alerts(step, {"eval/success": final}), progress)
-        if final > best:  # a tie keeps the earlier step, as during training (and the collapse alert)
-            best, best_step = final, step
+        if best_final > best:  # a tie keeps the earlier step, as during training (and the collapse alert)
+            best, best_step = best_final, step
             run.save_checkpoint("best", policies)
         run.save_checkpoint("final", policies)
         summary = {"initial_success": history["initial"], "final_success": final, "best_success": best,
-                   "best_step": best_step, "steps": step, "train_seconds": train_seconds,
+                   "best_step": best_step, "best_instances": midway, "steps": step, "train_seconds": train_seconds,
                    "agent_to_policy": mapping}
         run.write_json("summary.json", summary)
         failed = False

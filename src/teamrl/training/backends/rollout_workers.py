@@ -27,6 +27,7 @@ from teamrl.policies.loading import Policy
 from teamrl.rollout.engine import SamplingParams
 from teamrl.rollout.tree import Episode, RewardWeights, Sample, run_episodes
 from teamrl.training.backends.worker import load_weights, pack, trained_weights, unpack
+from teamrl.training.threads import set_threads
 from teamrl.training.update import PolicyOptimizer
 
 # (samples, episodes, generator state, random.Random state) of one shard.
@@ -40,7 +41,8 @@ class RolloutWorker:
         from teamrl.training.build import build_workflow
 
         # Rollout actors on one machine split its cores: without this each starts a thread per core.
-        torch.set_num_threads(max(1, num_threads))
+        # train.threads within that share (`auto`: only cores other processes leave free).
+        set_threads(config.train.threads, cap=max(1, num_threads))
         self.workflow = build_workflow(config)
         self.policies: dict[str, Policy] = unpack(payload, "cpu")
         self.mapping = mapping

@@ -15,6 +15,7 @@ import torch
 from teamrl.rollout.tree import Sample
 from teamrl.training.backends import PolicyUpdate, UpdateSettings, load_tracker_states, run_update, tracker_states
 from teamrl.training.data_parallel import init_group
+from teamrl.training.threads import set_threads
 from teamrl.training.update import PolicyOptimizer
 
 
@@ -55,7 +56,8 @@ class PolicyWorker:
 
     def __init__(self, payload: bytes, device: str, num_threads: int, settings: UpdateSettings) -> None:
         # Actors on one machine split its cores: without this each would start a thread per core.
-        torch.set_num_threads(max(1, num_threads))
+        # Within its share, `auto`: no more threads than the cores other processes leave free.
+        set_threads("auto", cap=max(1, num_threads))
         self.device, self.settings = device, settings
         self.states: dict[str, PolicyOptimizer] = unpack(payload, device)
         factory = settings.tracker_factory
