@@ -78,6 +78,8 @@ def train(config: RunConfig, model_path: str | None = None, progress: bool = Tru
     lock, resume = claim_run(config)  # a run directory another process writes is refused here
     try:
         seed_everything(config.seed)
+        threads = ThreadGovernor(config.train.threads)  # `auto` is decided again before every step
+        threads.apply()  # before the policies are built: a first run warms the tiny default up there
         workflow = build_workflow(config)
         eval_sampling = agent_sampling(config.rollout, workflow.agents, "eval")  # checks by_role's names early
         policies, mapping = build_policies(config, workflow, model_path)
@@ -107,7 +109,6 @@ def train(config: RunConfig, model_path: str | None = None, progress: bool = Tru
             components["trackers"].attach(backend)
         # After make_backend (it connects to Ray) and the restore (the workers copy the current weights).
         pool = RolloutPool(config, policies, mapping) if config.trainer.rollout_workers else None
-        threads = ThreadGovernor(tcfg.threads)  # `auto` is decided again before every step
         # The evaluations between the first and the last run on the first `midway` instances only, and
         # every evaluation's score on those same instances picks the best checkpoint.
         midway = tcfg.midway_eval_instances

@@ -1,0 +1,65 @@
+"""Held-out evaluation's share of training time, from a run's metrics: the old schedule against the new default.
+
+Run: python benchmarks/eval_share.py [--set key=value ...] [--midway 0 50] [--out FILE]
+     python benchmarks/eval_share.py --runs RUN_DIR [RUN_DIR ...]   (only read finished runs)
+
+Trains the default quickstart config once per `train.midway_eval_instances` value (0 = every
+evaluation on all eval_instances, as before; 50 = the new default) and prints, per run, the
+seconds of every held-out evaluation (metrics `time/eval_s`, the first and the final one included)
+over the seconds of the training steps (`time/rollout_s` + `time/update_s`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+from pathlib import Path
+
+CONFIG = Path(__file__).resolve().parents[1] / "src" / "teamrl" / "configs" / "plan_path_team.yaml"
+
+
+def eval_share(run_dir: Path) -> dict[str, float]:
+    """{eval_s, train_s, share, evaluations, eval_instances} summed over a run's metrics.jsonl."""
+    rows = [json.loads(line) for line in (Path(run_dir) / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    evals = [r for r in rows if "time/eval_s" in r]
+    eval_s = sum(r["time/eval_s"] for r in evals)
+    train_s = sum(r["time/rollout_s"] + r["time/update_s"] for r in rows if "time/rollout_s" in r)
+    return {"eval_s": eval_s, "train_s": train_s, "share": eval_s / train_s if train_s else float("nan"),
+            "evaluations": float(len(evals)), "eval_instances": sum(r.get("eval/instances", 0.0) for r in evals)}
+
+
+def row(label: str, share: dict[str, float]) -> str:
+    return (f"{label:<34}{share['evaluations']:>6.0f}{share['eval_instances']:>10.0f}{share['eval_s']:>9.1f}"
+            f"{share['train_s']:>9.1f}{share['share']:>8.1%}")
+
+
+def main(argv: list[str] | None = None) -> str:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="config overrides")
+    parser.add_argument("--midway", nargs="*", type=int, default=[0, 50], help="train.midway_eval_instances values")
+    parser.add_argument("--runs", nargs="*", default=[], help="read these finished run directories instead")
+    parser.add_argument("--out", default="", help="also write the table to this file")
+    args = parser.parse_args(argv)
+    results = {str(path): eval_share(Path(path)) for path in args.runs}
+    if not args.runs:
+        from teamrl.config import load_config
+        from teamrl.training.loop import train
+
+        output = tempfile.mkdtemp(prefix="teamrl-eval-share-")
+        for midway in args.midway:
+            config = load_config(CONFIG, [*args.set, f"train.midway_eval_instances={midway}",
+                                          f"output_dir={output}", f"run_name=midway{midway}"])
+            results[f"midway_eval_instances={midway}"] = eval_share(train(config, progress=False))
+    lines = [f"held-out evaluation's share of training time; overrides: {' '.join(args.set) or 'none'}",
+             f"{'run':<34}{'evals':>6}{'episodes':>10}{'eval s':>9}{'train s':>9}{'share':>8}"]
+    lines += [row(label, share) for label, share in results.items()]
+    text = "\n".join(lines)
+    print(text)
+    if args.out:
+        Path(args.out).write_text(text + "\n")
+    return text
+
+
+if __name__ == "__main__":
+    main()
