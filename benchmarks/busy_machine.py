@@ -112,6 +112,7 @@ def main(argv: list[str] | None = None) -> str:
     parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="config overrides")
     parser.add_argument("--out", default="", help="also write the table to this file")
     args = parser.parse_args(argv)
+    os.environ.pop("OMP_NUM_THREADS", None)  # `auto` would take it as given instead of reading the load
     torch.set_num_threads(1)  # building (a first warm-up included) must not crawl either
     step = Step(args.set, args.model)
     step.run()  # untimed: first-call allocations and caches

@@ -102,3 +102,12 @@ def test_a_unit_cut_off_by_the_time_limit_catches_nothing(runner):
     assert mixed_run.stopped == [False, True] and mixed_run.caught
     assert wrong_run.caught and wrong_run.stopped == [False, False]
     assert right_run.all_passed and not right_run.caught
+
+
+def test_programs_compute_with_one_thread_whatever_the_trainer_uses():
+    # Several programs run at once (one per worker): a numeric library starting a thread per core
+    # in each would crowd the cores the trainer's threads were counted on.
+    with Sandbox(LIMITS, workers=1) as box:
+        res = box.run("import os\nprint(os.environ['OMP_NUM_THREADS'], os.environ['OPENBLAS_NUM_THREADS'], "
+                      "os.environ['MKL_NUM_THREADS'])")
+    assert res.stdout.split() == ["1", "1", "1"]

@@ -15,7 +15,8 @@ from teamrl.training.threads import ThreadGovernor, auto_threads, resolve_thread
 
 
 @pytest.fixture(autouse=True)
-def keep_torch_threads():
+def keep_torch_threads(monkeypatch):
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)  # `auto` would take it as given
     before = torch.get_num_threads()
     yield
     torch.set_num_threads(before)
@@ -43,6 +44,18 @@ def test_resolve_threads_reads_the_load_and_subtracts_our_own(monkeypatch):
     assert resolve_threads(3) == 3 and resolve_threads(3, cap=2) == 2  # a fixed count ignores the load
     with pytest.raises(ValueError, match="neither 'auto' nor a whole number"):
         resolve_threads(0)
+
+
+def test_auto_takes_omp_num_threads_when_it_is_set(monkeypatch):
+    monkeypatch.setattr(threads_module, "usable_cores", lambda: 4)
+    monkeypatch.setattr(threads_module.os, "getloadavg", lambda: (0.0, 0.0, 0.0))
+    assert resolve_threads("auto") == 4
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    assert resolve_threads("auto") == 1 and resolve_threads("auto", cap=1) == 1
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    assert resolve_threads("auto") == 3 and resolve_threads("auto", cap=2) == 2
+    monkeypatch.setenv("OMP_NUM_THREADS", "nonsense")  # not a count: the load decides
+    assert resolve_threads("auto") == 4
 
 
 def test_the_governor_drops_at_once_and_grows_one_thread_a_step(monkeypatch):

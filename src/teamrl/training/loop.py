@@ -76,6 +76,7 @@ def rollout_metrics(samples: list[Sample], episodes: list[Episode]) -> dict[str,
 def train(config: RunConfig, model_path: str | None = None, progress: bool = True) -> Path:
     """Train the configured team (or resume it: train.resume); returns the run directory."""
     lock, resume = claim_run(config)  # a run directory another process writes is refused here
+    caller_threads = torch.get_num_threads()  # given back when the run ends
     try:
         seed_everything(config.seed)
         threads = ThreadGovernor(config.train.threads)  # `auto` is decided again before every step
@@ -89,6 +90,7 @@ def train(config: RunConfig, model_path: str | None = None, progress: bool = Tru
                       for name, p in policies.items()}
         run = RunDirectory(config, resume, lock)
     except BaseException:  # nothing trained yet: a directory this call created is removed
+        torch.set_num_threads(caller_threads)
         if lock is not None:
             lock.release(discard=True)
         raise
@@ -204,6 +206,7 @@ def train(config: RunConfig, model_path: str | None = None, progress: bool = Tru
             backend.close()
         if hasattr(workflow, "close"):
             workflow.close()
+        torch.set_num_threads(caller_threads)
         run.close(failed=failed)
 
 

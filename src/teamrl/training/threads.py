@@ -6,7 +6,8 @@ thread (measured on 2 cores, benchmarks/busy_machine.py). `auto` therefore uses 
 nobody else is using: the cores this process may run on (CPU affinity, a cgroup CPU quota) minus
 the load of the other processes (the 1-minute load average less this process's own CPU use),
 rounded down, at least 1 and at most AUTO_CAP. The training loop decides again before every step,
-so a job that starts beside a run makes it drop to fewer threads within a step or two.
+so a job that starts beside a run makes it drop to fewer threads within a step or two. Where
+OMP_NUM_THREADS is set, `auto` takes that count instead: whoever started the process chose.
 """
 
 from __future__ import annotations
@@ -67,8 +68,17 @@ def resolve_threads(setting: int | str, own_load: float = 0.0, cap: int | None =
         raise ValueError(f"threads = {problem}: use auto, or a number of threads such as 1")
     if setting != "auto":
         return min(int(setting), cap) if cap else int(setting)
+    chosen = _environment_threads()
+    if chosen:  # whoever started us already decided (a launcher, a test harness, the user)
+        return min(chosen, cap) if cap else chosen
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
     return auto_threads(usable_cores(), load - own_load, min(cap or AUTO_CAP, AUTO_CAP))
+
+
+def _environment_threads() -> int:
+    """OMP_NUM_THREADS when it is set to a whole number >= 1, else 0."""
+    text = os.environ.get("OMP_NUM_THREADS", "").strip()
+    return int(text) if text.isdigit() and int(text) >= 1 else 0
 
 
 def set_threads(setting: int | str, cap: int | None = None) -> int:
