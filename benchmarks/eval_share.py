@@ -4,15 +4,18 @@ Run: python benchmarks/eval_share.py [--set key=value ...] [--midway 0 50] [--ou
      python benchmarks/eval_share.py --runs RUN_DIR [RUN_DIR ...]   (only read finished runs)
 
 Trains the default quickstart config once per `train.midway_eval_instances` value (0 = every
-evaluation on all eval_instances, as before; 50 = the new default) and prints, per run, the
-seconds of every held-out evaluation (metrics `time/eval_s`, the first and the final one included)
-over the seconds of the training steps (`time/rollout_s` + `time/update_s`).
+evaluation on all eval_instances, as before; 50 = the new default), the runs side by side (one
+`teamrl train` process each, started together, so that the machine's load hits them alike), and
+prints, per run, the seconds of every held-out evaluation (metrics `time/eval_s`, the first and
+the final one included) over the seconds of the training steps (`time/rollout_s` + `time/update_s`).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -43,14 +46,18 @@ def main(argv: list[str] | None = None) -> str:
     args = parser.parse_args(argv)
     results = {str(path): eval_share(Path(path)) for path in args.runs}
     if not args.runs:
-        from teamrl.config import load_config
-        from teamrl.training.loop import train
-
-        output = tempfile.mkdtemp(prefix="teamrl-eval-share-")
+        output = Path(tempfile.mkdtemp(prefix="teamrl-eval-share-"))
+        runs = {}
         for midway in args.midway:
-            config = load_config(CONFIG, [*args.set, f"train.midway_eval_instances={midway}",
-                                          f"output_dir={output}", f"run_name=midway{midway}"])
-            results[f"midway_eval_instances={midway}"] = eval_share(train(config, progress=False))
+            command = [sys.executable, "-m", "teamrl.cli", "train", str(CONFIG), *args.set,
+                       f"train.midway_eval_instances={midway}", f"output_dir={output}", f"run_name=midway{midway}"]
+            log = open(output / f"midway{midway}.log", "w")  # noqa: SIM115 - closed once the run ended
+            runs[midway] = (subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT), log)
+        for midway, (proc, log) in runs.items():
+            if proc.wait() != 0:
+                raise SystemExit(f"the run with midway_eval_instances={midway} failed: see {log.name}")
+            log.close()
+            results[f"midway_eval_instances={midway}"] = eval_share(output / f"midway{midway}")
     lines = [f"held-out evaluation's share of training time; overrides: {' '.join(args.set) or 'none'}",
              f"{'run':<34}{'evals':>6}{'episodes':>10}{'eval s':>9}{'train s':>9}{'share':>8}"]
     lines += [row(label, share) for label, share in results.items()]
