@@ -243,7 +243,8 @@ class TrainConfig:
     """Torch threads of the training and eval process: a number, or auto: the cores other processes leave
     free (CPU affinity and cgroup quota minus the load average's share of others, rounded down, 1 to 4),
     decided again before every step, so a busy machine never makes a step slower than one thread would
-    (docs/performance/busy-machine.md). Each step logs the count as time/threads."""
+    (docs/performance/busy-machine.md). Each step logs the count as time/threads. A different count changes the
+    last bits of the arithmetic: set a number for runs (and resumes) that must repeat exactly."""
 
     def __post_init__(self) -> None:
         # Keys are bare: build_dataclass prefixes the section ("train.") to a field check's message.
