@@ -214,10 +214,16 @@ class LeanDecoder:
         per_row = per_row.reshape(prompts * self.repeats, kv, group, width)
         return per_row if self.slot is None else per_row.index_select(0, self.slot)
 
+    def _select_filled(self, buffer: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+        """buffer [R, Hkv, T, D] for `rows` only; copies just the filled columns (early drops are cheap)."""
+        out = buffer.new_empty((len(rows), *buffer.shape[1:]))
+        out[:, :, : self.filled] = buffer[:, :, : self.filled].index_select(0, rows)
+        return out
+
     def keep(self, rows: torch.Tensor) -> None:
         """Keep only batch rows `rows` (ascending indices into the current batch)."""
-        self.k_resp = [k.index_select(0, rows) for k in self.k_resp]
-        self.v_resp = [v.index_select(0, rows) for v in self.v_resp]
+        self.k_resp = [self._select_filled(k, rows) for k in self.k_resp]
+        self.v_resp = [self._select_filled(v, rows) for v in self.v_resp]
         self.next_pos = self.next_pos[rows]
         slot = rows if self.slot is None else self.slot[rows]
         prompt_of = torch.div(slot, self.repeats, rounding_mode="floor")
