@@ -1,7 +1,8 @@
 """Rollout engine vs `model.generate`, side by side, and the engine's decode as a share of the matmul peak.
 
     python benchmarks/rollout_engine.py --quick          # about a minute on an idle 2-core machine
-    python benchmarks/rollout_engine.py                  # the full table (results/rollout_engine.txt)
+    python benchmarks/rollout_engine.py --models tiny    # one model of the full table
+    python benchmarks/rollout_engine.py --output benchmarks/results/rollout_engine.txt
 
 One torch thread. For each model (the tiny default, a 25M and a 150M-parameter Llama of the same
 shape family, random weights, the character vocabulary) and each setting, the engine and
@@ -64,7 +65,7 @@ class Plan:
     versus_generate: bool  # False: the engine alone, for the share-of-peak row
 
 
-FULL = [Plan("tiny", 32, 8, 64, 5, True), Plan("25M", 32, 8, 64, 1, True), Plan("150M", 32, 8, 8, 1, False)]
+FULL = [Plan("tiny", 32, 8, 64, 3, True), Plan("25M", 32, 8, 32, 1, True), Plan("150M", 32, 8, 4, 1, False)]
 QUICK = [Plan("tiny", 32, 8, 32, 2, True), Plan("25M", 8, 8, 16, 1, True), Plan("150M", 8, 8, 4, 1, False)]
 
 
@@ -191,6 +192,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="small batches, one repeat: about a minute")
     parser.add_argument("--models", nargs="+", choices=list(SHAPES), default=list(SHAPES))
     parser.add_argument("--output", default="", help="also write the lines to this file")
+    parser.add_argument("--append", action="store_true", help="append to --output instead of replacing it")
     args = parser.parse_args()
     torch.set_num_threads(1)
     lines: list[str] = []
@@ -207,7 +209,8 @@ def main() -> None:
             bench_model(plan, out)
     out(f"load average at end: {' '.join(f'{x:.1f}' for x in _load())}")
     if args.output:
-        Path(args.output).write_text("\n".join(lines) + "\n")
+        with Path(args.output).open("a" if args.append else "w") as handle:
+            handle.write("\n".join(lines) + "\n")
 
 
 def _load() -> tuple[float, float, float]:
