@@ -1,8 +1,11 @@
 """Batched sampling from an HF causal LM with a KV cache.
 
 Why not `model.generate`: tree sampling needs K samples of each prompt (the prompt is encoded once
-and its cache copied K times), the log-prob of every sampled token under exactly the distribution
-the trainer differentiates, and dropping finished rows from the batch as they end.
+for its K samples), the log-prob of every sampled token under exactly the distribution the trainer
+differentiates, and dropping finished rows from the batch as they end.
+
+The model side of the loop is a decoder (`rollout/decoding.py`): the lean Llama-family step of
+`rollout/lean_decode.py` where it applies, the HF forward otherwise; both give the same logits.
 
 The distribution: `softmax(logits / temperature)`. `logprobs` are taken from it, and the trainer
 recomputes the same quantity. top-k / top-p truncate what the sampler draws from; the log-prob under

@@ -192,7 +192,8 @@ class LeanDecoder:
         grid = self._to_grid(qg, prompts)  # [B, Hkv, K*G, D]
         s_prompt = torch.matmul(grid, self.k_prompt[i].transpose(-1, -2)) + self.prompt_bias  # [B, Hkv, K*G, P]
         s_prompt = self._from_grid(s_prompt, group)  # [R, Hkv, G, P]
-        weights = torch.softmax(torch.cat([s_prompt, s_resp], dim=-1), dim=-1)
+        # softmax in fp32 as HF's eager attention does (a no-op cast for fp32 models)
+        weights = torch.softmax(torch.cat([s_prompt, s_resp], dim=-1), dim=-1, dtype=torch.float32).to(q.dtype)
         w_prompt, w_resp = weights[..., :width], weights[..., width:]
         out = torch.matmul(w_resp, v_resp)  # [R, Hkv, G, D]
         out = out + self._from_grid(torch.matmul(self._to_grid(w_prompt, prompts), self.v_prompt[i]), group)
