@@ -65,7 +65,9 @@ class StopScanner:
     def completed(self, tokens: torch.Tensor, rows: torch.Tensor, chosen: torch.Tensor, step: int) -> torch.Tensor:
         """[n] bool: row rows[j] of tokens [N, T], which just sampled chosen[j] at `step`, holds a stop."""
         done = torch.zeros(len(chosen), dtype=torch.bool, device=chosen.device)
-        candidates = self.table.to(chosen.device)[chosen].nonzero().squeeze(-1).tolist()
+        if self.table.device != chosen.device:  # once per call's device, not per step
+            self.table = self.table.to(chosen.device)
+        candidates = self.table[chosen].nonzero().squeeze(-1).tolist()
         if not candidates:
             return done
         start = max(0, step + 1 - self.span)
