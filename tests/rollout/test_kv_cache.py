@@ -4,7 +4,7 @@ import pytest
 import torch
 from transformers import DynamicCache
 
-from teamrl.rollout import engine
+from teamrl.rollout import decoding, engine
 from teamrl.rollout.engine import SamplingParams, sample
 from toy import tiny_policy
 
@@ -12,9 +12,15 @@ PROMPTS = ["tool\n#..S\n..G.\n>", "ab", "plan\nstart=(0,1) goal=(2,3)\n>"]
 
 
 def _draw(policy, monkeypatch, cache_factory):
-    monkeypatch.setattr(engine, "reserved_cache", cache_factory)
+    # the reserved cache serves the HF-forward decoder (the lean decoder has its own buffers)
+    monkeypatch.setattr(decoding, "LEAN_DECODE", False)
+    monkeypatch.setattr(decoding, "reserved_cache", cache_factory)
+    return _draw_as_is(policy)
+
+
+def _draw_as_is(policy):
     prompts = [policy.encode_prompt(p) for p in PROMPTS]
-    # 4 samples per prompt; rows that hit a stop string leave the batch mid-way (batch_select_indices)
+    # 4 samples per prompt; rows that hit a stop string leave the batch mid-way
     return sample(policy, prompts, 4, SamplingParams(temperature=1.0, max_new_tokens=16, stop_strings=("a", "e")),
                   torch.Generator().manual_seed(0))
 
@@ -34,7 +40,7 @@ def context_sensitive_policy(arch):
 @pytest.mark.parametrize("arch", ["llama", "qwen2", "phi3"])
 def test_reserved_cache_samples_what_dynamic_cache_samples(arch, monkeypatch):
     policy = context_sensitive_policy(arch)
-    real = engine.reserved_cache
+    real = decoding.reserved_cache
     reference = _draw(policy, monkeypatch, lambda reserve: DynamicCache())
     for factory in (real, lambda reserve: real(0)):  # 0: no room reserved, every step grows the buffer
         got = _draw(policy, monkeypatch, factory)
@@ -47,7 +53,7 @@ def test_reserved_cache_samples_what_dynamic_cache_samples(arch, monkeypatch):
 
 
 def test_reserved_layer_exposes_only_the_filled_part():
-    cache = engine.reserved_cache(4)
+    cache = decoding.reserved_cache(4)
     k = torch.randn(2, 1, 3, 2)
     keys, _ = cache.update(k, k, 0)
     assert keys.shape == (2, 1, 3, 2) and torch.equal(keys, k)
@@ -59,12 +65,15 @@ def test_reserved_layer_exposes_only_the_filled_part():
     assert cache.get_seq_length() == 4
 
 
-def test_when_finished_rows_leave_the_batch_changes_no_sample(monkeypatch):
+@pytest.mark.parametrize("lean", [False, True])
+def test_when_finished_rows_leave_the_batch_changes_no_sample(monkeypatch, lean):
+    """Compaction at every step, at the default threshold, or never: the same samples (both decoders)."""
     policy = context_sensitive_policy("llama")
+    monkeypatch.setattr(decoding, "LEAN_DECODE", lean)
     runs = []
     for threshold in (0.0, engine.COMPACT_WHEN_FINISHED, 2.0):  # every step, the default, never
         monkeypatch.setattr(engine, "COMPACT_WHEN_FINISHED", threshold)
-        runs.append(_draw(policy, monkeypatch, engine.reserved_cache))
+        runs.append(_draw_as_is(policy))
     for other in runs[1:]:
         for want_group, got_group in zip(runs[0], other, strict=True):
             for want, have in zip(want_group, got_group, strict=True):

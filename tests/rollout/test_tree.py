@@ -94,3 +94,30 @@ def test_sequential_really_is_sequential_and_parallel_is_not():
 def _decode(ids):
     from teamrl.policies.tiny_model import build_char_tokenizer
     return build_char_tokenizer().decode(ids)
+
+
+def test_parallel_agents_on_one_policy_share_one_sample_call(monkeypatch):
+    """Same policy and settings: one call per turn for both agents; each agent gets its own prompts' groups."""
+    from teamrl.rollout import tree
+
+    calls = []
+    real = tree.sample
+
+    def counting(policy, prompts, k, params, generator):
+        calls.append((len(prompts), params))
+        return real(policy, prompts, k, params, generator)
+
+    monkeypatch.setattr(tree, "sample", counting)
+    par = ToyWorkflow(parallel=True, max_turns=2)
+    samples, _ = _rollout(par, k=3, instances=(0, 1))
+    assert calls == [(4, PARAMS), (4, PARAMS)]  # 2 agents x 2 episodes, one call per turn
+    policy = tiny_policy("llama")
+    for s in samples:  # every candidate was drawn from its own agent's prompt of its turn and episode
+        assert policy.tokenizer.decode(s.generation.prompt_ids).startswith(f"{s.agent}|")
+    assert len({(s.agent, s.turn, s.episode) for s in samples}) == 8 and len(samples) == 24
+
+    calls.clear()  # different settings per agent: one call each, every row with its agent's settings
+    other = SamplingParams(temperature=0.7, max_new_tokens=4)
+    run_episodes(ToyWorkflow(parallel=True, max_turns=1), [0, 1], "train", {"p": policy}, {"a": "p", "b": "p"},
+                 {"a": PARAMS, "b": other}, 3, RewardWeights(), torch.Generator().manual_seed(0), random.Random(0))
+    assert calls == [(2, PARAMS), (2, other)]

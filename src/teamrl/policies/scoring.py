@@ -83,13 +83,17 @@ def left_pad(prompts: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch
     return ids, mask
 
 
-def cached_forward_full(model, cache: DynamicCache, **inputs) -> torch.Tensor:
-    """Forward with a KV cache that the model extends in place; returns all logits [B, L, V]."""
+def cache_keyword(model) -> str:
+    """The keyword `model.forward` takes its KV cache by: `cache`, or `past_key_values` before 5.x."""
     # transformers renamed `past_key_values` to `cache`; pass whichever this version takes. A PEFT
     # wrapper forwards keyword arguments to the model it wraps: ask that model.
     inner = model.get_base_model() if hasattr(model, "get_base_model") else model
-    key = "cache" if "cache" in inspect.signature(inner.forward).parameters else "past_key_values"
-    return model(**inputs, use_cache=True, **{key: cache}).logits
+    return "cache" if "cache" in inspect.signature(inner.forward).parameters else "past_key_values"
+
+
+def cached_forward_full(model, cache: DynamicCache, **inputs) -> torch.Tensor:
+    """Forward with a KV cache that the model extends in place; returns all logits [B, L, V]."""
+    return model(**inputs, use_cache=True, **{cache_keyword(model): cache}).logits
 
 
 def cached_forward(model, cache: DynamicCache, **inputs) -> torch.Tensor:

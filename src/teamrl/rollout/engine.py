@@ -1,8 +1,11 @@
 """Batched sampling from an HF causal LM with a KV cache.
 
 Why not `model.generate`: tree sampling needs K samples of each prompt (the prompt is encoded once
-and its cache copied K times), the log-prob of every sampled token under exactly the distribution
-the trainer differentiates, and dropping finished rows from the batch as they end.
+for its K samples), the log-prob of every sampled token under exactly the distribution the trainer
+differentiates, and dropping finished rows from the batch as they end.
+
+The model side of the loop is a decoder (`rollout/decoding.py`): the lean Llama-family step of
+`rollout/lean_decode.py` where it applies, the HF forward otherwise; both give the same logits.
 
 The distribution: `softmax(logits / temperature)`. `logprobs` are taken from it, and the trainer
 recomputes the same quantity. top-k / top-p truncate what the sampler draws from; the log-prob under
@@ -29,8 +32,9 @@ from typing import TypeVar
 import torch
 
 from teamrl.policies.loading import Policy
-from teamrl.policies.scoring import cached_forward, left_pad
-from teamrl.rollout.kv_cache import reserved_cache
+from teamrl.policies.scoring import left_pad
+from teamrl.rollout.decoding import open_decoder
+from teamrl.rollout.stops import StopScanner
 
 
 Token = TypeVar("Token")  # a token id, or in tests a string that decodes to itself
@@ -148,20 +152,11 @@ def sample(
     model.eval()
 
     ids, mask = left_pad(prompts, tok.pad_token_id)
-    ids, mask = ids.to(device), mask.to(device)
-    positions = (mask.cumsum(-1) - 1).clamp(min=0)
-    cache = reserved_cache(params.max_new_tokens)  # decode steps write in place (kv_cache.py)
-    logits = cached_forward(model, cache, input_ids=ids, attention_mask=mask, position_ids=positions)
-    # The shared prefix is encoded once; its cache is copied for the K samples.
+    decoder = open_decoder(model, ids.to(device), mask.to(device), num_samples, params.max_new_tokens)
+    logits = decoder.prefill_logits  # [B, V]
     if num_samples > 1:
         logits = logits.repeat_interleave(num_samples, dim=0)  # [B*K, V]
-        cache.batch_repeat_interleave(num_samples)
     rows, width = len(prompts) * num_samples, params.max_new_tokens
-    prompt_width = mask.shape[1]
-    # The mask of every step is a prefix of one preallocated [B*K, L + T] buffer: no per-step copy.
-    mask = torch.cat([mask.repeat_interleave(num_samples, dim=0),
-                      torch.ones((rows, width), dtype=mask.dtype, device=device)], dim=1)
-    next_pos = positions[:, -1].repeat_interleave(num_samples) + 1  # [B*K]
     truncated = params.top_k > 0 or params.top_p < 1.0
     tokens = torch.full((rows, width), tok.pad_token_id, dtype=torch.long, device=device)
     logps = torch.zeros((rows, width), device=device)
@@ -170,15 +165,17 @@ def sample(
     finished = torch.zeros(rows, dtype=torch.bool, device=device)
     active = torch.arange(rows, device=device)  # original row of each batch row
     live = torch.ones(rows, dtype=torch.bool, device=device)  # batch rows still generating
+    n_live = rows  # live.sum(), read once per step: the loop's one host sync
     fed = torch.full((rows,), tok.pad_token_id, dtype=torch.long, device=device)  # next input of each batch row
-    max_stop = max((len(s) for s in params.stop_strings), default=0)
+    scanner = StopScanner.of(tok, params.stop_strings, logits.shape[-1]) if params.stop_strings else None
     temperature = params.logprob_temperature
 
     for step in range(width):
         # Only live rows are sampled (finished rows still in the batch are skipped), so the random
         # stream, and the samples, do not depend on when finished rows are compacted away.
-        in_batch = live.nonzero().squeeze(-1)
-        scaled = logits[in_batch] / temperature
+        all_live = n_live == len(live)
+        in_batch = None if all_live else live.nonzero().squeeze(-1)
+        scaled = (logits if all_live else logits[in_batch]) / temperature
         logp = torch.log_softmax(scaled, dim=-1)
         if params.temperature == 0:
             chosen = scaled.argmax(dim=-1)
@@ -188,35 +185,30 @@ def sample(
                              if truncated else logp)
             chosen = torch.multinomial(filtered_logp.exp(), 1, generator=generator).squeeze(-1)
             sampler_logp = filtered_logp.gather(-1, chosen[:, None]).squeeze(-1)
-        rows_now = active[in_batch]
+        rows_now = active if all_live else active[in_batch]
         tokens[rows_now, step] = chosen
         logps[rows_now, step] = logp.gather(-1, chosen[:, None]).squeeze(-1)
         sampler_logps[rows_now, step] = sampler_logp
         lengths[rows_now] = step + 1
         done = torch.isin(chosen, stop_ids)
-        if max_stop:
-            # Early exit only: a stop string of L characters spans at most L tokens (+1 for a leading
-            # space some tokenizers drop). `_collect` finds the exact cut on the whole response.
-            for j, row in enumerate(rows_now.tolist()):
-                tail = tok.decode(tokens[row, max(0, step - max_stop - 1): step + 1].tolist(),
-                                  skip_special_tokens=True)
-                if any(s in tail for s in params.stop_strings):
-                    done[j] = True
+        if scanner is not None:
+            done |= scanner.completed(tokens, rows_now, chosen, step)
         finished[rows_now] = done
-        live[in_batch[done]] = False
-        fed[in_batch] = chosen
-        if not bool(live.any()) or step == width - 1:
+        if all_live:
+            live, fed = ~done, chosen
+        else:
+            live[in_batch[done]] = False
+            fed[in_batch] = chosen
+        n_live = int(live.sum())
+        if n_live == 0 or step == width - 1:
             break
-        if int((~live).sum()) >= COMPACT_WHEN_FINISHED * len(live):
+        if len(live) - n_live >= COMPACT_WHEN_FINISHED * len(live):
             # Finished rows leave the batch, so late decode steps only pay for live rows. Not at every
             # finish: each compaction copies the whole KV cache, which costs more than a few idle rows.
             keep = live.nonzero().squeeze(-1)
-            cache.batch_select_indices(keep)
-            active, live, fed, mask, next_pos = active[keep], live[keep], fed[keep], mask[keep], next_pos[keep]
-        logits = cached_forward(model, cache, input_ids=fed[:, None],
-                                 attention_mask=mask[:, : prompt_width + step + 1],
-                                 position_ids=next_pos[:, None])
-        next_pos = next_pos + 1
+            decoder.keep(keep)
+            active, live, fed = active[keep], live[keep], fed[keep]
+        logits = decoder.step(fed)
 
     if was_training:
         model.train()

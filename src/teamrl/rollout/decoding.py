@@ -1,0 +1,80 @@
+"""The decode loop's model side: prefill prompts, then one token per row per step, rows may leave.
+
+Two implementations of one small protocol:
+- `LeanDecoder` (`lean_decode.py`): the arithmetic of a Llama-family step on the model's own
+  parameters, a static KV buffer, the prompt's keys shared by its K samples;
+- `HFDecoder`: the HF forward with the reserved KV cache (`kv_cache.py`), for every other model
+  (other architectures, LoRA adapters, hooks, sliding windows).
+`open_decoder` picks the lean one whenever `lean_unsupported` finds nothing against it.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import torch
+from torch import nn
+
+from teamrl.policies.scoring import cached_forward
+from teamrl.rollout.kv_cache import reserved_cache
+from teamrl.rollout.lean_decode import LeanDecoder, lean_unsupported
+
+LEAN_DECODE = True
+"""Use `LeanDecoder` where it applies (False: always the HF forward; for comparisons and debugging)."""
+
+
+class Decoder(Protocol):
+    """Decode state of a batch of rows: prompt i's K samples are rows i*K .. i*K+K-1 at the start."""
+
+    prefill_logits: torch.Tensor  # [B, V] fp32, next-token logits of each prompt
+
+    def step(self, tokens: torch.Tensor) -> torch.Tensor:
+        """Feed one token per row [R]; return the next-token logits [R, V] (fp32)."""
+
+    def keep(self, rows: torch.Tensor) -> None:
+        """Keep only batch rows `rows` (ascending indices into the current batch)."""
+
+
+class HFDecoder:
+    """Decode through the model's HF forward with the reserved KV cache (any causal LM)."""
+
+    def __init__(self, model: nn.Module, ids: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor,
+                 repeats: int, reserve: int) -> None:
+        self.model = model
+        self.cache = reserved_cache(reserve)  # decode steps write in place (kv_cache.py)
+        self.prefill_logits = cached_forward(model, self.cache, input_ids=ids, attention_mask=mask,
+                                             position_ids=positions)
+        if repeats > 1:  # the shared prefix is encoded once; its cache is copied for the K samples
+            self.cache.batch_repeat_interleave(repeats)
+        rows = ids.shape[0] * repeats
+        self.prompt_width = mask.shape[1]
+        # The mask of every step is a prefix of one preallocated [R, P + T] buffer: no per-step copy.
+        self.mask = torch.cat([mask.repeat_interleave(repeats, dim=0),
+                               torch.ones((rows, reserve), dtype=mask.dtype, device=mask.device)], dim=1)
+        self.next_pos = positions[:, -1].repeat_interleave(repeats) + 1  # [R]
+        self.filled = 0
+
+    def step(self, tokens: torch.Tensor) -> torch.Tensor:
+        self.filled += 1
+        logits = cached_forward(self.model, self.cache, input_ids=tokens[:, None],
+                                attention_mask=self.mask[:, : self.prompt_width + self.filled],
+                                position_ids=self.next_pos[:, None])
+        self.next_pos = self.next_pos + 1
+        return logits
+
+    def keep(self, rows: torch.Tensor) -> None:
+        self.cache.batch_select_indices(rows)
+        self.mask, self.next_pos = self.mask[rows], self.next_pos[rows]
+
+
+def open_decoder(model: nn.Module, ids: torch.Tensor, mask: torch.Tensor, repeats: int, reserve: int,
+                 lean: bool | None = None) -> Decoder:
+    """Prefill left-padded prompts ids/mask [B, P] for `repeats` samples each, room for `reserve` steps.
+
+    lean: None follows `LEAN_DECODE`; the lean decoder is used only where `lean_unsupported` allows.
+    """
+    positions = (mask.cumsum(-1) - 1).clamp(min=0)
+    use_lean = LEAN_DECODE if lean is None else lean
+    if use_lean and lean_unsupported(model, mask.shape[1] + reserve) is None:
+        return LeanDecoder(model, ids, mask, positions, repeats, reserve)
+    return HFDecoder(model, ids, mask, positions, repeats, reserve)

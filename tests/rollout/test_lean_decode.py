@@ -1,0 +1,109 @@
+"""The lean decoder gives the HF forward's logits and samples; other models fall back to the HF forward."""
+
+import pytest
+import torch
+from transformers import GPT2Config, GPT2LMHeadModel
+
+from teamrl.policies.loading import Policy
+from teamrl.policies.scoring import left_pad
+from teamrl.policies.tiny_model import build_char_tokenizer
+from teamrl.rollout import decoding
+from teamrl.rollout.decoding import HFDecoder, open_decoder
+from teamrl.rollout.engine import SamplingParams, sample
+from teamrl.rollout.lean_decode import LeanDecoder, lean_unsupported
+from test_kv_cache import context_sensitive_policy
+from toy import tiny_policy
+
+PROMPTS = ["tool\n#..S\n..G.\n>", "ab", "plan\nstart=(0,1) goal=(2,3)\n>", "xyz?"]
+
+
+def hf_next_logits(model, sequences: list[list[int]], pad_id: int) -> torch.Tensor:
+    """Reference: the HF forward without a cache over each whole (left-padded) sequence: [N, V]."""
+    ids, mask = left_pad(sequences, pad_id)
+    positions = (mask.cumsum(-1) - 1).clamp(min=0)
+    with torch.no_grad():
+        return model(input_ids=ids, attention_mask=mask, position_ids=positions).logits[:, -1].float()
+
+
+@pytest.mark.parametrize("arch", ["llama", "qwen2", "phi3"])
+def test_lean_logits_equal_the_hf_forward(arch):
+    """Left padding, K = 3 repeats, GQA (qwen2, phi3: 4 heads over 2), and rows (and a whole prompt) leaving."""
+    policy = context_sensitive_policy(arch)
+    model, pad = policy.model, policy.tokenizer.pad_token_id
+    prompts = [policy.encode_prompt(p) for p in PROMPTS]
+    k, steps = 3, 7
+    ids, mask = left_pad(prompts, pad)
+    assert lean_unsupported(model, mask.shape[1] + steps) is None
+    with torch.no_grad():
+        decoder = open_decoder(model, ids, mask, k, steps)
+        assert isinstance(decoder, LeanDecoder)
+        assert (decoder.prefill_logits - hf_next_logits(model, prompts, pad)).abs().max() < 1e-5
+        rows = [prompts[i // k] for i in range(len(prompts) * k)]  # each row's sequence so far
+        gen = torch.Generator().manual_seed(0)
+        worst = 0.0
+        for step in range(steps):
+            if step == 3:  # rows 1, 2 of prompt 0 and every row of prompt 1 leave: slot layout, a prompt dropped
+                keep = [r for r in range(len(rows)) if r not in (1, 2, 3, 4, 5)]
+                decoder.keep(torch.tensor(keep))
+                rows = [rows[r] for r in keep]
+            if step == 5:  # and one more row: the prompt grid is no longer dense
+                decoder.keep(torch.tensor([r for r in range(len(rows)) if r != 2]))
+                rows = [rows[r] for r in range(len(rows)) if r != 2]
+            fed = torch.randint(3, len(policy.tokenizer), (len(rows),), generator=gen)
+            rows = [seq + [int(t)] for seq, t in zip(rows, fed)]
+            got = decoder.step(fed)
+            want = hf_next_logits(model, rows, pad)
+            worst = max(worst, float((got - want).abs().max()))
+    assert worst < 1e-5, worst
+    assert want.abs().max() > 1.0  # the logits are far from flat: an error would show
+
+
+@pytest.mark.parametrize("arch", ["llama", "qwen2", "phi3"])
+def test_lean_and_hf_forward_sample_the_same(arch, monkeypatch):
+    policy = context_sensitive_policy(arch)
+    prompts = [policy.encode_prompt(p) for p in PROMPTS]
+    params = SamplingParams(temperature=1.0, max_new_tokens=14, stop_strings=("a", "e"))
+    runs = []
+    for lean in (True, False):
+        monkeypatch.setattr(decoding, "LEAN_DECODE", lean)
+        runs.append(sample(policy, prompts, 4, params, torch.Generator().manual_seed(5)))
+    for lean_group, hf_group in zip(*runs, strict=True):
+        for got, want in zip(lean_group, hf_group, strict=True):
+            assert (got.response_ids, got.text, got.finished) == (want.response_ids, want.text, want.finished)
+            assert got.logprobs == pytest.approx(want.logprobs, abs=1e-5)
+    lengths = {len(g.response_ids) for group in runs[0] for g in group}
+    assert len(lengths) > 2  # rows finished at different steps
+
+
+def test_hooks_other_architectures_and_sliding_windows_fall_back_to_the_hf_forward():
+    policy = tiny_policy("llama")
+    model = policy.model
+    ids, mask = left_pad([policy.encode_prompt("abc")], policy.tokenizer.pad_token_id)
+    handle = model.model.layers[0].mlp.register_forward_hook(lambda *args: None)
+    assert "hooks" in lean_unsupported(model, 8)
+    assert isinstance(open_decoder(model, ids, mask, 2, 4), HFDecoder)
+    handle.remove()
+    assert isinstance(open_decoder(model, ids, mask, 2, 4), LeanDecoder)
+    assert isinstance(open_decoder(model, ids, mask, 2, 4, lean=False), HFDecoder)
+
+    phi3 = tiny_policy("phi3").model
+    phi3.config.sliding_window = 6
+    assert "sliding window" in lean_unsupported(phi3, 8)
+    assert lean_unsupported(phi3, 6) is None
+
+    tok = build_char_tokenizer()
+    gpt2 = GPT2LMHeadModel(GPT2Config(vocab_size=len(tok), n_embd=32, n_layer=2, n_head=4, n_positions=64)).eval()
+    assert "architecture GPT2LMHeadModel" in lean_unsupported(gpt2, 8)
+    other = Policy("g", gpt2, tok, False)
+    gens = sample(other, [other.encode_prompt("hello")], 3, SamplingParams(max_new_tokens=5),
+                  torch.Generator().manual_seed(0))
+    assert all(1 <= len(g.response_ids) == len(g.logprobs) <= 5 for g in gens[0])
+
+
+def test_a_lora_adapter_is_not_skipped():
+    peft = pytest.importorskip("peft")
+    policy = tiny_policy("llama")
+    wrapped = peft.get_peft_model(policy.model, peft.LoraConfig(r=2, target_modules=["q_proj", "v_proj"]))
+    # the PEFT wrapper is not a Llama class, and the Llama inside it has LoRA layers in place of Linears
+    assert lean_unsupported(wrapped, 8) is not None
+    assert "not a plain torch Linear" in lean_unsupported(wrapped.get_base_model(), 8)

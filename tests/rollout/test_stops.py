@@ -1,0 +1,26 @@
+"""The stop-string table: which tokens can complete a stop string (a superset, never a miss)."""
+
+import torch
+
+from teamrl.policies.tiny_model import build_char_tokenizer
+from teamrl.rollout.stops import StopScanner, may_complete_table
+
+
+def test_table_marks_the_tokens_that_add_a_stop_strings_last_character():
+    tok = build_char_tokenizer()
+    table = may_complete_table(tok, ["ab", "\n\n"], len(tok) + 3)  # 3 ids beyond the tokenizer
+    marked = {tok.convert_ids_to_tokens(v) for v in range(len(tok)) if table[v]}
+    assert marked == {"b", "\n"}
+    assert not table[tok.pad_token_id] and not table[tok.eos_token_id]  # special: add no text
+    assert table[len(tok):].all()  # unknown ids: possible
+
+
+def test_scanner_decodes_only_candidate_rows_and_finds_the_stop():
+    tok = build_char_tokenizer()
+    scanner = StopScanner.of(tok, ["ab"], len(tok))
+    assert StopScanner.of(tok, ["ab"], len(tok)).table is scanner.table  # cached per tokenizer
+    rows = [tok.convert_tokens_to_ids(list(text)) for text in ("xab", "xbb", "aaa")]
+    tokens = torch.tensor(rows)
+    chosen = tokens[:, 2]
+    done = scanner.completed(tokens, torch.arange(3), chosen, step=2)
+    assert done.tolist() == [True, False, False]
