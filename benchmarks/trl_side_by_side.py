@@ -54,15 +54,17 @@ DIFFERENCES = [
     "prompt + completion row in full",
     "old log-probs: teamrl keeps the sampler's log-probs (ratio exactly 1 up to float noise); TRL, with one "
     "iteration, uses the detached current log-probs (ratio 1)",
-    "extra work teamrl does: per-role diagnostics (diagnostics.level cheap: per-role gradient norms, one "
-    "backward per role), entropy of every token, its rollout metrics; TRL logs its own metrics per step",
-    "optimizer: torch AdamW (teamrl) vs the Trainer's default optim (printed below); TRL also runs accelerate's "
-    "wrappers and the Trainer's callbacks",
+    "extra work: teamrl computes per-role diagnostics (diagnostics.level cheap: per-role gradient norms) and "
+    "its rollout metrics; TRL its own metrics (both compute every token's entropy) and accelerate's wrappers "
+    "and the Trainer's callbacks; both write one metrics line per step (TRL prints it, teamrl writes "
+    "metrics.jsonl)",
+    "optimizer: torch.optim.AdamW with its CPU default, the for-loop implementation (teamrl), vs the Trainer's "
+    "default optim (printed above; adamw_torch_fused here)",
     "prompts: teamrl takes train instances step*P..step*P+P-1 in order; TRL's RepeatSampler draws P of the "
     "same train instances per step in shuffled order (same distribution, other instances per step)",
     "rewards: the same function (teamrl's single-agent Plan-Path outcome, team + local term), called by TRL "
-    "as a reward function on a fresh instance state; TRL's advantage std is torch.std (unbiased), "
-    "teamrl's is printed in its algorithms (both scale by the group std plus a small eps)",
+    "as a reward function on a fresh instance state; advantages: both (r - group mean) / (group std + eps), "
+    "with the unbiased std and eps 1e-4 in TRL, the population std and eps 1e-6 in teamrl",
     "team side: two agents and up to 3 turns per episode, the tool's programs run in the sandbox: more "
     "samples per step, so it is compared per trained sample, not per step",
 ]
