@@ -36,6 +36,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from provenance import provenance
 from teamrl_steps import measured, parameter_count, save_random_llama, timed_train
 
 RESULTS = Path(__file__).resolve().parent / "results" / "scaling.txt"
@@ -148,7 +149,7 @@ def main() -> None:
         grid = [g for g in grid if g[0] in args.models.split(",")]
     if args.quick:
         args.steps, args.eval_instances = 1, min(args.eval_instances, 8)
-    started, load = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), os.getloadavg()
+    started, load, run = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), os.getloadavg(), provenance()
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         folders = {name: Path(args.tiny_model) if name == "tiny" and args.tiny_model else
@@ -164,7 +165,7 @@ def main() -> None:
               f"cores: {os.cpu_count()}, load average (1/5/15 min) before: {', '.join(f'{x:.2f}' for x in load)}, "
               f"after: {', '.join(f'{x:.2f}' for x in after)}; torch {torch.__version__}, "
               f"transformers {transformers.__version__}",
-              f"command: python benchmarks/scaling.py {' '.join(sys.argv[1:])}".rstrip(),
+              f"commit {run['commit']}, command: {run['command']}",
               f"settings: {json.dumps({'steps': args.steps, 'warmup_steps': args.warmup_steps, 'eval_instances': args.eval_instances, 'tiny_model': args.tiny_model or 'random'})}",
               f"phases in wall seconds per step (medians); eval = one held-out evaluation of {args.eval_instances} "
               f"instances every {EVAL_EVERY} steps, charged per step (also in s/step and CPU s/step); cost = "

@@ -327,7 +327,11 @@ def machine_line() -> str:
 def format_report(setup: Setup, rounds: list[dict[str, SideResult]], started: str, machine: tuple[str, str]) -> str:
     """The text written to benchmarks/results/trl_side_by_side.txt."""
     ratios = [round_ratios(r) for r in rounds]
-    lines = [f"teamrl vs TRL GRPOTrainer, side by side ({started})", f"before: {machine[0]}", f"after:  {machine[1]}",
+    from provenance import provenance
+
+    run = provenance()
+    lines = [f"teamrl vs TRL GRPOTrainer, side by side ({started})", f"commit {run['commit']}, command: {run['command']}",
+             f"before: {machine[0]}", f"after:  {machine[1]}",
              f"setup: {json.dumps(dataclasses.asdict(setup))}", ""]
     trl_info = rounds[0]["trl"].info
     lines.append(f"TRL {trl_info.get('trl', '?')}, optim {trl_info.get('optim', '?')}, TRL prompt ids equal "
