@@ -144,7 +144,8 @@ def worker_teamrl(setup: Setup, team: bool, out: Path) -> None:
               "tokens": r.tokens, "reward": statistics.mean(v for k, v in r.metrics.items()
                                                             if k.startswith("role/") and k.endswith("/reward"))}
              for r in records]
-    out.write_text(json.dumps({"side": "team" if team else "teamrl", "steps": steps, "info": {}}))
+    phases = {key: statistics.median(r.metrics[f"time/{key}"] for r in records) for key in ("rollout_s", "update_s")}
+    out.write_text(json.dumps({"side": "team" if team else "teamrl", "steps": steps, "info": phases}))
 
 
 def worker_trl(setup: Setup, out: Path) -> None:
@@ -343,6 +344,11 @@ def format_report(setup: Setup, rounds: list[dict[str, SideResult]], started: st
             lines.append(f"| {n} | {side} | {r.s_per_step:.3f} | {r.cpu_per_step:.3f} | "
                          f"{statistics.mean(r.trained):.0f} | {r.samples_per_s:.1f} | {r.samples_per_cpu_s:.1f} | "
                          f"{statistics.mean(r.tokens):.0f} | {statistics.mean(r.reward):+.3f} |")
+    for side in ("teamrl", "team"):
+        if side in rounds[0]:
+            parts = [f"{r[side].info['rollout_s']:.2f} + {r[side].info['update_s']:.2f}" for r in rounds]
+            lines.append(f"{side}: rollout + update, median wall s/step from its metrics.jsonl, by round: "
+                         f"{', '.join(parts)}")
     lines += ["", "How many times faster teamrl is than TRL (median over rounds, min-max):"]
     names = {"per_step": "single-agent GRPO, per step (TRL s/step / teamrl s/step)",
              "per_sample": "single-agent GRPO, per trained sample (wall)",

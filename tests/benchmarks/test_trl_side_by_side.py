@@ -105,3 +105,15 @@ def test_missing_trl_says_what_to_run(monkeypatch, capsys):
     with pytest.raises(SystemExit) as stop:
         sbs.main()
     assert "pip install trl==1.16.0" in str(stop.value) and "--system-site-packages" in str(stop.value)
+
+
+def test_report_shows_the_ratios_phases_and_differences():
+    ours = sbs.parse_side(_output("teamrl", [1.0, 1.0], [1.0, 1.0], [8, 8]))
+    ours.info = {"rollout_s": 0.6, "update_s": 0.3}
+    trl = sbs.parse_side(_output("trl", [4.0, 4.0], [2.0, 2.0], [8, 8]))
+    report = sbs.format_report(sbs.Setup(model="m"), [{"teamrl": ours, "trl": trl}], "today", ("load 1", "load 2"))
+    assert "per trained sample (wall): 4.00x (4.00-4.00)" in report
+    assert "per trained sample (CPU seconds): 2.00x" in report
+    assert "teamrl: rollout + update, median wall s/step from its metrics.jsonl, by round: 0.60 + 0.30" in report
+    assert "two-agent AT-GRPO team vs TRL" not in report  # the team's ratio only with a team side
+    assert all(d in report for d in sbs.DIFFERENCES)
