@@ -1,7 +1,9 @@
 """Time per training step vs instances per step, K and model size, with the phase that dominates.
 
-    python benchmarks/scaling.py            # the full grid, ~20-30 min on a loaded 2-core machine
-    python benchmarks/scaling.py --quick    # a small grid, ~3 min
+    python benchmarks/scaling.py --quick          # a small grid: ~3 min of CPU, 8-10 min wall at load 10
+    python benchmarks/scaling.py --models tiny    # the full grid, a model at a time (not timed yet;
+    python benchmarks/scaling.py --models 27M     # the 104M rows are the longest: well over half an
+    python benchmarks/scaling.py --models 104M    # hour on a loaded 2-core machine is to be expected)
 
 The job is the default two-agent Plan-Path team (src/teamrl/configs/plan_path_team.yaml: 6x6 grids,
 tool + plan, up to 3 turns, 40 new tokens), trained by `teamrl.training.loop.train` with one torch
@@ -69,7 +71,8 @@ class Row:
 
 def phase_seconds(rollout_s: float, update_s: float, score_s: float, sandbox_s: float, wall_s: float,
                   eval_per_step_s: float) -> dict[str, float]:
-    """A step's seconds by phase (see the module docstring); the phases sum to wall_s + eval_per_step_s."""
+    """A step's seconds by phase (see the module docstring); the phases sum to wall_s + eval_per_step_s
+    (`other` is clamped at 0)."""
     if not 0 <= sandbox_s <= score_s + 1e-9 or score_s > rollout_s + 1e-9:
         raise ValueError(f"need 0 <= sandbox_s <= score_s <= rollout_s, got sandbox {sandbox_s}, score {score_s}, "
                          f"rollout {rollout_s}")

@@ -1,7 +1,7 @@
 """teamrl vs TRL's GRPOTrainer, side by side: seconds per step and trained samples per second.
 
-    python benchmarks/trl_side_by_side.py --trl-python /work/venv-trl/bin/python          # ~15 min
-    python benchmarks/trl_side_by_side.py --trl-python /work/venv-trl/bin/python --quick  # ~3 min
+    python benchmarks/trl_side_by_side.py --trl-python /work/venv-trl/bin/python --quick  # ~2 min CPU
+    python benchmarks/trl_side_by_side.py --trl-python /work/venv-trl/bin/python          # 3 rounds x 7 steps
 
 TRL is a benchmark dependency only, in its own venv (it sees this interpreter's torch and
 transformers; nothing CUDA is pulled in):
