@@ -26,7 +26,8 @@ from typing import Any
 import torch
 
 from teamrl.policies.loading import Policy
-from teamrl.rollout.engine import Generation, SamplingParams, sample
+from teamrl.rollout.engine import Generation, SamplingParams
+from teamrl.rollout.engines import sample  # the policy's engine: built-in, or vLLM (rollout.engine)
 from teamrl.workflows.base import Outcome, Workflow, apply_many
 
 
