@@ -14,7 +14,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))  # vllm_helpers
 
-VLLM_MISSING = importlib.util.find_spec("vllm") is None
+_SPEC = importlib.util.find_spec("vllm")
+VLLM_MISSING = _SPEC is None or _SPEC.origin is None  # this very folder is a namespace package "vllm"
 
 
 def pytest_collection_modifyitems(config, items):

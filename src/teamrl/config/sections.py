@@ -165,10 +165,14 @@ def overridable_rollout_fields() -> list[str]:
 
 
 def _vllm_installed() -> bool:
-    """vLLM can be found (importing it takes seconds, so only its presence is checked here)."""
+    """vLLM can be found (importing it takes seconds, so only its presence is checked here).
+
+    A folder named vllm on the path without __init__.py (tests/vllm) is a namespace package, not vLLM.
+    """
     import importlib.util
 
-    return importlib.util.find_spec("vllm") is not None
+    spec = importlib.util.find_spec("vllm")
+    return spec is not None and spec.origin is not None
 
     def __post_init__(self) -> None:
         require(self.max_new_tokens >= 1, "max_new_tokens", self.max_new_tokens,
