@@ -55,7 +55,7 @@ class Shape:
     step_tokens: int = 128
 
 
-DRY = Shape(vocab=512, prompts=2, k=2, new_tokens=8, steps=1, step_instances=2, step_tokens=8)
+DRY = Shape(vocab=512, prompts=2, k=2, new_tokens=8, steps=2, step_instances=2, step_tokens=8)
 
 
 def synthetic_tokenizer(vocab: int):
