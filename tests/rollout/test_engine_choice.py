@@ -94,3 +94,35 @@ def test_vllm_calls_are_chunked_to_one_scheduler_step_of_prompt_tokens(monkeypat
     # K=4: prompts of 10, 10, 5 tokens cost 40, 40, 20 -> [0, 1, 2] fits 100; 30 (120) stands alone
     assert vllm_engine._chunks([10, 10, 5, 30, 1], 4) == [[0, 1, 2], [3], [4]]
     assert vllm_engine._chunks([], 4) == []
+
+
+class Batching(Recording):
+    """A stand-in engine that samples batches: records each batch's policies."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.batches: list[list[str]] = []
+
+    def sample_batch(self, requests, generator):
+        self.batches.append([r.policy.name for r in requests])
+        return [engines.builtin.sample(r.policy, r.prompts, r.num_samples, r.params, generator) for r in requests]
+
+
+@pytest.mark.parametrize("parallel", [True, False])
+def test_parallel_agents_reach_a_batching_engine_together(parallel):
+    first, second = tiny_policy(name="first"), tiny_policy(name="second", seed=1)
+    fake = Batching()
+    for policy in (first, second):
+        engines.serve(policy, fake)
+    try:
+        samples, _ = run_episodes(ToyWorkflow(parallel=parallel, max_turns=2), [0, 1], "train",
+                                  {"first": first, "second": second}, {"a": "first", "b": "second"},
+                                  SamplingParams(max_new_tokens=3), 2, RewardWeights(),
+                                  torch.Generator().manual_seed(0), random.Random(0))
+    finally:
+        engines.release({"first": first, "second": second})
+    if parallel:  # one batch per turn with both agents' policies; no one-by-one calls
+        assert fake.batches == [["first", "second"]] * 2 and fake.calls == []
+    else:  # a sequential agent reads the previous agent's commit: one call each
+        assert fake.batches == [] and fake.calls == ["first", "second"] * 2
+    assert len(samples) == 2 * 2 * 2 * 2  # turns x episodes x agents x K

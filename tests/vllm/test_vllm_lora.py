@@ -48,11 +48,14 @@ def gap(policy, gens, temperature=1.0):
                for ref, g in zip(trainer_logprobs(policy, gens, temperature), gens))
 
 
+def requests_of_both(pair):
+    return [engines.SampleRequest(pair[name], [pair[name].encode_prompt(p) for p in PROMPTS], 3,
+                                  SamplingParams(temperature=1.0, max_new_tokens=10)) for name in ("planner", "tool")]
+
+
 def batch_of_both(pair, seed=0):
     engine = engines.served_by(pair["planner"])
-    requests = [(pair[name], [pair[name].encode_prompt(p) for p in PROMPTS]) for name in ("planner", "tool")]
-    out = engine.sample_batch(requests, 3, SamplingParams(temperature=1.0, max_new_tokens=10),
-                              torch.Generator().manual_seed(seed))
+    out = engine.sample_batch(requests_of_both(pair), torch.Generator().manual_seed(seed))
     return {name: [g for group in groups for g in group] for name, groups in zip(("planner", "tool"), out)}
 
 
@@ -92,3 +95,34 @@ def test_the_driver_dispatch_samples_a_lora_policy(pair):
                             torch.Generator().manual_seed(0))
     assert len(groups) == 1 and len(groups[0]) == 4
     assert gap(tool, groups[0]) < ATOL
+
+
+def test_sample_many_batches_both_adapters_like_separate_calls(pair, monkeypatch):
+    engine = engines.served_by(pair["planner"])
+    calls = []
+    real_generate = engine.llm.generate
+    monkeypatch.setattr(engine.llm, "generate", lambda *a, **k: calls.append(len(a[0])) or real_generate(*a, **k))
+    together = engines.sample_many(requests_of_both(pair), torch.Generator().manual_seed(7))
+    assert calls == [2 * len(PROMPTS)]  # one generate call holds both policies' prompts
+    gen = torch.Generator().manual_seed(7)
+    apart = [engines.sample(r.policy, r.prompts, r.num_samples, r.params, gen) for r in requests_of_both(pair)]
+    assert [[[g.response_ids for g in grp] for grp in res] for res in together] == \
+        [[[g.response_ids for g in grp] for grp in res] for res in apart]
+
+
+def test_a_parallel_workflow_samples_both_roles_in_one_batch_per_turn(pair, monkeypatch):
+    import random
+
+    from teamrl.rollout.tree import RewardWeights, run_episodes
+    from toy import ToyWorkflow
+
+    engine = engines.served_by(pair["planner"])
+    calls = []
+    real_generate = engine.llm.generate
+    monkeypatch.setattr(engine.llm, "generate", lambda *a, **k: calls.append(len(a[0])) or real_generate(*a, **k))
+    samples, _ = run_episodes(ToyWorkflow(parallel=True, max_turns=2), [0, 1], "train", pair,
+                              {"a": "planner", "b": "tool"}, SamplingParams(max_new_tokens=6), 2, RewardWeights(),
+                              torch.Generator().manual_seed(0), random.Random(0))
+    assert calls == [4, 4]  # per turn: 2 episodes x 2 agents, in one call
+    for agent, name in (("a", "planner"), ("b", "tool")):
+        assert gap(pair[name], [s.generation for s in samples if s.agent == agent]) < ATOL

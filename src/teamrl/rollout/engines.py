@@ -13,6 +13,8 @@ along. A copy of a policy is therefore sampled by the built-in engine, which is 
 from __future__ import annotations
 
 import weakref
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 import torch
@@ -20,6 +22,16 @@ import torch
 from teamrl.policies.loading import Policy
 from teamrl.rollout import engine as builtin
 from teamrl.rollout.engine import Generation, SamplingParams
+
+
+@dataclass(frozen=True)
+class SampleRequest:
+    """The arguments of one `sample` call but the generator: for `sample_many`."""
+
+    policy: Policy
+    prompts: list[list[int]]
+    num_samples: int
+    params: SamplingParams
 
 
 class Sampler(Protocol):
@@ -88,3 +100,25 @@ def serve_with_vllm(policies: dict[str, Policy], kv_cache_gb: float, seed: int =
         engine = VllmEngine(group, kv_cache_gb, seed)
         for policy in group:
             serve(policy, engine)
+
+
+def sample_many(requests: Sequence[SampleRequest], generator: torch.Generator) -> list[list[list[Generation]]]:
+    """Several `sample` calls: result[j] is request j's. The requests whose policies one engine serves
+    go to it together when it samples batches (`sample_batch`: a vLLM engine with the adapters of
+    several LoRA policies samples them in one batch); the rest run one by one, in order.
+
+    Deterministic for a generator state. Without engines that batch, the same as calling `sample` on
+    each request in order.
+    """
+    results: list[list[list[Generation]] | None] = [None] * len(requests)
+    for j, request in enumerate(requests):
+        if results[j] is not None:
+            continue
+        sampler = served_by(request.policy)
+        if getattr(sampler, "sample_batch", None) is None:
+            results[j] = sample(request.policy, request.prompts, request.num_samples, request.params, generator)
+            continue
+        together = [i for i in range(j, len(requests)) if results[i] is None and served_by(requests[i].policy) is sampler]
+        for i, result in zip(together, sampler.sample_batch([requests[i] for i in together], generator)):
+            results[i] = result
+    return results

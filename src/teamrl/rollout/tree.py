@@ -27,7 +27,7 @@ import torch
 
 from teamrl.policies.loading import Policy
 from teamrl.rollout.engine import Generation, SamplingParams
-from teamrl.rollout.engines import sample  # the policy's engine: built-in, or vLLM (rollout.engine)
+from teamrl.rollout.engines import SampleRequest, sample, sample_many  # the policy's engine (rollout.engine)
 from teamrl.workflows.base import Outcome, Workflow, apply_many
 
 
@@ -105,6 +105,18 @@ def params_by_agent(params: SamplingParams | Mapping[str, SamplingParams], agent
     return {agent: params[agent] for agent in agents}
 
 
+def _sample_agents(workflow: Workflow, live: list[int], states: dict[int, Any], policies: dict[str, Policy],
+                   agent_to_policy: dict[str, str], params_of: dict[str, SamplingParams], branches: int,
+                   generator: torch.Generator) -> dict[str, list[list[Generation]]]:
+    """Agent name -> its K candidates for each live episode, every agent prompted from `states`."""
+    requests = []
+    for agent in workflow.agents:
+        policy = policies[agent_to_policy[agent.name]]
+        prompts = [policy.encode_prompt(workflow.render(agent.name, states[e])) for e in live]
+        requests.append(SampleRequest(policy, prompts, branches, params_of[agent.name]))
+    return dict(zip([a.name for a in workflow.agents], sample_many(requests, generator)))
+
+
 def run_episodes(
     workflow: Workflow,
     instances: list[int],
@@ -138,6 +150,10 @@ def run_episodes(
             episodes[e].turns = turn + 1
         # Parallel agents all read the pre-turn state; sequential agents read the latest commit.
         pre_turn = {e: episodes[e].state for e in live} if workflow.parallel else None
+        # Parallel agents' prompts are all known now: sampled together, one batch per engine that batches
+        # (a vLLM engine serving several agents' LoRA adapters); the built-in engine samples them in order.
+        pre_sampled = _sample_agents(workflow, live, pre_turn, policies, agent_to_policy, params_of, branches,
+                                     generator) if workflow.parallel else {}
         commits: list[tuple[int, str, str]] = []
         for agent in workflow.agents:
             if not workflow.parallel:
@@ -147,8 +163,10 @@ def run_episodes(
             source = {e: (pre_turn[e] if pre_turn else episodes[e].state) for e in live}
             policy_name = agent_to_policy[agent.name]
             policy = policies[policy_name]
-            prompts = [policy.encode_prompt(workflow.render(agent.name, source[e])) for e in live]
-            groups = sample(policy, prompts, branches, params_of[agent.name], generator)
+            groups = pre_sampled.get(agent.name)
+            if groups is None:
+                prompts = [policy.encode_prompt(workflow.render(agent.name, source[e])) for e in live]
+                groups = sample(policy, prompts, branches, params_of[agent.name], generator)
             # Score every candidate on its own copy (in place when there is only one).
             targets = [source[e] if branches == 1 and not workflow.parallel else copy.deepcopy(source[e])
                        for e in live for _ in range(branches)]

