@@ -28,6 +28,7 @@ as the built-in engine cuts it (`teamrl.rollout.engine`, module doc), from the t
 
 from __future__ import annotations
 
+import copy
 import os
 import shutil
 import tempfile
@@ -98,12 +99,21 @@ def base_state_dict(network: torch.nn.Module) -> dict[str, torch.Tensor]:
     return {name.replace(".base_layer.", "."): tensor for name, tensor in state.items() if ".lora_" not in name}
 
 
+def base_model(network: torch.nn.Module) -> torch.nn.Module:
+    """The HF model under a PEFT wrapper, or `network` itself."""
+    return network.get_base_model() if hasattr(network, "get_base_model") else network
+
+
+def architectures(network: torch.nn.Module) -> list[str]:
+    """The model class names vLLM looks up: config.architectures, or the class of a model built in memory."""
+    base = base_model(network)
+    return list(getattr(base.config, "architectures", None) or [type(base).__name__])
+
+
 def check_supported(network: torch.nn.Module, vllm) -> None:
     """A ConfigError, before anything starts, for a model vLLM here cannot run."""
-    config = network.get_base_model().config if hasattr(network, "get_base_model") else network.config
-    archs = list(getattr(config, "architectures", None) or [type(network.get_base_model()
-                                                                  if hasattr(network, "get_base_model")
-                                                                  else network).__name__])
+    config = base_model(network).config
+    archs = architectures(network)
     supported = set(vllm.ModelRegistry.get_supported_archs())
     if not any(a in supported for a in archs):
         raise ConfigError(f"rollout.engine: vllm: vLLM {vllm.__version__} has no implementation of {', '.join(archs)}; "
@@ -150,9 +160,11 @@ class VllmEngine:
 
     def _start(self, kv_cache_gb: float, seed: int, eager: bool | None):
         """The LLM over a folder of config + tokenizer only: dummy weights, replaced by `push_base`."""
-        base = self.network.get_base_model() if hasattr(self.network, "get_base_model") else self.network
+        base = base_model(self.network)
         model_dir = self._folder / "model"
-        base.config.save_pretrained(model_dir)
+        config = copy.deepcopy(base.config)
+        config.architectures = architectures(self.network)  # vLLM picks its implementation by this name
+        config.save_pretrained(model_dir)
         self.tokenizer.save_pretrained(model_dir)
         dtype = str(next(base.parameters()).dtype).removeprefix("torch.")
         max_len = min(MAX_MODEL_LEN, getattr(base.config, "max_position_embeddings", MAX_MODEL_LEN))
