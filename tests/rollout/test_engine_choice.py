@@ -126,3 +126,17 @@ def test_parallel_agents_reach_a_batching_engine_together(parallel):
     else:  # a sequential agent reads the previous agent's commit: one call each
         assert fake.batches == [] and fake.calls == ["first", "second"] * 2
     assert len(samples) == 2 * 2 * 2 * 2  # turns x episodes x agents x K
+
+
+def test_the_base_weights_pushed_to_vllm_are_the_plain_models_names_and_tensors():
+    from teamrl.config import LoraConfig
+    from teamrl.policies.lora import attach_adapters
+    from teamrl.rollout.vllm_engine import architectures, base_state_dict
+
+    plain = tiny_policy().network
+    expected = {name: tensor.clone() for name, tensor in plain.state_dict().items()}
+    wrapped = attach_adapters(plain, {"x": LoraConfig(), "y": LoraConfig()})
+    pushed = base_state_dict(wrapped)
+    assert sorted(pushed) == sorted(expected)  # no lora_ tensors, no .base_layer. in the names
+    assert all(torch.equal(pushed[name], expected[name]) for name in expected)
+    assert architectures(wrapped) == ["LlamaForCausalLM"]
