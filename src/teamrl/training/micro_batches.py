@@ -137,3 +137,21 @@ def padded_cells(prompt_lens: list[int], response_lens: list[int]) -> int:
     if not prompt_lens or not response_lens:
         return 0
     return len(prompt_lens) * max(prompt_lens) + len(response_lens) * max(max(response_lens), 1)
+
+
+def layout_cells(prompts: list[tuple[int, ...]], response_lens: list[int], token_budget: int,
+                 call_cost: float | None) -> tuple[int, int, int]:
+    """(computed positions, real positions, forward calls) of one part as the update lays it out.
+
+    Real positions count each distinct prompt once per micro-batch that holds it, plus the responses.
+    """
+    computed = real = calls = 0
+    for rows in plan_micro_batches(prompts, response_lens, token_budget, call_cost):
+        distinct = list(dict.fromkeys(prompts[i] for i in rows))
+        lens = [response_lens[i] for i in rows]
+        computed += len(distinct) * max(len(p) for p in distinct)
+        real += sum(len(p) for p in distinct) + sum(lens)
+        buckets = [list(range(len(rows)))] if call_cost is None else length_buckets(lens, call_cost)
+        computed += sum(len(b) * max(max(lens[i] for i in b), 1) for b in buckets)
+        calls += 1 + len(buckets)
+    return computed, real, calls
