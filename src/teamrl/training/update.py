@@ -86,7 +86,9 @@ def update_policy(
 
     With a `tracker` (or a per-role mitigation on) each minibatch is backpropagated agent by agent
     so the tracker sees every role's own gradient; read its per-role metrics with
-    `tracker.end_step()` afterwards. Without one, each minibatch takes a single backward.
+    `tracker.end_step()` afterwards. Without one, the whole minibatch is one part. Each part is
+    laid out by length and by `algo.micro_batch_tokens` (`teamrl.training.micro_batches`) and
+    backpropagated micro-batch by micro-batch.
     `peak_memory_mb` in the result: the update's peak memory (`teamrl.training.memory`).
     """
     model, tok = state.policy.model, state.policy.tokenizer
