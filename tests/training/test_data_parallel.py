@@ -81,4 +81,6 @@ def test_two_gloo_workers_match_one_process(tmp_path):
         assert changed > 0  # the update did move the weights
         assert dp_metrics.keys() == metrics.keys()
         for key, value in metrics.items():
+            if key == "peak_memory_mb":  # measured, not computed: differs between processes
+                continue
             assert dp_metrics[key] == pytest.approx(value, rel=1e-4, abs=1e-6), (aggregation, balanced, key)

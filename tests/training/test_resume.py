@@ -42,9 +42,10 @@ def _config_file(tmp_path: Path, random_model_dir: Path) -> Path:
 
 
 def _rows(run_dir: Path) -> list[dict]:
-    """metrics.jsonl without the wall-clock values."""
+    """metrics.jsonl without the wall-clock values and the measured peak memory."""
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    return [{k: v for k, v in row.items() if not k.startswith("time/")} for row in rows]
+    return [{k: v for k, v in row.items() if not k.startswith("time/") and not k.endswith("/peak_memory_mb")}
+            for row in rows]
 
 
 def _final_weights(run_dir: Path) -> dict[str, dict[str, torch.Tensor]]:

@@ -240,6 +240,26 @@ class AlgorithmConfig:
     """grouping trajectory only. team: every agent's return is the episode's summed reward (one shared
     outcome); per_agent: each agent's own committed rewards plus the episode's success (0/1), grouped
     per (instance, agent) (the per-agent-rewards mitigation against echo chambers)."""
+    micro_batch_tokens: int = 0
+    """Split each minibatch into micro-batches of at most this many real tokens (each prompt once plus its
+    responses), backpropagated one at a time with gradients accumulated to the minibatch's: bounds activation
+    memory, same gradient (0 = no limit; a prompt with a response longer than the budget runs alone)."""
+    length_buckets: bool = True
+    """Lay each minibatch out by length (prompts by prompt length, responses by response length) so that
+    forward passes compute little padding; false: one forward per part, padded to its longest sequence."""
+    bucket_call_tokens: int = 64
+    """Padded positions one more forward call is worth when cutting into length buckets (lower: more,
+    tighter buckets; suits big models, where a position costs more than a call's fixed overhead)."""
+    autocast: str = "off"
+    """off or bf16: the update's forward in bfloat16 autocast (fp32 weights, fp32 output head and log-probs;
+    the body's matmuls in bf16: faster on CPUs with bf16 units and on GPUs, but not bit-equal to fp32)."""
+
+    def __post_init__(self) -> None:
+        require(self.micro_batch_tokens >= 0, "micro_batch_tokens", self.micro_batch_tokens,
+                "an integer >= 0 tokens (0 = no limit), e.g. 4096")
+        require(self.bucket_call_tokens >= 0, "bucket_call_tokens", self.bucket_call_tokens,
+                "an integer >= 0 (e.g. 64; set length_buckets: false to turn bucketing off)")
+        require(self.autocast in ("off", "bf16"), "autocast", self.autocast, "off or bf16")
 
 
 @dataclass
@@ -278,6 +298,10 @@ class TrainConfig:
     decided again before every step, so a busy machine never makes a step slower than one thread would
     (docs/performance/busy-machine.md). Each step logs the count as time/threads. A different count changes the
     last bits of the arithmetic: set a number for runs (and resumes) that must repeat exactly."""
+    adamw: str = "fused"
+    """AdamW implementation: fused (one kernel over all parameters), foreach (a few batched ops) or for-loop
+    (one op per tensor). All give the same update up to float rounding; fused falls back to foreach where
+    this torch has no fused kernel for the device."""
 
     def __post_init__(self) -> None:
         # Keys are bare: build_dataclass prefixes the section ("train.") to a field check's message.
@@ -297,6 +321,7 @@ class TrainConfig:
         require(self.threads == "auto" or (isinstance(self.threads, int) and not isinstance(self.threads, bool)
                                            and self.threads >= 1), "threads", self.threads,
                 "auto or a whole number of threads >= 1, e.g. train.threads=1")
+        require(self.adamw in ("fused", "foreach", "for-loop"), "adamw", self.adamw, "fused, foreach or for-loop")
 
 
 @dataclass

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import copy
 import inspect
+from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Iterator
 
 import torch
 from transformers import DynamicCache, PreTrainedModel
@@ -109,6 +112,7 @@ def shared_prefix_logprobs(
     pad_id: int,
     temperature: float | torch.Tensor = 1.0,
     with_entropy: bool = False,
+    response_buckets: list[list[int]] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
     """Like `response_logprobs`, but each distinct prompt is encoded once for all its responses.
 
@@ -117,35 +121,99 @@ def shared_prefix_logprobs(
     differentiable, so gradients still reach the prompt positions), and only [N, T] is recomputed.
     prompts: G distinct prompts; responses: N; prompt_index: [N] prompt of each response.
     temperature: one for all, or [N] one per response (agents may sample at different temperatures).
-    Returns log-probs [N, T], the response mask [N, T], and entropies [N, T] when asked.
+    response_buckets: responses (indices) that share a response forward, each padded only to its
+    own bucket's longest response (e.g. `length_buckets` of the response lengths); None: one forward.
+    Returns log-probs [N, T], the response mask [N, T], and entropies [N, T] when asked (T: the
+    longest response; columns past a response's end hold zeros).
     """
     device = next(model.parameters()).device
     ids, mask = left_pad(prompts, pad_id)
     ids, mask = ids.to(device), mask.to(device)
     positions = (mask.cumsum(-1) - 1).clamp(min=0)
     cache = DynamicCache()
+    # Only the last prompt position's logits are read: logits_to_keep=1 skips the [G, P, V] head.
     prompt_logits = cached_forward_full(model, cache, input_ids=ids, attention_mask=mask,
-                                         position_ids=positions)[:, -1, :]  # [G, V]
-    index = torch.tensor(prompt_index, device=device)
-    cache.batch_select_indices(index)
-    t_width = max(len(r) for r in responses)
-    resp = torch.full((len(responses), t_width), pad_id, dtype=torch.long, device=device)
+                                         position_ids=positions, logits_to_keep=1)[:, -1, :]  # [G, V]
+    buckets = response_buckets if response_buckets is not None else [list(range(len(responses)))]
+    if sorted(i for b in buckets for i in b) != list(range(len(responses))):
+        raise ValueError(f"response_buckets must hold every response index 0..{len(responses) - 1} once")
+    t_width = max(max(len(r) for r in responses), 1)
+    temps = temperature.to(device) if isinstance(temperature, torch.Tensor) else None
+    pieces, order = [], []
+    for rows in buckets:
+        if not rows:
+            continue
+        # The one-bucket case selects in place; several buckets each read their own copy of the rows.
+        sub = cache if len(buckets) == 1 else _cache_rows_copy(cache)
+        index = torch.tensor([prompt_index[i] for i in rows], device=device)
+        sub.batch_select_indices(index)
+        width = max(max(len(responses[i]) for i in rows), 1)
+        resp = torch.full((len(rows), width), pad_id, dtype=torch.long, device=device)
+        for row, i in enumerate(rows):
+            resp[row, : len(responses[i])] = torch.tensor(responses[i])
+        # Padding sits after each response, so the causal mask already keeps real tokens from it.
+        full_mask = torch.cat([mask[index], torch.ones_like(resp)], dim=1)
+        resp_pos = positions[index, -1:] + 1 + torch.arange(width, device=device)[None, :]
+        logits = cached_forward_full(model, sub, input_ids=resp, attention_mask=full_mask,
+                                      position_ids=resp_pos)
+        # token j is predicted by the logits before it: the prompt's last position for j = 0
+        logits = torch.cat([prompt_logits[index][:, None, :], logits[:, :-1, :]], dim=1).float()
+        if temps is not None:
+            logits = logits / temps[rows].to(logits.dtype)[:, None, None]
+        elif temperature > 0:
+            logits = logits / temperature
+        logp_all = torch.log_softmax(logits, dim=-1)
+        logp = logp_all.gather(-1, resp[..., None]).squeeze(-1)
+        entropy = -(logp_all.exp() * logp_all).sum(-1) if with_entropy else torch.zeros_like(logp)
+        pad = (0, t_width - width)
+        pieces.append((torch.nn.functional.pad(logp, pad), torch.nn.functional.pad(entropy, pad)))
+        order.extend(rows)
+    inverse = torch.empty(len(order), dtype=torch.long, device=device)
+    inverse[torch.tensor(order, device=device)] = torch.arange(len(order), device=device)
+    logp = torch.cat([p[0] for p in pieces])[inverse]
+    entropy = torch.cat([p[1] for p in pieces])[inverse] if with_entropy else None
     resp_mask = torch.zeros((len(responses), t_width), device=device)
     for i, r in enumerate(responses):
-        resp[i, : len(r)] = torch.tensor(r)
         resp_mask[i, : len(r)] = 1.0
-    # Padding sits after each response, so the causal mask already keeps real tokens from it.
-    full_mask = torch.cat([mask[index], torch.ones_like(resp)], dim=1)
-    resp_pos = positions[index, -1:] + 1 + torch.arange(t_width, device=device)[None, :]
-    logits = cached_forward_full(model, cache, input_ids=resp, attention_mask=full_mask,
-                                  position_ids=resp_pos)
-    # token j is predicted by the logits before it: the prompt's last position for j = 0
-    logits = torch.cat([prompt_logits[index][:, None, :], logits[:, :-1, :]], dim=1).float()
-    if isinstance(temperature, torch.Tensor):
-        logits = logits / temperature.to(device=device, dtype=logits.dtype)[:, None, None]
-    elif temperature > 0:
-        logits = logits / temperature
-    logp_all = torch.log_softmax(logits, dim=-1)
-    logp = logp_all.gather(-1, resp[..., None]).squeeze(-1)
-    entropy = -(logp_all.exp() * logp_all).sum(-1) if with_entropy else None
     return logp, resp_mask, entropy
+
+
+def _cache_rows_copy(cache: DynamicCache) -> DynamicCache:
+    """A cache whose `batch_select_indices` leaves `cache` intact (its layers re-bind, never write, tensors)."""
+    sub = copy.copy(cache)
+    sub.layers = [copy.copy(layer) for layer in cache.layers]
+    return sub
+
+
+@contextmanager
+def bf16_body(model: torch.nn.Module, enabled: bool = True) -> Iterator[None]:
+    """bf16 autocast over the model's body, with its output head (and so every logit) in fp32.
+
+    The head's input is upcast and its matmul runs with autocast off, so log-softmax sees fp32
+    logits; what stays bf16 is the body's matmul inputs (rounded to 8 mantissa bits, accumulated in
+    fp32). The weights stay fp32 (master weights); only the matmuls' operands are cast.
+    """
+    if not enabled:
+        yield
+        return
+    device_type = next(model.parameters()).device.type
+    inner = model.get_base_model() if hasattr(model, "get_base_model") else model
+    head = inner.get_output_embeddings()
+    if head is None:
+        raise ValueError(f"{type(inner).__name__} has no output embeddings: bf16 autocast needs a causal LM head")
+    patched = "forward" in head.__dict__
+    original = head.forward
+
+    def fp32_head(hidden: torch.Tensor) -> torch.Tensor:
+        with torch.autocast(device_type, enabled=False):
+            return original(hidden.float())
+
+    head.forward = fp32_head
+    try:
+        with torch.autocast(device_type, dtype=torch.bfloat16):
+            yield
+    finally:
+        if patched:
+            head.forward = original
+        else:
+            del head.forward

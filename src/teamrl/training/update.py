@@ -14,9 +14,11 @@ from teamrl.config import AlgorithmConfig, PolicyConfig, TrainConfig
 from teamrl.diagnostics.gradients import RoleGradients
 from teamrl.policies.loading import Policy
 from teamrl.policies.lora import AdaptersDisabled, adapter_parameters
-from teamrl.policies.scoring import shared_prefix_logprobs
+from teamrl.policies.scoring import bf16_body, shared_prefix_logprobs
 from teamrl.rollout.tree import Sample
 from teamrl.training.data_parallel import GradSync
+from teamrl.training.memory import PeakMemory
+from teamrl.training.micro_batches import length_buckets, plan_micro_batches
 
 
 @dataclass
@@ -30,6 +32,19 @@ class PolicyOptimizer:
     grad_sync: GradSync | None = None  # set on each worker of a data-parallel group
 
 
+def adamw(params: list[torch.nn.Parameter], lr: float, weight_decay: float, impl: str = "fused"
+          ) -> torch.optim.AdamW:
+    """AdamW with the `train.adamw` implementation: fused, foreach or for-loop (see TrainConfig.adamw)."""
+    if impl not in ("fused", "foreach", "for-loop"):
+        raise ValueError(f"AdamW implementation {impl!r} unknown; use fused, foreach or for-loop")
+    if impl == "fused":
+        try:
+            return torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay, fused=True)
+        except (RuntimeError, TypeError):  # no fused kernel for this device or dtype in this torch
+            impl = "foreach"
+    return torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay, foreach=impl == "foreach")
+
+
 def make_optimizer(policy: Policy, pcfg: PolicyConfig, tcfg: TrainConfig, with_reference: bool) -> PolicyOptimizer:
     """AdamW over what `policy` trains (a LoRA policy: only its own adapter) with the LR schedule.
 
@@ -40,7 +55,7 @@ def make_optimizer(policy: Policy, pcfg: PolicyConfig, tcfg: TrainConfig, with_r
         params = adapter_parameters(policy.model, policy.adapter)
     else:
         params = [p for p in policy.model.parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW(params, lr=pcfg.lr, weight_decay=pcfg.weight_decay)
+    optimizer = adamw(params, pcfg.lr, pcfg.weight_decay, tcfg.adamw)
 
     def lr_factor(step: int) -> float:
         if step < tcfg.warmup_steps:
@@ -71,7 +86,10 @@ def update_policy(
 
     With a `tracker` (or a per-role mitigation on) each minibatch is backpropagated agent by agent
     so the tracker sees every role's own gradient; read its per-role metrics with
-    `tracker.end_step()` afterwards. Without one, each minibatch takes a single backward.
+    `tracker.end_step()` afterwards. Without one, the whole minibatch is one part. Each part is
+    laid out by length and by `algo.micro_batch_tokens` (`teamrl.training.micro_batches`) and
+    backpropagated micro-batch by micro-batch.
+    `peak_memory_mb` in the result: the update's peak memory (`teamrl.training.memory`).
     """
     model, tok = state.policy.model, state.policy.tokenizer
     model.train()
@@ -79,14 +97,16 @@ def update_policy(
         tracker.begin_step()
     totals: dict[str, float] = {}
     steps = 0
-    for _ in range(algo.ppo_epochs):
-        for chunk in _minibatches(samples, algo.minibatch_size, rng):
-            metrics = _minibatch_step(state, chunk, algo, temperature, grad_clip, tok.pad_token_id, tracker)
-            for key, value in metrics.items():
-                totals[key] = totals.get(key, 0.0) + value
-            steps += 1
+    with PeakMemory(next(model.parameters()).device) as peak:
+        for _ in range(algo.ppo_epochs):
+            for chunk in _minibatches(samples, algo.minibatch_size, rng):
+                metrics = _minibatch_step(state, chunk, algo, temperature, grad_clip, tok.pad_token_id, tracker)
+                for key, value in metrics.items():
+                    totals[key] = totals.get(key, 0.0) + value
+                steps += 1
     state.scheduler.step()
     out = {key: value / max(steps, 1) for key, value in totals.items()}
+    out["peak_memory_mb"] = peak.mb
     out["lr"] = state.optimizer.param_groups[0]["lr"]
     out["samples"] = float(len(samples))
     return out
@@ -139,7 +159,8 @@ def _minibatch_step(state: PolicyOptimizer, chunk: list[Sample], algo: Algorithm
     The loss of a part is its aggregate times the part's weight: its share of the chunk's tokens
     (token-mean) or sequences (seq-mean-*), so the parts' gradients sum to the one-backward
     gradient; with `role_balanced` every role present gets weight 1/R, split among its agents
-    by their share of the role's tokens/sequences.
+    by their share of the role's tokens/sequences. Each part is backpropagated micro-batch by
+    micro-batch (`_backward_part`), so no more than one micro-batch's activations live at once.
     """
     split = tracker is not None or algo.role_balanced or bool(algo.kl_coef_by_role)
     parts = role_parts(chunk) if split else [(None, [(None, chunk)])]
@@ -156,11 +177,10 @@ def _minibatch_step(state: PolicyOptimizer, chunk: list[Sample], algo: Algorithm
                 part, weight = state.grad_sync.shard(part, weight, lambda p: _units(p, algo.aggregation))
                 if not part:
                     continue
-            loss, metrics = _part_loss(state, part, algo, temperature, pad_id, weight, _kl_coef(algo, role))
-            loss.backward()
-            n = metrics.pop("tokens")
-            ratio_max = max(ratio_max, metrics.pop("ratio_max"))
-            sums["loss"] = sums.get("loss", 0.0) + float(loss.detach())
+            loss, metrics, n, part_ratio_max = _backward_part(state, part, algo, temperature, pad_id, weight,
+                                                               _kl_coef(algo, role))
+            ratio_max = max(ratio_max, part_ratio_max)
+            sums["loss"] = sums.get("loss", 0.0) + loss
             for key, value in metrics.items():
                 sums[key] = sums.get(key, 0.0) + value * n
             tokens += n
@@ -181,6 +201,34 @@ def _minibatch_step(state: PolicyOptimizer, chunk: list[Sample], algo: Algorithm
     return out
 
 
+def _backward_part(state: PolicyOptimizer, part: list[Sample], algo: AlgorithmConfig, temperature: float,
+                   pad_id: int, weight: float, kl_coef: float) -> tuple[float, dict[str, float], float, float]:
+    """Backpropagate `weight` x the part's loss, one micro-batch at a time (gradients accumulate).
+
+    A micro-batch's loss is its own aggregate times its share of the part's units (tokens for
+    token-mean, sequences for the seq-means), as in `GradSync.shard`: each aggregation is a sum
+    over units divided by their count, so the shares' gradients sum to the whole part's.
+    Returns (the part's weighted loss, its token-mean metrics, its tokens, its largest ratio).
+    """
+    total = _units(part, algo.aggregation)
+    plan = plan_micro_batches([tuple(s.generation.prompt_ids) for s in part],
+                              [len(s.generation.response_ids) for s in part], algo.micro_batch_tokens,
+                              algo.bucket_call_tokens if algo.length_buckets else None)
+    loss_value, sums, tokens, ratio_max = 0.0, {}, 0.0, 0.0
+    for rows in plan:
+        micro = [part[i] for i in rows]
+        share = _units(micro, algo.aggregation) / total if total else len(micro) / len(part)
+        loss, metrics = _part_loss(state, micro, algo, temperature, pad_id, weight * share, kl_coef)
+        loss.backward()
+        n = metrics.pop("tokens")
+        ratio_max = max(ratio_max, metrics.pop("ratio_max"))
+        loss_value += float(loss.detach())
+        for key, value in metrics.items():
+            sums[key] = sums.get(key, 0.0) + value * n
+        tokens += n
+    return loss_value, {key: value / max(tokens, 1.0) for key, value in sums.items()}, tokens, ratio_max
+
+
 def _part_loss(state: PolicyOptimizer, part: list[Sample], algo: AlgorithmConfig, temperature: float,
                pad_id: int, weight: float, kl_coef: float) -> tuple[torch.Tensor, dict[str, float]]:
     """weight * (PPO surrogate - entropy_coef * entropy + kl_coef * KL(pi || ref)) of one part."""
@@ -192,8 +240,12 @@ def _part_loss(state: PolicyOptimizer, part: list[Sample], algo: AlgorithmConfig
     index = [prompt_slot.setdefault(tuple(g.prompt_ids), len(prompt_slot)) for g in gens]
     prompts = [list(p) for p in prompt_slot]
     responses = [g.response_ids for g in gens]
-    logp, mask, entropy = shared_prefix_logprobs(state.policy.model, prompts, responses, index, pad_id,
-                                                 temperature, with_entropy=True)
+    buckets = (length_buckets([len(r) for r in responses], algo.bucket_call_tokens)
+               if algo.length_buckets else None)
+    bf16 = algo.autocast == "bf16"
+    with bf16_body(state.policy.model, bf16):
+        logp, mask, entropy = shared_prefix_logprobs(state.policy.model, prompts, responses, index, pad_id,
+                                                     temperature, with_entropy=True, response_buckets=buckets)
     old = torch.zeros_like(mask)
     for i, g in enumerate(gens):
         old[i, : len(g.logprobs)] = torch.tensor(g.logprobs)
@@ -208,9 +260,9 @@ def _part_loss(state: PolicyOptimizer, part: list[Sample], algo: AlgorithmConfig
         raise ValueError(f"policy {state.policy.name}: a KL coefficient is set (kl_coef or kl_coef_by_role) "
                          "but the optimizer has no reference model; create it with a reference")
     if state.reference is not None:
-        with torch.no_grad():
+        with torch.no_grad(), bf16_body(state.reference, bf16):  # the same precision as the policy's
             ref_logp, _, _ = shared_prefix_logprobs(state.reference, prompts, responses, index, pad_id,
-                                                    temperature)
+                                                    temperature, response_buckets=buckets)
         kl = aggregate(kl_k3(logp, ref_logp, algo.kl_clamp), mask)
         loss = loss + kl_coef * kl
         metrics["kl_ref"] = float(kl.detach())
