@@ -12,7 +12,8 @@ import yaml
 from teamrl.config.building import build_dataclass, set_dotted
 from teamrl.config.checks import ConfigError, require
 from teamrl.config.sections import (AlgorithmConfig, DiagnosticsConfig, PolicyConfig, RolloutConfig, TrainConfig,
-                                    TrainerConfig, WorkflowConfig, check_diagnostics, check_mitigations)
+                                    TrainerConfig, WorkflowConfig, check_diagnostics, check_mitigations,
+                                    check_sharding)
 
 REGIMES = ("shared", "per_role", "per_agent")
 
@@ -89,6 +90,7 @@ class RunConfig:
         check(self.train.schedule in ("constant", "cosine"), "train.schedule", self.train.schedule,
               "constant or cosine")
         check_mitigations(self.algorithm)
+        check_sharding(self.trainer, self.algorithm)
         check_diagnostics(self.diagnostics)
         from teamrl.training.trackers.registry import resolve_report_to
 

@@ -153,9 +153,12 @@ def _minibatch_step(state: PolicyOptimizer, chunk: list[Sample], algo: Algorithm
             units = _units(part, algo.aggregation)
             weight = units / role_units / len(parts) if algo.role_balanced else units / total_units
             if state.grad_sync is not None:  # data parallel: score only this worker's share
-                part, weight = state.grad_sync.shard(part, weight, lambda p: _units(p, algo.aggregation))
-                if not part:
+                share, weight = state.grad_sync.shard(part, weight, lambda p: _units(p, algo.aggregation))
+                if not share:
+                    if state.grad_sync.lockstep:  # FSDP: the others' forward needs this worker's shards
+                        _part_loss(state, part[:1], algo, temperature, pad_id, 0.0, _kl_coef(algo, role))[0].backward()
                     continue
+                part = share
             loss, metrics = _part_loss(state, part, algo, temperature, pad_id, weight, _kl_coef(algo, role))
             loss.backward()
             n = metrics.pop("tokens")
