@@ -19,12 +19,14 @@ from teamrl.training.update import update_policy
 ATOL, RTOL_METRICS = 1e-5, 1e-4
 
 # name -> (algorithm changes, samples): token- and sequence-weighted shares, per-role parts, a KL reference
-# (sharded too), and minibatches of a single sample, where one rank's share is empty (its zero-weight pass).
+# (sharded too), minibatches of a single sample, where one rank's share is empty (its zero-weight pass), and
+# recomputed MLPs (policy.activation_checkpointing) inside the FSDP units.
 VARIANTS = {
     "token-mean": ({}, None),
     "seq-mean": ({"aggregation": "seq-mean-token-mean"}, None),
     "role-balanced+kl": ({"role_balanced": True, "kl_coef": 0.1}, None),
     "empty-share": ({"minibatch_size": 1}, -2),
+    "checkpointed": ({"kl_coef": 0.1}, None),
 }
 
 
@@ -42,6 +44,10 @@ def _make(variant, lora):
         return lora_optimizers(("plan", "tool"), with_reference=True)
     changes, _ = VARIANTS[variant]
     state = policy_optimizer()
+    if variant == "checkpointed":
+        from teamrl.policies.loading import enable_activation_checkpointing
+
+        enable_activation_checkpointing(state.policy.network)
     if changes.get("kl_coef"):
         import copy
 

@@ -31,6 +31,7 @@ from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
 from torch.distributed.tensor import DTensor, distribute_tensor
 
+from teamrl.policies.loading import decoder_layers
 from teamrl.training.data_parallel import GradSync
 from teamrl.training.update import PolicyOptimizer
 
@@ -44,17 +45,6 @@ class ShardedGradSync(GradSync):
 
     def reduce_gradients(self, model: torch.nn.Module) -> None:
         """Nothing to do: FSDP reduce-scattered (summed) every gradient during backward."""
-
-
-def decoder_layers(network: torch.nn.Module) -> list[torch.nn.Module]:
-    """The transformer blocks of an HF model (its `_no_split_modules` classes), also under a PEFT wrapper."""
-    inner = network.get_base_model() if hasattr(network, "get_base_model") else network
-    names = set(getattr(inner, "_no_split_modules", None) or ())
-    layers = [m for m in inner.modules() if type(m).__name__ in names]
-    if not layers:
-        raise ValueError(f"{type(inner).__name__} names no decoder layer class (_no_split_modules), so FSDP "
-                         "cannot shard it layer by layer; use trainer.shard=none for this model")
-    return layers
 
 
 def shard_module(module: torch.nn.Module, mesh: DeviceMesh, param_dtype: str = "float32") -> None:
