@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import ctypes
 import ctypes.util
+import math
 import random
 import socket
 import sys
@@ -57,24 +58,30 @@ def build_payload(args: argparse.Namespace, path: Path) -> int:
     return sum(p.numel() for p in model.parameters())
 
 
-def synthetic_samples(args: argparse.Namespace) -> list:
-    """`--prompts` AT-GRPO groups of `--k` candidates: shared prompt of `--prompt-len`, responses of `--response-len`."""
+def synthetic_samples(prompts: int, k: int, prompt_len: int, response_len: int, vocab: int, policy: str = "policy",
+                      role: str = "role", seed: int = 1) -> list:
+    """`prompts` AT-GRPO groups of `k` candidates each (random tokens), advantages group-normalised from 0/1 rewards."""
     import torch
 
+    from teamrl.algorithms.advantages import group_normalized_advantages
     from teamrl.rollout.engine import Generation
     from teamrl.rollout.tree import Sample
     from teamrl.workflows.base import Outcome
 
-    gen = torch.Generator().manual_seed(1)
+    gen = torch.Generator().manual_seed(seed)
+    rewards = torch.randint(0, 2, (prompts * k,), generator=gen).float()
+    rewards[::k] = 1 - rewards[1::k]  # no group is all equal: every sample carries a gradient
+    advantages, _ = group_normalized_advantages(rewards, torch.arange(prompts).repeat_interleave(k))
     samples = []
-    for i in range(args.prompts):
-        prompt = torch.randint(4, args.vocab, (args.prompt_len,), generator=gen).tolist()
-        for _ in range(args.k):
-            response = torch.randint(4, args.vocab, (args.response_len,), generator=gen).tolist()
-            logprobs = (-10.0 + torch.randn(args.response_len, generator=gen)).tolist()
-            samples.append(Sample(Generation(prompt, response, logprobs, logprobs, "", True), Outcome(0.0, 0.0),
-                                  0.0, i, i, 0, "role", "role", "policy",
-                                  advantage=float(torch.randn(1, generator=gen))))
+    for i in range(prompts):
+        prompt = torch.randint(4, vocab, (prompt_len,), generator=gen).tolist()
+        for j in range(k):
+            response = torch.randint(4, vocab, (response_len,), generator=gen).tolist()
+            # about a random model's own log-probs (uniform over the vocabulary), so ratios start near 1
+            logprobs = (-math.log(vocab) + 0.1 * torch.randn(response_len, generator=gen)).tolist()
+            samples.append(Sample(Generation(prompt, response, logprobs, logprobs, "", True),
+                                  Outcome(float(rewards[i * k + j]), 0.0), float(rewards[i * k + j]), i, i, 0, role,
+                                  role, policy, advantage=float(advantages[i * k + j])))
     return samples
 
 
@@ -99,11 +106,21 @@ def rank_main(rank: int, world: int, port: int, payload: str, shard: str, recomp
     worker.join(rank, world, "127.0.0.1", port, shard)
     after_join = peak_rss_mb()
     held = peak_rss_mb(reset=True)  # what the worker holds between updates, and the new peak's start
+    before_step: list[float] = []
+    optimizer = worker.states["policy"].optimizer  # (FSDP rebuilt it when joining)
+    real_step = optimizer.step
+
+    def step_after_noting_peak(*a, **kw):  # forward and backward are done: their peak, apart from AdamW's
+        before_step.append(peak_rss_mb())
+        return real_step(*a, **kw)
+
+    optimizer.step = step_after_noting_peak
     started = time.time()
-    stats = worker.update({"policy": synthetic_samples(args)}, {"policy": 5})["policy"][0].stats
+    samples = synthetic_samples(args.prompts, args.k, args.prompt_len, args.response_len, args.vocab)
+    stats = worker.update({"policy": samples}, {"policy": 5})["policy"][0].stats
     seconds = time.time() - started
     result = {"baseline_mb": baseline, "life_peak_mb": max(after_join, peak_rss_mb()), "held_mb": held,
-              "update_peak_mb": peak_rss_mb(), "update_s": seconds, "loss": stats["loss"],
+              "update_peak_mb": peak_rss_mb(), "backward_peak_mb": max(before_step), "update_s": seconds, "loss": stats["loss"],
               "grad_norm": stats["grad_norm"]}
     Path(f"{out}.rank{rank}").write_text(json.dumps(result))
     torch.distributed.destroy_process_group()
@@ -146,15 +163,18 @@ def format_table(params: int, rows: list[tuple[str, bool, list[dict]]], args: ar
              f"{args.response_len} tokens; {tokens} distinct tokens). MiB, max over the 2 ranks.",
              f"Weights + gradients + AdamW moments, all fp32: {params * 16 / 2**20:.0f} MiB unsharded, "
              f"{params * 8 / 2**20:.0f} MiB per rank if split in two.", "",
-             f"{'shard':<6} {'act.ckpt':<9} {'update peak':>12} {'held between':>13} {'life peak':>10} "
-             f"{'imports':>8} {'loss':>10} {'update s':>9}"]
+             f"{'shard':<6} {'act.ckpt':<9} {'update peak':>12} {'fwd+bwd peak':>13} {'held between':>13} "
+             f"{'life peak':>10} {'imports':>8} {'loss':>10} {'update s':>9}"]
     for shard, recompute, ranks in rows:
-        top = {key: max(r[key] for r in ranks) for key in ("update_peak_mb", "held_mb", "life_peak_mb",
-                                                           "baseline_mb", "update_s")}
+        top = {key: max(r[key] for r in ranks) for key in ("update_peak_mb", "backward_peak_mb", "held_mb",
+                                                           "life_peak_mb", "baseline_mb", "update_s")}
         lines.append(f"{shard:<6} {('on' if recompute else 'off'):<9} {top['update_peak_mb']:>12.0f} "
+                     f"{top['backward_peak_mb']:>13.0f} "
                      f"{top['held_mb']:>13.0f} {top['life_peak_mb']:>10.0f} {top['baseline_mb']:>8.0f} "
                      f"{ranks[0]['loss']:>10.5f} {top['update_s']:>9.1f}")
-    lines += ["", "update peak: VmHWM during the update (reset after joining the group); held between: RSS after "
+    lines += ["", "update peak: VmHWM during the update (reset after joining the group); fwd+bwd peak: the same "
+              "peak read when AdamW's step is called, i.e. of the forward and backward passes (and, without "
+              "sharding, the gradient all-reduce); held between: RSS after "
               "joining, i.e. what a worker keeps between updates (before the first step's AdamW moments exist); "
               "life peak: over the worker's life, including unpacking the full policy before sharding; imports: "
               "RSS of torch + transformers + teamrl alone. Seconds come from a shared 2-core machine: compare "
@@ -169,8 +189,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--vocab", type=int, default=32000)
     parser.add_argument("--prompts", type=int, default=2, help="AT-GRPO groups (distinct prompts)")
     parser.add_argument("--k", type=int, default=4, help="candidates per prompt")
-    parser.add_argument("--prompt-len", type=int, default=64)
-    parser.add_argument("--response-len", type=int, default=128)
+    parser.add_argument("--prompt-len", type=int, default=32)
+    parser.add_argument("--response-len", type=int, default=64)
     parser.add_argument("--out", default="benchmarks/results/sharded_memory.txt")
     args = parser.parse_args(argv)
     if not Path("/proc/self/status").exists():
