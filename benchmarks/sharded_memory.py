@@ -123,6 +123,7 @@ def rank_main(rank: int, world: int, port: int, payload: str, shard: str, recomp
               "update_peak_mb": peak_rss_mb(), "backward_peak_mb": max(before_step), "update_s": seconds, "loss": stats["loss"],
               "grad_norm": stats["grad_norm"]}
     Path(f"{out}.rank{rank}").write_text(json.dumps(result))
+    torch.distributed.barrier()  # leave together (gloo can abort a rank whose peer is still talking)
     torch.distributed.destroy_process_group()
 
 

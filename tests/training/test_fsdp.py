@@ -83,6 +83,8 @@ def _worker(rank, world_size, port, out_path, lora):
         results[variant] = _update(states, variant)
     if rank == 0:
         torch.save(results, out_path)
+    # Both ranks leave together: a rank that tears gloo down while the other still uses it can abort.
+    torch.distributed.barrier()
     leave_group()
 
 
