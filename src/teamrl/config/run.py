@@ -12,7 +12,8 @@ import yaml
 from teamrl.config.building import build_dataclass, set_dotted
 from teamrl.config.checks import ConfigError, require
 from teamrl.config.sections import (AlgorithmConfig, DiagnosticsConfig, PolicyConfig, RolloutConfig, TrainConfig,
-                                    TrainerConfig, WorkflowConfig, check_diagnostics, check_mitigations)
+                                    TrainerConfig, WorkflowConfig, check_diagnostics, check_mitigations,
+                                    check_sharding)
 
 REGIMES = ("shared", "per_role", "per_agent")
 
@@ -92,6 +93,7 @@ class RunConfig:
               "builtin with trainer.rollout_workers > 0 (the vLLM engine samples in the training process; set "
               "trainer.rollout_workers=0)")
         check_mitigations(self.algorithm)
+        check_sharding(self.trainer, self.algorithm)
         check_diagnostics(self.diagnostics)
         from teamrl.training.trackers.registry import resolve_report_to
 

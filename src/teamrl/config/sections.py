@@ -53,6 +53,10 @@ class PolicyConfig:
     """LoRA settings (train an adapter on a frozen base); absent: train the full model."""
     warmup_sft_steps: int = 500
     """model: tiny-default only: supervised steps of its warm-up on the task's scripted demos (cached per recipe)."""
+    activation_checkpointing: bool = False
+    """Recompute each decoder layer's MLP in the backward pass instead of keeping its activations (the largest
+    share of a layer's); same gradients, less memory, one more MLP forward. Attention is kept: the trainer's
+    shared-prompt forward reuses its KV cache, which recomputation would drop (see docs/scaling/fsdp.md)."""
 
     def __post_init__(self) -> None:
         require(self.lr > 0, "lr", self.lr, "> 0")
@@ -246,7 +250,8 @@ class AlgorithmConfig:
     memory, same gradient (0 = no limit; a prompt with a response longer than the budget runs alone)."""
     length_buckets: bool = True
     """Lay each minibatch out by length (prompts by prompt length, responses by response length) so that
-    forward passes compute little padding; false: one forward per part, padded to its longest sequence."""
+    forward passes compute little padding; false: one forward per part, padded to its longest sequence. Off under trainer.shard: fsdp, whose
+    workers must run the same forwards."""
     bucket_call_tokens: int = 64
     """Padded positions one more forward call is worth when cutting into length buckets (lower: more,
     tighter buckets; suits big models, where a position costs more than a call's fixed overhead)."""
@@ -380,6 +385,12 @@ class TrainerConfig:
     share of every step's instances each; 0: rollouts in the driver. > 0 needs ray."""
     num_cpus_per_rollout_worker: float = 1.0
     """CPUs Ray reserves for each rollout worker (fractions allowed)."""
+    shard: str = "none"
+    """none (every worker of a policy holds all its weights, gradients and AdamW state) or fsdp (FSDP2: the
+    data_parallel workers of a policy each hold 1/data_parallel of them; needs backend: ray; docs/scaling/fsdp.md)."""
+    shard_param_dtype: str = "float32"
+    """shard: fsdp only: the dtype weights are gathered in for forward and backward. bfloat16 is mixed precision:
+    weights, gradients reduced across workers and AdamW state stay float32."""
 
     def __post_init__(self) -> None:
         require(self.backend in ("local", "ray"), "backend", self.backend, "local or ray")
@@ -389,9 +400,48 @@ class TrainerConfig:
         require(self.rollout_workers >= 0, "rollout_workers", self.rollout_workers, "an integer >= 0")
         require(self.num_cpus_per_rollout_worker >= 0, "num_cpus_per_rollout_worker",
                  self.num_cpus_per_rollout_worker, ">= 0")
+        self._check_sharding()
         if self.rollout_workers and self.backend != "ray":
             raise ConfigError("trainer.rollout_workers > 0 needs trainer.backend: ray (the rollout workers are "
                               "Ray actors); set trainer.backend=ray or trainer.rollout_workers=0")
+
+    def _check_sharding(self) -> None:
+        # Messages start at the field: build_dataclass prefixes the section ("trainer.").
+        require(self.shard in ("none", "fsdp"), "shard", self.shard, "none or fsdp")
+        require(self.shard_param_dtype in ("float32", "bfloat16"), "shard_param_dtype", self.shard_param_dtype,
+                "float32 or bfloat16")
+        if self.shard != "fsdp":
+            return
+        if self.backend != "ray":
+            raise ConfigError("shard: fsdp needs trainer.backend: ray (a policy is sharded across the Ray "
+                              "workers of its actor group); set trainer.backend=ray, or trainer.shard=none")
+        gpus = self.num_gpus_per_policy
+        if gpus and self.data_parallel > 1 and (self.data_parallel > gpus or gpus % self.data_parallel):
+            raise ConfigError(
+                f"shard: fsdp with data_parallel = {self.data_parallel} shards but num_gpus_per_policy = "
+                f"{gpus:g}: every shard needs whole GPUs of its own (nccl cannot run two ranks on one GPU); set "
+                f"data_parallel to at most {int(gpus)} and a divisor of it, or num_gpus_per_policy to a multiple "
+                f"of {self.data_parallel}")
+
+
+def check_sharding(trainer: TrainerConfig, algo: AlgorithmConfig) -> None:
+    """Cross-section checks of trainer.shard: fsdp (every worker runs each forward with the others)."""
+    if trainer.shard != "fsdp":
+        return
+    world = trainer.data_parallel
+    if algo.minibatch_size % world:
+        raise ConfigError(
+            f"algorithm.minibatch_size = {algo.minibatch_size} does not divide among trainer.data_parallel = "
+            f"{world} FSDP workers; set algorithm.minibatch_size to a multiple of {world} "
+            f"(e.g. {algo.minibatch_size + world - algo.minibatch_size % world})")
+    if algo.micro_batch_tokens > 0:
+        raise ConfigError(f"trainer.shard: fsdp cannot be combined with algorithm.micro_batch_tokens = "
+                          f"{algo.micro_batch_tokens}: FSDP workers must run the same forwards, and each "
+                          "worker's micro-batches depend on its own share; set algorithm.micro_batch_tokens=0 "
+                          "(sharding already bounds each worker's memory)")
+    if algo.coherence_damping > 0:
+        raise ConfigError("trainer.shard: fsdp cannot be combined with algorithm.coherence_damping: each worker "
+                          "holds only a shard of a role's gradient; set one of them off")
 
 
 def check_mitigations(algo: AlgorithmConfig) -> None:

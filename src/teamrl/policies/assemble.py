@@ -10,11 +10,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from teamrl.config import ConfigError, PolicyConfig
-from teamrl.policies.loading import Policy, load_model, load_policy, load_tokenizer, uses_chat_template
+from teamrl.policies.loading import (Policy, enable_activation_checkpointing, load_model, load_policy,
+                                     load_tokenizer, uses_chat_template)
 from teamrl.policies.lora import attach_adapters, check_target_modules
 
 # Settings the adapters on one in-memory base necessarily have in common.
-SHARED_BY_ADAPTERS = ("tokenizer", "dtype", "device", "chat_template")
+SHARED_BY_ADAPTERS = ("tokenizer", "dtype", "device", "chat_template", "activation_checkpointing")
 
 
 def lora_groups(settings: Mapping[str, PolicyConfig]) -> dict[str, list[str]]:
@@ -52,4 +53,6 @@ def load_policies(settings: Mapping[str, PolicyConfig]) -> dict[str, Policy]:
     for name, cfg in settings.items():
         if cfg.lora is None:
             policies[name] = load_policy(name, cfg.model, cfg.dtype, cfg.device, cfg.chat_template, cfg.tokenizer)
+        if cfg.activation_checkpointing:
+            enable_activation_checkpointing(policies[name].network)  # once per shared base: it is idempotent
     return {name: policies[name] for name in settings}

@@ -6,11 +6,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from torch.utils.checkpoint import checkpoint
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from teamrl.config import ConfigError
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+_RECOMPUTED: dict[type, type] = {}  # MLP class -> its recomputing subclass (one per class)
 
 
 @dataclass
@@ -174,3 +176,48 @@ def load_policy(
     tokenizer = load_tokenizer(name, tokenizer_path or model_path)
     use_template = uses_chat_template(name, tokenizer, chat_template, tokenizer_path or model_path)
     return Policy(name, load_model(name, model_path, dtype, device), tokenizer, use_template)
+
+
+def decoder_layers(network: torch.nn.Module) -> list[torch.nn.Module]:
+    """The transformer blocks of an HF model (its `_no_split_modules` classes), also under a PEFT wrapper."""
+    inner = network.get_base_model() if hasattr(network, "get_base_model") else network
+    names = set(getattr(inner, "_no_split_modules", None) or ())
+    layers = [m for m in inner.modules() if type(m).__name__ in names]
+    if not layers:
+        raise ValueError(f"{type(inner).__name__} names no decoder layer class (_no_split_modules); teamrl finds "
+                         "the transformer blocks through it")
+    return layers
+
+
+class _Recomputed:
+    """Mixin: in training with gradients on, run the module under non-reentrant activation checkpointing."""
+
+    def forward(self, *args, **kwargs):
+        if self.training and torch.is_grad_enabled():
+            return checkpoint(super().forward, *args, use_reentrant=False, **kwargs)
+        return super().forward(*args, **kwargs)
+
+
+def enable_activation_checkpointing(network: torch.nn.Module) -> int:
+    """Make every decoder layer's MLP recompute its activations in backward; returns how many (in place).
+
+    Why not HF's `gradient_checkpointing_enable`: it checkpoints whole layers and therefore drops
+    the KV cache, which the trainer's shared-prompt forward (policies/scoring.py) feeds from the
+    prompt pass to the responses' pass; responses would be scored without their prompt. The MLP
+    never touches the cache and holds most of a layer's activations (4 of its intermediate-size
+    tensors per token), so it is what is recomputed. The module's class is swapped for a subclass,
+    so parameter names, state dicts, deep copies (the KL reference) and PEFT adapters are unchanged.
+    """
+    count = 0
+    for layer in decoder_layers(network):
+        mlp = getattr(layer, "mlp", None)
+        if not isinstance(mlp, torch.nn.Module):
+            raise ValueError(f"policy.activation_checkpointing: {type(layer).__name__} has no `mlp` submodule to "
+                             "recompute; set policy.activation_checkpointing=false for this model")
+        cls = type(mlp)
+        if not issubclass(cls, _Recomputed):
+            if cls not in _RECOMPUTED:
+                _RECOMPUTED[cls] = type(f"Recomputed{cls.__name__}", (_Recomputed, cls), {})
+            mlp.__class__ = _RECOMPUTED[cls]
+        count += 1
+    return count

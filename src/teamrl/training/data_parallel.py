@@ -36,6 +36,10 @@ class GradSync:
     Needs an initialised torch.distributed process group (see `init_group`).
     """
 
+    lockstep = False
+    """True when every worker must run every part's forward and backward, even with an empty share
+    (FSDP: each forward gathers the weights from all workers); such a worker runs a zero-weight pass."""
+
     def __init__(self, rank: int, world_size: int) -> None:
         if not 0 <= rank < world_size:
             raise ValueError(f"rank {rank} is outside a group of {world_size} workers")

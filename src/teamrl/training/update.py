@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 import math
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -162,6 +162,10 @@ def _minibatch_step(state: PolicyOptimizer, chunk: list[Sample], algo: Algorithm
     by their share of the role's tokens/sequences. Each part is backpropagated micro-batch by
     micro-batch (`_backward_part`), so no more than one micro-batch's activations live at once.
     """
+    if state.grad_sync is not None and state.grad_sync.lockstep:
+        # FSDP: every worker must run the same forwards (each one gathers the others' shards), and
+        # the micro-batch and bucket layouts depend on a worker's own share: one call per part instead.
+        algo = replace(algo, micro_batch_tokens=0, length_buckets=False)
     split = tracker is not None or algo.role_balanced or bool(algo.kl_coef_by_role)
     parts = role_parts(chunk) if split else [(None, [(None, chunk)])]
     total_units = max(_units(chunk, algo.aggregation), 1.0)
@@ -174,9 +178,12 @@ def _minibatch_step(state: PolicyOptimizer, chunk: list[Sample], algo: Algorithm
             units = _units(part, algo.aggregation)
             weight = units / role_units / len(parts) if algo.role_balanced else units / total_units
             if state.grad_sync is not None:  # data parallel: score only this worker's share
-                part, weight = state.grad_sync.shard(part, weight, lambda p: _units(p, algo.aggregation))
-                if not part:
+                share, weight = state.grad_sync.shard(part, weight, lambda p: _units(p, algo.aggregation))
+                if not share:
+                    if state.grad_sync.lockstep:  # FSDP: the others' forward needs this worker's shards
+                        _part_loss(state, part[:1], algo, temperature, pad_id, 0.0, _kl_coef(algo, role))[0].backward()
                     continue
+                part = share
             loss, metrics, n, part_ratio_max = _backward_part(state, part, algo, temperature, pad_id, weight,
                                                                _kl_coef(algo, role))
             ratio_max = max(ratio_max, part_ratio_max)

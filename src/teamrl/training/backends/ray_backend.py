@@ -84,16 +84,16 @@ class RayBackend:
             payload = ray.put(pack({name: optimizers[name] for name in names}))
             workers = [actor.remote(payload, device, int(max(1, cpus)), settings) for _ in range(world)]
             self.groups.append((names, workers))
-        if world > 1:
-            self._form_process_groups(world)
+        if world > 1 or trainer.shard == "fsdp":
+            self._form_process_groups(world, trainer.shard, trainer.shard_param_dtype)
 
-    def _form_process_groups(self, world: int) -> None:
+    def _form_process_groups(self, world: int, shard: str, param_dtype: str) -> None:
         import ray
 
         joins = []
         for _, workers in self.groups:
             address, port = ray.get(workers[0].rendezvous.remote())
-            joins += [w.join.remote(rank, world, address, port) for rank, w in enumerate(workers)]
+            joins += [w.join.remote(rank, world, address, port, shard, param_dtype) for rank, w in enumerate(workers)]
         ray.get(joins)
 
     def update(self, batches: dict[str, list[Sample]], rng: random.Random) -> dict[str, PolicyUpdate]:
@@ -120,7 +120,9 @@ class RayBackend:
         import ray
 
         for _, workers in self.groups:
-            for name, (optimizer, scheduler) in ray.get(workers[0].optimizer_states.remote()).items():
+            # every rank is asked: a sharded group gathers the state from all of them (rank 0 returns it)
+            rank0 = ray.get([w.optimizer_states.remote() for w in workers])[0]
+            for name, (optimizer, scheduler) in rank0.items():
                 self.optimizers[name].optimizer.load_state_dict(optimizer)
                 self.optimizers[name].scheduler.load_state_dict(scheduler)
 

@@ -63,6 +63,7 @@ class PolicyWorker:
         factory = settings.tracker_factory
         self.trackers = {name: factory(name, state) if factory else None for name, state in self.states.items()}
         self.rank = 0
+        self.sharded = False
 
     def rendezvous(self) -> tuple[str, int]:
         """This worker's address and a free port, where the data-parallel group meets."""
@@ -72,8 +73,12 @@ class PolicyWorker:
             s.bind(("", 0))
             return ray.util.get_node_ip_address(), s.getsockname()[1]
 
-    def join(self, rank: int, world_size: int, address: str, port: int) -> None:
-        """Join the policy group's torch.distributed group (gloo on CPU, nccl on GPU)."""
+    def join(self, rank: int, world_size: int, address: str, port: int, shard: str = "none",
+             param_dtype: str = "float32") -> None:
+        """Join the policy group's torch.distributed group (gloo on CPU, nccl on GPU).
+
+        shard: fsdp also shards this worker's policies across the group (training/backends/fsdp.py).
+        """
         backend = "nccl" if self.device.startswith("cuda") else "gloo"
         if backend == "nccl":
             torch.cuda.set_device(0)
@@ -81,6 +86,12 @@ class PolicyWorker:
         self.rank = rank
         # Per-role trackers would see only this worker's share of each role's gradient.
         self.trackers = {name: None for name in self.states}
+        if shard == "fsdp":
+            from teamrl.training.backends.fsdp import shard_states
+
+            self.sharded = True
+            shard_states(self.states, rank, world_size, self.device, param_dtype)
+            return
         for state in self.states.values():
             state.grad_sync = sync
 
@@ -90,8 +101,18 @@ class PolicyWorker:
         out = {}
         for name, samples in batches.items():
             result = run_update(self.states[name], samples, seeds[name], self.settings, self.trackers[name])
-            out[name] = (result, trained_weights(self.states[name]) if self.rank == 0 else None)
+            weights = self._gather(name, "weights") if self.sharded or self.rank == 0 else None
+            out[name] = (result, weights if self.rank == 0 else None)
         return out
+
+    def _gather(self, name: str, what: str) -> Any:
+        """Policy `name`'s trained weights or optimizer state, full, on CPU (collective when sharded)."""
+        state = self.states[name]
+        if self.sharded:
+            from teamrl.training.backends.fsdp import gather_optimizer_state, gather_trained_weights
+
+            return gather_trained_weights(state) if what == "weights" else gather_optimizer_state(state)
+        return trained_weights(state) if what == "weights" else _to_cpu(state.optimizer.state_dict())
 
     def tracker_states(self) -> dict[str, dict]:
         """Each policy's per-role gradient tracker state (none under data parallelism)."""
@@ -100,10 +121,22 @@ class PolicyWorker:
     def load_tracker_states(self, states: dict[str, dict]) -> None:
         load_tracker_states(self.trackers, states)
 
-    def optimizer_states(self) -> dict[str, tuple[dict, dict]]:
-        """Each policy's optimizer and scheduler state_dicts (tensors on CPU)."""
-        return {name: (_to_cpu(state.optimizer.state_dict()), state.scheduler.state_dict())
-                for name, state in self.states.items()}
+    def optimizer_states(self) -> dict[str, tuple[dict, dict]] | None:
+        """Each policy's optimizer and scheduler state_dicts (tensors on CPU) on rank 0; None elsewhere.
+
+        Every rank of a sharded group must be called: the state is gathered from all of them.
+        """
+        if not self.sharded and self.rank != 0:
+            return None
+        states = {name: (self._gather(name, "optimizer"), state.scheduler.state_dict())
+                  for name, state in self.states.items()}
+        return states if self.rank == 0 else None
+
+    def peak_rss_mb(self, reset: bool = False) -> float:
+        """This process's peak resident memory so far in MiB (Linux); reset: start a new peak from now."""
+        from teamrl.training.backends.memory import peak_rss_mb
+
+        return peak_rss_mb(reset)
 
 
 def _to_cpu(value: Any) -> Any:
