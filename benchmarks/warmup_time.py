@@ -1,8 +1,9 @@
 """The tiny default's warm-up: the first recipe vs the current default, side by side in one run.
 
 Run: OMP_NUM_THREADS=1 python benchmarks/warmup_time.py [--configs plan_path_team math_team]
-         [--seeds 0] [--instances 200] [--quick] [--out benchmarks/results/warmup_time.txt]
-     (--quick: timings and held-out demo losses only, no evaluation of the untrained team)
+         [--seeds 0] [--instances 200] [--quick] [--scale 1.0] [--set KEY=VALUE ...] [--out benchmarks/results/warmup_time.txt]
+     (--quick: timings and held-out demo losses only, no evaluation of the untrained team;
+      --scale 0.1: both recipes for a tenth of their steps, for the time ratio on a busy machine)
 
 For each config (a shipped `src/teamrl/configs/*.yaml` using the tiny default) and warm-up seed,
 both recipes are warmed up from scratch in a throwaway cache, one after the other, and timed in
@@ -40,17 +41,36 @@ FIRST_RECIPE = dict(steps=500, batch_size=64, lr=2e-3, warmup_steps=20, pack_tok
 """The warm-up as first shipped (~4.5-5.5 min on an idle machine for Plan-Path)."""
 
 
-def recipes(config_name: str, seed: int) -> dict[str, WarmupRecipe]:
+def parse_sets(pairs: list[str]) -> dict[str, object]:
+    """`key=value` recipe overrides (values typed like the recipe's defaults)."""
+    defaults = {f.name: f.default for f in dataclasses.fields(WarmupRecipe)}
+    out: dict[str, object] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or key not in defaults or key in ("task", "workflow", "max_turns", "seed"):
+            raise SystemExit(f"--set {pair!r}: expected KEY=VALUE with KEY one of "
+                             f"{', '.join(k for k in defaults if k not in ('task', 'workflow', 'max_turns', 'seed'))}")
+        kind = type(defaults[key])
+        out[key] = value.lower() in ("1", "true", "yes") if kind is bool else kind(float(value) if kind is int else value)
+    return out
+
+
+def recipes(config_name: str, seed: int, scale: float = 1.0, candidate: dict[str, object] | None = None
+            ) -> dict[str, WarmupRecipe]:
     """The first and the current default recipe for a config, as its `policy` section would build them.
 
     A config's own `warmup_sft_steps` applies to the current recipe (the first recipe used 500 steps).
+    candidate: recipe fields that replace the current default's (to try a recipe before making it the default).
+    scale: both recipes' steps times this (a reduced run: the time ratio holds, the quality does not).
     """
     config = load_config(CONFIGS / f"{config_name}.yaml", [])
     kind = "team" if config.workflow.name == "single" else config.workflow.name
     current = WarmupRecipe.for_task(config.task, config.workflow.max_turns, kind,
                                     steps=config.policy.warmup_sft_steps, seed=seed)
+    current = dataclasses.replace(current, **(candidate or {}))
     first = dataclasses.replace(current, **FIRST_RECIPE)
-    return {"first": first, "current": current}
+    pair = {"first": first, "candidate" if candidate else "current": current}
+    return {label: dataclasses.replace(r, steps=max(1, round(r.steps * scale))) for label, r in pair.items()}
 
 
 def untrained_success(config_name: str, model_dir: Path, instances: int) -> dict[str, float]:
@@ -97,8 +117,13 @@ def main() -> None:
     parser.add_argument("--seeds", nargs="+", type=int, default=[0])
     parser.add_argument("--instances", type=int, default=200, help="held-out episodes per evaluation")
     parser.add_argument("--quick", action="store_true", help="skip the untrained team's evaluations")
+    parser.add_argument("--scale", type=float, default=1.0,
+                        help="run both recipes for this share of their steps (a reduced run: time ratios only)")
+    parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
+                        help="a candidate recipe instead of the current default (e.g. steps=120 lr=4e-3 pack_tokens=256)")
     parser.add_argument("--out", type=Path, default=None, help="also write the table to this file")
     args = parser.parse_args()
+    candidate = parse_sets(args.set)
     lines = [f"# benchmarks/warmup_time.py {' '.join(os.sys.argv[1:])}",
              f"# torch {torch.__version__}, {torch.get_num_threads()} thread(s), {platform.processor() or platform.machine()}, "
              f"load average {os.getloadavg()[0]:.2f} at start"]
@@ -108,15 +133,15 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="warmup-bench-") as scratch:
         for name in args.configs:
             for seed in args.seeds:
-                pair = recipes(name, seed)
+                pair = recipes(name, seed, args.scale, candidate)
                 if not printed:
-                    lines += [f"# first:   {describe(pair['first'])}", f"# current: {describe(pair['current'])}", header]
+                    lines += [f"# first:   {describe(pair['first'])}", f"# {list(pair)[1]}: {describe(list(pair.values())[1])}", header]
                     print("\n".join(lines), flush=True)
                     printed = True
                 rows = {}
                 for label, recipe in pair.items():  # one after the other: the same load for both
                     folder, row = measure(recipe, Path(scratch) / f"{name}-{seed}-{label}")
-                    row["demo_loss"] = demo_loss_of(folder, pair["current"])
+                    row["demo_loss"] = demo_loss_of(folder, pair["first"])  # the same demos for both
                     if not args.quick:
                         row.update(untrained_success(name, folder, args.instances))
                     rows[label] = row
@@ -126,8 +151,9 @@ def main() -> None:
                         text += f" {row['team']:6.1%} {row['single']:6.1%}"
                     lines.append(text)
                     print(text, flush=True)
-                ratio = (f"{name:15s} {seed:4d} current/first: wall {rows['current']['wall_s'] / rows['first']['wall_s']:.2f}x, "
-                         f"cpu {rows['current']['cpu_s'] / rows['first']['cpu_s']:.2f}x")
+                new, old = list(rows.values())[1], rows["first"]
+                ratio = (f"{name:15s} {seed:4d} {list(rows)[1]}/first: wall {new['wall_s'] / old['wall_s']:.2f}x, "
+                         f"cpu {new['cpu_s'] / old['cpu_s']:.2f}x")
                 lines.append(ratio)
                 print(ratio, flush=True)
     if args.out:

@@ -125,3 +125,19 @@ def test_the_warm_up_bar_prints_its_eta(capsys):
     quiet.update(1)
     quiet.close()
     assert capsys.readouterr().err == ""
+
+
+def test_the_benchmark_builds_the_first_recipe_and_a_candidate():
+    from benchmark_modules import load_benchmark
+
+    bench = load_benchmark("warmup_time")
+    candidate = bench.parse_sets(["steps=120", "lr=4e-3", "pack_tokens=256", "bf16=true"])
+    assert candidate == {"steps": 120, "lr": 0.004, "pack_tokens": 256, "bf16": True}
+    pair = bench.recipes("math_team", 1, scale=0.1, candidate=candidate)
+    assert list(pair) == ["first", "candidate"]
+    first, new = pair["first"], pair["candidate"]
+    assert (first.steps, first.batch_size, first.lr, first.pack_tokens, first.bf16) == (50, 64, 2e-3, 0, False)
+    assert (new.steps, new.lr, new.pack_tokens, new.bf16, new.seed) == (12, 4e-3, 256, True, 1)
+    assert first.task == new.task == (("name", "math"), ("source", "arithmetic:2,3"))
+    with pytest.raises(SystemExit, match="KEY one of"):
+        bench.parse_sets(["task=math"])

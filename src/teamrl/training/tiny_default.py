@@ -184,7 +184,7 @@ def warm_up(recipe: WarmupRecipe, force: bool = False, verbose: bool = True) -> 
     if verbose:
         task = dict(recipe.task)["name"]
         print(f"teamrl: warming up the tiny default model for task {task!r} ({recipe.steps} supervised steps on "
-              f"its scripted demos; about a minute on a laptop CPU, once: cached in {target})", flush=True)
+              f"its scripted demos; a few minutes on a laptop CPU, once: cached in {target})", flush=True)
     bar = progress_bar(recipe.steps, verbose)
 
     def log(step: int, loss: float) -> None:
