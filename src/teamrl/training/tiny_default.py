@@ -8,6 +8,7 @@ reuses it, and a changed recipe gets a new folder.
 
 from __future__ import annotations
 
+import collections
 import hashlib
 import importlib
 import inspect
@@ -15,7 +16,7 @@ import json
 import os
 import time
 from dataclasses import asdict, dataclass
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,7 @@ from tqdm import tqdm
 
 from teamrl.policies.loading import Policy
 from teamrl.policies.tiny_model import build_char_tokenizer, build_tiny_model
-from teamrl.training.sft import supervised_finetune
+from teamrl.training.sft import Demo, SFTSettings, supervised_finetune
 from teamrl.demos.plan_path import TrustedRunner
 from teamrl.workflows.registry import task_entry, task_settings
 
@@ -38,11 +39,27 @@ class WarmupRecipe:
     """The task's team workflow kind whose transcripts (with the single agent's) are demonstrated."""
     max_turns: int = 3
     steps: int = 500
+    """Supervised steps (the most, with early stopping)."""
     batch_size: int = 64
+    """Demos per step."""
     lr: float = 2e-3
+    """Peak learning rate (linear warm-up, cosine decay to 0)."""
     seed: int = 0
     hidden_size: int = 128
     num_layers: int = 4
+    warmup_steps: int = 20
+    """Linear learning-rate warm-up steps."""
+    pack_tokens: int = 0
+    """Packed rows of this many tokens, every batch mixing all prompt kinds; 0 = the first recipe's
+    layout: one demo per row, one prompt kind per batch."""
+    bf16: bool = False
+    """bf16 autocast of the forward passes."""
+    eval_every: int = 0
+    """Held-out demo loss every this many steps (0 = only at the end)."""
+    patience: int = 0
+    """Early stop after this many held-out losses without a new best (0 = off)."""
+    heldout_demos: int = 256
+    """Demos of unseen training instances scored for the held-out demo loss."""
 
     @classmethod
     def for_task(cls, task: dict[str, Any], max_turns: int, workflow: str = "team",
@@ -56,9 +73,11 @@ class WarmupRecipe:
         silently reuse an old checkpoint (the task entry's `sources` name the modules).
         """
         from teamrl.policies import tiny_model
+        from teamrl.training import packing, sft
 
         entry = task_entry(dict(self.task)["name"])
-        modules = [tiny_model] + [importlib.import_module(name) for name in entry.sources]
+        # The training code shapes the checkpoint as much as the model builder does.
+        modules = [tiny_model, sft, packing] + [importlib.import_module(name) for name in entry.sources]
         for part in (entry.workflow, entry.demos):  # a user's task may list no sources
             module = inspect.getmodule(part)
             if module is not None and module not in modules:
@@ -79,10 +98,11 @@ def recipe_dir(recipe: WarmupRecipe) -> Path:
     return cache_root() / f"tiny-default-{recipe.digest()}"
 
 
-def demo_batches(recipe: WarmupRecipe) -> Iterator[list[tuple[str, str]]]:
-    """Batches of one prompt kind each (every team agent, then the single agent), in turn.
+def _demo_streams(recipe: WarmupRecipe, seed: int) -> tuple[list[tuple[str, str]], Callable[[tuple[str, str]], Demo]]:
+    """The prompt kinds, (stream, agent), in turn order, and a function drawing the next demo of a kind.
 
-    One kind per batch keeps prompt lengths alike, so little compute goes to padding.
+    Streams are the team workflow's scripted episodes and, where the task has one, the single
+    agent's; `seed` picks their training instances.
     """
     task = dict(recipe.task)
     entry, settings = task_entry(task["name"]), task_settings(task)
@@ -94,19 +114,61 @@ def demo_batches(recipe: WarmupRecipe) -> Iterator[list[tuple[str, str]]]:
     workflows = {"team": entry.build(recipe.workflow, settings, max_turns=recipe.max_turns, runner=runner)}
     if entry.single:
         workflows["single"] = entry.build("single", settings, max_turns=recipe.max_turns, runner=runner)
-    streams = {kind: entry.demos(wf, recipe.seed + i) for i, (kind, wf) in enumerate(workflows.items())}
-    buffers: dict[tuple[str, str], list[tuple[str, str]]] = {}
-    order = [(stream, agent.name) for stream, wf in workflows.items() for agent in wf.agents]
+    streams = {kind: entry.demos(wf, seed + i) for i, (kind, wf) in enumerate(workflows.items())}
+    buffers: dict[tuple[str, str], collections.deque[Demo]] = collections.defaultdict(collections.deque)
+
+    def draw(kind: tuple[str, str]) -> Demo:
+        # An episode yields demos of every agent: keep the others' for their turn.
+        while not buffers[kind]:
+            agent, prompt, response = next(streams[kind[0]])
+            buffers[(kind[0], agent)].append((prompt, response))
+        return buffers[kind].popleft()
+
+    return [(stream, agent.name) for stream, wf in workflows.items() for agent in wf.agents], draw
+
+
+def demo_batches(recipe: WarmupRecipe) -> Iterator[list[Demo]]:
+    """Endless batches of `recipe.batch_size` demos.
+
+    Padded layout (`pack_tokens=0`): one prompt kind per batch (every team agent, then the single
+    agent, in turn), so prompt lengths are alike and little compute goes to padding. Packed layout:
+    every batch takes the kinds in turn, demo by demo, so each step sees every role.
+    """
+    kinds, draw = _demo_streams(recipe, recipe.seed)
     turn = 0
     while True:
-        wanted = order[turn % len(order)]
-        while len(buffers.get(wanted, [])) < recipe.batch_size:
-            stream = wanted[0]
-            agent, prompt, response = next(streams[stream])
-            buffers.setdefault((stream, agent), []).append((prompt, response))
-        yield buffers[wanted][: recipe.batch_size]
-        buffers[wanted] = buffers[wanted][recipe.batch_size:]
-        turn += 1
+        if recipe.pack_tokens:
+            yield [draw(kinds[(turn + j) % len(kinds)]) for j in range(recipe.batch_size)]
+            turn += recipe.batch_size
+        else:
+            yield [draw(kinds[turn % len(kinds)]) for _ in range(recipe.batch_size)]
+            turn += 1
+
+
+HELDOUT_SEED = 7_919
+"""Seed offset of the held-out demos: their training instances are far from those of any warm-up seed."""
+
+
+def heldout_demos(recipe: WarmupRecipe) -> list[Demo]:
+    """`recipe.heldout_demos` demos, the prompt kinds in equal shares, of instances no warm-up trains on."""
+    kinds, draw = _demo_streams(recipe, recipe.seed + HELDOUT_SEED)
+    return [draw(kinds[j % len(kinds)]) for j in range(recipe.heldout_demos)]
+
+
+def sft_settings(recipe: WarmupRecipe) -> SFTSettings:
+    return SFTSettings(steps=recipe.steps, lr=recipe.lr, warmup_steps=recipe.warmup_steps,
+                       pack_tokens=recipe.pack_tokens, bf16=recipe.bf16, eval_every=recipe.eval_every,
+                       patience=recipe.patience, seed=recipe.seed)
+
+
+BAR_FORMAT = "{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} steps [{elapsed} elapsed, ETA {remaining}{postfix}]"
+"""The warm-up bar: steps done, time spent and the time left (tqdm's estimate from the mean step)."""
+
+
+def progress_bar(total: int, verbose: bool) -> tqdm:
+    """The warm-up's progress bar with an ETA (on stderr; off when not verbose)."""
+    return tqdm(total=total, desc="warm-up", disable=not verbose, dynamic_ncols=True,
+                bar_format=BAR_FORMAT)
 
 
 def warm_up(recipe: WarmupRecipe, force: bool = False, verbose: bool = True) -> Path:
@@ -118,20 +180,20 @@ def warm_up(recipe: WarmupRecipe, force: bool = False, verbose: bool = True) -> 
     model = build_tiny_model(tokenizer, hidden_size=recipe.hidden_size, num_layers=recipe.num_layers,
                              seed=recipe.seed)
     policy = Policy("warmup", model, tokenizer, use_chat_template=False)
-    started = time.time()
+    started, cpu_started = time.time(), time.process_time()
     if verbose:
         task = dict(recipe.task)["name"]
         print(f"teamrl: warming up the tiny default model for task {task!r} ({recipe.steps} supervised steps on "
               f"its scripted demos; a few minutes on a laptop CPU, once: cached in {target})", flush=True)
-    bar = tqdm(total=recipe.steps, desc="warm-up", disable=not verbose, dynamic_ncols=True)
+    bar = progress_bar(recipe.steps, verbose)
 
     def log(step: int, loss: float) -> None:
         bar.update(1)
-        bar.set_postfix(loss=f"{loss:.3f}", refresh=False)
+        bar.set_postfix_str(f"loss {loss:.3f}", refresh=False)
 
     try:
-        losses = supervised_finetune(policy, demo_batches(recipe), recipe.steps, recipe.lr,
-                                     recipe.seed, log)
+        result = supervised_finetune(policy, demo_batches(recipe), sft_settings(recipe),
+                                     heldout_demos(recipe), log)
     finally:
         bar.close()
     # Write to a temporary folder and rename, so an interrupted warm-up never looks cached.
@@ -140,6 +202,8 @@ def warm_up(recipe: WarmupRecipe, force: bool = False, verbose: bool = True) -> 
     model.save_pretrained(partial)
     tokenizer.save_pretrained(partial)
     (partial / "warmup.json").write_text(json.dumps(
-        {"recipe": asdict(recipe), "final_loss": losses[-1], "seconds": time.time() - started}, indent=2))
+        {"recipe": asdict(recipe), "final_loss": result.losses[-1], "steps_done": len(result.losses),
+         "stopped_early": result.stopped_early, "heldout_loss": result.heldout,
+         "seconds": time.time() - started, "cpu_seconds": time.process_time() - cpu_started}, indent=2))
     partial.rename(target)
     return target
