@@ -206,7 +206,9 @@ class AlgorithmConfig:
     trajectory_credit: str = "team"
     """grouping trajectory only. team: every agent's return is the episode's summed reward (one shared
     outcome); per_agent: each agent's own committed rewards plus the episode's success (0/1), grouped
-    per (instance, agent) (the per-agent-rewards mitigation against echo chambers)."""
+    per (instance, agent) (the per-agent-rewards mitigation against echo chambers); own: each agent's own
+    committed rewards only, grouped per (instance, agent): the per-turn rewards tree grouping uses, so a
+    tree-vs-trajectory comparison differs in the grouping alone."""
 
 
 @dataclass

@@ -42,10 +42,11 @@ ROWS: dict[str, Row] = {row.key: row for row in (
     Row("per_role", "train", "AT-GRPO per-role", ("regime=per_role",)),
     Row("swapped", "swap", "per-role, policies swapped"),
     Row("alone", "alone", "roles trained alone, evaluated together"),
-    # Trajectory grouping with per-agent returns: one group per (instance, agent) over K full episodes.
-    # With one answer per agent per episode it samples as many responses as tree grouping at the same k.
-    Row("trajectory", "train", "trajectory grouping (per-agent credit)",
-        ("algorithm.grouping=trajectory", "algorithm.trajectory_credit=per_agent")),
+    # Trajectory grouping with each agent's own per-turn rewards (the ones tree grouping uses): one group
+    # per (instance, agent) over K full episodes. With one answer per agent per episode it samples as many
+    # responses as tree grouping at the same k (2 K per instance), so only the grouping differs.
+    Row("trajectory", "train", "trajectory grouping (same rewards, same tokens)",
+        ("algorithm.grouping=trajectory", "algorithm.trajectory_credit=own")),
 )}
 
 COMPARISONS: tuple[tuple[str, str, str], ...] = (
