@@ -2,8 +2,8 @@
 
 import pytest
 
-from teamrl.demos.split_calc import composition, left_to_right
-from teamrl.tasks.split_calc import OPERATIONS, SplitCalcConfig, evaluate_formula, gold_value, parse_integer
+from teamrl.demos.split_calc import composition, substitute
+from teamrl.tasks.split_calc import OPERATIONS, SplitCalcConfig, answer_value, evaluate_formula, gold_value
 from teamrl.workflows.split_calc_team import SplitCalcWorkflow
 
 CONFIG = SplitCalcConfig()
@@ -24,9 +24,10 @@ def test_team_terms_need_both_roles():
     _, x, y = state.item
     analyst = wf.apply("analyst", state, "2*(x+y)")
     assert analyst.terms == {"team": 1.0, "local": CONFIG.agreement_coef, "format": 0.0}
-    calc = wf.apply("calculator", state, str(2 * (x + y)))
+    calc = wf.apply("calculator", state, f"2*({x}+{y})")  # arithmetic on the operands: the verifier computes it
     assert calc.terms == {"team": 1.0, "local": CONFIG.faithful_coef, "format": 0.0}
     assert wf.success(state)
+    assert wf.apply("calculator", wf.new_state("heldout", 0), str(2 * (x + y))).terms["format"] == 0.0
     # The calculator never sees the operation's name, the analyst never the operands.
     assert "twice" not in wf.render("calculator", state) and f"x={x}" not in wf.render("analyst", state)
 
@@ -57,7 +58,8 @@ def test_degenerate_formulas_score_nothing(answer):
     assert out.team == 0.0 and out.local <= 0.0
 
 
-@pytest.mark.parametrize("answer", ["", "12 13 14", "1,2,3", "7777777", "x", "the answer is 7", "--3"])
+@pytest.mark.parametrize("answer", ["", "12 13 14", "1,2,3", "7777777", "x", "x*y", "the answer is 7", "--3",
+                                    "1+2+3+4+5+6+7+8+9+10+11+12+13"])
 def test_degenerate_values_score_nothing(answer):
     wf, state = state_for("product")
     wf.apply("analyst", state, "x*y")
@@ -71,9 +73,10 @@ def test_formula_evaluator_by_hand():
     assert evaluate_formula("3*x+y", 2, 3) == 9
     assert evaluate_formula("x+(y", 1, 1) is None
     assert evaluate_formula("x+y)", 1, 1) is None
-    assert parse_integer("-12") == -12 and parse_integer("1.5") is None
+    assert answer_value("-12") == -12 and answer_value("1.5") is None and answer_value("--3") is None
+    assert answer_value("2*(7+3)") == 20 and answer_value("2*7+3") == 17 and answer_value("x") is None
     assert gold_value(("square minus y", 4, 3)) == 13
-    assert left_to_right("x+y*y", 1, 2) == 6  # (1 + 2) * 2, the precedence error the demos make
+    assert substitute("2*(x+y)", 7, 3) == "2*(7+3)"
 
 
 def test_every_operation_formula_parses():

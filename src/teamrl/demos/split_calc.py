@@ -6,10 +6,10 @@ systematically wrong. `composition` counts what the scripts did, for the study's
 
 analyst:    the operation's formula (50%), another operation's formula (20%), x and y swapped
             (15%), one operator changed (15%).
-calculator: the value of the given formula (50%), off by one (15%), off by ten (10%), evaluated
-            left to right ignoring precedence (10%; off by two where that changes nothing),
-            a random number (15%).
-solo:       the analyst's choice of a formula, then the calculator's choice of a value for it.
+calculator: the given formula with the operands put in (50%, e.g. `2*(7+3)`), with x and y
+            exchanged (15%), with one operand off by one (15%), with the parentheses dropped or, in a
+            formula without any, one operator changed (10%), a random number (10%).
+solo:       the analyst's choice of a formula, then the calculator's choice of an answer for it.
 """
 
 from __future__ import annotations
@@ -34,10 +34,10 @@ class CalcSkill:
     formula_swapped: float = 0.15
     formula_operator: float = 0.15
     value_correct: float = 0.5
+    value_swapped: float = 0.15
     value_off_by_one: float = 0.15
-    value_off_by_ten: float = 0.1
-    value_left_to_right: float = 0.1
-    value_random: float = 0.15
+    value_precedence: float = 0.1
+    value_random: float = 0.1
 
     def __post_init__(self) -> None:
         check_probabilities(self)
@@ -69,35 +69,31 @@ def write_formula(operation: str, rng: random.Random, skill: CalcSkill) -> tuple
     return "correct", gold
 
 
-def left_to_right(formula: str, x: int, y: int) -> int | None:
-    """The formula's value with every operator applied left to right (the precedence error)."""
-    flat = formula.replace("(", "").replace(")", "")
-    tokens = [str({"x": x, "y": y}.get(ch, ch)) for ch in flat]
-    value, op, number = None, "+", ""
-    for token in tokens + ["+"]:
-        if token.isdigit():
-            number += token
-            continue
-        value = int(number) if value is None else {"+": value + int(number), "-": value - int(number),
-                                                    "*": value * int(number)}[op]
-        op, number = token, ""
-    return value
+def substitute(formula: str, x: int, y: int) -> str:
+    """The formula with the operands' digits in place of x and y."""
+    return "".join(str(x) if ch == "x" else str(y) if ch == "y" else ch for ch in formula)
 
 
 def write_value(formula: str | None, x: int, y: int, rng: random.Random, skill: CalcSkill) -> tuple[str, str]:
-    """(behaviour kind, answer) for the value of `formula` at (x, y) (None: no usable formula)."""
-    value = evaluate_formula(formula or "", x, y)
-    kind = "random" if value is None else _pick(skill.shares("value_"), rng)
+    """(behaviour kind, answer) for the value of `formula` at (x, y) (None or unparsable: a random number)."""
+    usable = formula is not None and evaluate_formula(formula, x, y) is not None
+    kind = _pick(skill.shares("value_"), rng) if usable else "random"
+    if kind == "swapped":
+        return kind, substitute(formula, y, x)
     if kind == "off_by_one":
-        return kind, str(value + rng.choice((-1, 1)))
-    if kind == "off_by_ten":
-        return kind, str(value + rng.choice((-10, 10)))
-    if kind == "left_to_right":
-        flat = left_to_right(formula, x, y)
-        return kind, str(flat if flat != value else value + rng.choice((-2, 2)))
+        step = rng.choice((-1, 1))
+        return (kind, substitute(formula, max(x + step, 0), y) if rng.random() < 0.5
+                else substitute(formula, x, max(y + step, 0)))
+    if kind == "precedence":
+        if "(" in formula:
+            return "dropped_parens", substitute(formula.replace("(", "").replace(")", ""), x, y)
+        spots = [i for i, ch in enumerate(formula) if ch in "+-*"]
+        i = rng.choice(spots)
+        changed = formula[:i] + rng.choice([op for op in "+-*" if op != formula[i]]) + formula[i + 1:]
+        return "operator", substitute(changed, x, y)
     if kind == "random":
         return kind, str(rng.randint(0, 2 * x * y + x + y))
-    return "correct", str(value)
+    return "correct", substitute(formula, x, y)
 
 
 def respond(agent: str, state: SplitCalcState, rng: random.Random, skill: CalcSkill,

@@ -2,16 +2,18 @@
 
 The *analyst* sees the operation in words ("twice sum") and must write it as a formula in x and y
 (`2*(x+y)`); the *calculator* sees the operands (x=7 y=3) and the analyst's formula, and must answer
-the value. Neither can answer alone: the analyst never sees the numbers, the calculator never sees
-the words. The single-agent baseline sees both and answers the value directly.
+the value, as a number or as arithmetic on numbers (`2*(7+3)`: the verifier computes it, as a tool
+would; a character-level model cannot multiply in its head, a real LLM may answer `20`). Neither can
+answer alone: the analyst never sees the numbers, the calculator never sees the words. The
+single-agent baseline sees both and answers the value (number or arithmetic) directly.
 
 Instances are (operation, x, y) triples with 1 <= x, y <= max_operand, split into train / validation
 / test by content (`teamrl.tasks.content_splits`): a held-out triple never appears in training.
 
 Verifiers are strict (an adversary's target): a formula is one arithmetic expression over x, y,
 digits, + - * and parentheses, evaluated by the small parser below (never `eval`); an answer is one
-integer. Several formulas or numbers, words, or an empty answer are malformed: no credit, and the
-format penalty.
+such expression without x and y. Several formulas or numbers, words, or an empty answer are
+malformed: no credit, and the format penalty.
 """
 
 from __future__ import annotations
@@ -38,7 +40,6 @@ OPERATIONS: dict[str, str] = {
 Instance = tuple[str, int, int]  # (operation name, x, y)
 
 _TOKEN_RE = re.compile(r"\s*(\d+|[xy+\-*()])")
-_INTEGER_RE = re.compile(r"-?\d{1,5}")
 MAX_FORMULA_CHARS = 24
 
 
@@ -69,12 +70,27 @@ class SplitCalcConfig:
 
 
 def evaluate_formula(text: str, x: int, y: int) -> int | None:
-    """The value of a formula over x, y, integers, + - * and parentheses (usual precedence), or None
-    when `text` is not exactly one such expression (or is longer than 24 characters).
+    """The value of a formula over x, y, integers (up to 3 digits), + - * and parentheses (usual
+    precedence, a leading minus on an operand), or None when `text` is not exactly one such expression
+    or is longer than 24 characters.
 
     >>> evaluate_formula("2*(x+y)", 3, 4), evaluate_formula("x*y+x", 2, 5), evaluate_formula("x+y,x*y", 1, 1)
     (14, 12, None)
     """
+    return _evaluate(text, {"x": x, "y": y})
+
+
+def answer_value(text: str) -> int | None:
+    """The value of an answer: one integer or one arithmetic expression on integers (no x, y), else None.
+
+    >>> answer_value(" 20 "), answer_value("2*(7+3)"), answer_value("-3"), answer_value("20 21"), answer_value("x+1")
+    (20, 20, -3, None, None)
+    """
+    return _evaluate(text.strip(), {})
+
+
+def _evaluate(text: str, values: dict[str, int]) -> int | None:
+    text = text.strip()
     if not text or len(text) > MAX_FORMULA_CHARS:
         return None
     tokens, position = [], 0
@@ -84,12 +100,9 @@ def evaluate_formula(text: str, x: int, y: int) -> int | None:
             return None
         tokens.append(match.group(1))
         position = match.end()
-        if position < len(text) and text[position:].strip() == "":
-            break
-    values = {"x": x, "y": y}
     try:
         value, rest = _sum(tokens, values)
-    except IndexError:
+    except IndexError:  # an operator with its operand missing
         return None
     return value if value is not None and not rest else None
 
@@ -114,8 +127,11 @@ def _product(tokens: list[str], values: dict[str, int]) -> tuple[int | None, lis
     return value, tokens
 
 
-def _atom(tokens: list[str], values: dict[str, int]) -> tuple[int | None, list[str]]:
+def _atom(tokens: list[str], values: dict[str, int], signed: bool = True) -> tuple[int | None, list[str]]:
     head = tokens[0]  # IndexError on a missing operand: the caller turns it into None
+    if head == "-" and signed:  # one leading minus ("-3"); "--3" is refused
+        value, rest = _atom(tokens[1:], values, signed=False)
+        return (None if value is None else -value), rest
     if head == "(":
         value, rest = _sum(tokens[1:], values)
         if value is None or not rest or rest[0] != ")":
@@ -126,16 +142,6 @@ def _atom(tokens: list[str], values: dict[str, int]) -> tuple[int | None, list[s
     if head.isdigit() and len(head) <= 3:
         return int(head), tokens[1:]
     return None, tokens
-
-
-def parse_integer(text: str) -> int | None:
-    """The one integer an answer is ('42', '-3'), or None (empty, several numbers, words, > 5 digits).
-
-    >>> parse_integer(" 42 "), parse_integer("42 43"), parse_integer("x=4")
-    (42, None, None)
-    """
-    text = text.strip()
-    return int(text) if _INTEGER_RE.fullmatch(text) else None
 
 
 def gold_value(item: Instance) -> int:
@@ -183,8 +189,9 @@ def analyst_terms(config: SplitCalcConfig, item: Instance, formula: str) -> dict
 
 def calculator_terms(config: SplitCalcConfig, item: Instance, formula: str | None, answer: int | None
                      ) -> dict[str, float]:
-    """team: 1 when the answer is the instance's value; local: the faithful bonus when it is the value of
-    the formula given (if that parses); format: the penalty for a malformed answer."""
+    """`answer`: the answer's value (`answer_value`). team: 1 when it is the instance's value; local: the
+    faithful bonus when it is the value of the formula given (if that parses); format: the penalty for a
+    malformed answer."""
     if answer is None:
         return {"team": 0.0, "local": 0.0, "format": -config.format_penalty}
     _, x, y = item

@@ -1,7 +1,7 @@
 """Split-Calc's team (analyst -> calculator, one answer each) and its single-agent baseline.
 
 analyst:    sees the operation's name and answers a formula in x and y, e.g. `2*(x+y)`.
-calculator: sees the operands and the analyst's formula and answers the value, e.g. `20`.
+calculator: sees the operands and the analyst's formula and answers the value, e.g. `2*(7+3)` or `20`.
 single:     one agent sees the operation's name and the operands and answers the value.
 
 Each candidate is scored when it is made (AT-GRPO's per-turn rewards): the analyst's team term is
@@ -15,11 +15,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from teamrl.tasks.split_calc import (Instance, SplitCalcConfig, analyst_terms, calculator_terms, instance,
-                                     parse_integer)
-from teamrl.workflows.base import Agent
+from teamrl.tasks.split_calc import (Instance, SplitCalcConfig, analyst_terms, answer_value, calculator_terms,
+                                     instance)
+from teamrl.workflows.base import Agent, Outcome
 from teamrl.workflows.split_nav_team import outcome
-from teamrl.workflows.base import Outcome
 
 
 @dataclass
@@ -67,7 +66,7 @@ class SplitCalcWorkflow:
         if agent == "analyst":
             state.formula = " ".join(response.split())[:24]  # what the calculator reads, right or wrong
             return outcome(analyst_terms(self.task, state.item, response))
-        answer = parse_integer(response)
+        answer = answer_value(response)
         terms = calculator_terms(self.task, state.item, state.formula, answer)
         if agent == "solo":
             terms["local"] = 0.0  # no formula was given: the faithful bonus does not apply
