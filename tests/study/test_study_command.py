@@ -55,3 +55,18 @@ def test_markdown_table_from_a_results_file():
     assert "| team (untrained) | 30.0% ± 14.1 [-97.1, 157.1] | 2 |" in text
     # shared - team: +0.3 and +0.1 -> mean +20 points, std 14.1, same half-width
     assert "| AT-GRPO shared vs untrained team | shared - team | +20.0 pts [-107.1, +147.1]; 2 wins" in text
+
+
+def test_a_study_folder_continues_and_refuses_another_protocol(tiny_cache, capsys):
+    out = tiny_cache / "study"
+    args = ["study", "split_nav", "--quick", "--instances", "2", "--out", str(out), "policy.warmup_sft_steps=2",
+            "train.steps=1", "train.batch_size=2", "algorithm.k=2", "train.eval_every=1"]
+    assert main([*args, "--rows", "team"]) == 0
+    first = json.loads((out / "results.json").read_text())
+    assert main([*args, "--rows", "team", "single"]) == 0  # team is kept, single is added
+    second = json.loads((out / "results.json").read_text())
+    assert second["results"][0] == first["results"][0]
+    assert [r["row"] for r in second["results"]] == ["team", "single"]
+    capsys.readouterr()
+    assert main([*args[:4], "3", *args[5:], "--rows", "team"]) == 2  # --instances 3: another protocol
+    assert "continue it with the same study, overrides and protocol" in capsys.readouterr().err

@@ -15,11 +15,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from teamrl.config import RunConfig, load_config
+from teamrl.config import ConfigError, RunConfig, load_config
 from teamrl.policies.loading import Policy
 from teamrl.rollout.agent_params import agent_sampling
 from teamrl.study.protocol import Protocol, mean_pass_at_k
-from teamrl.study.rows import FROZEN_LR, Row, Study
+from teamrl.study.rows import FROZEN_LR, ROWS, Row, Study
 from teamrl.training.build import build_policies, build_workflow, policies_from_checkpoint
 from teamrl.training.evaluate import evaluate
 from teamrl.training.loop import train
@@ -172,19 +172,49 @@ class SeedRun:
 
 def run_study(study: Study, protocol: Protocol, rows: list[Row], out: Path, overrides: list[str],
               log: Log = print, verbose: bool = False) -> Path:
-    """Every row over every seed; writes OUT/results.json after each row (a stopped study keeps its rows)."""
+    """Every row over every seed; writes OUT/results.json after each row.
+
+    A results.json already in OUT (same study and overrides) is continued: its (row, seed) results are
+    kept and not rerun, so a stopped study resumes and a long table can be run a few rows per command.
+    """
     out.mkdir(parents=True, exist_ok=True)
-    results: dict[str, Any] = {"study": study.name, "config": str(study.config), "overrides": overrides,
-                               "protocol": {k: list(v) if isinstance(v, tuple) else v
-                                            for k, v in vars(protocol).items()},
-                               "rows": [row.key for row in rows], "labels": {r.key: r.label for r in rows},
-                               "results": [], "started": time.time()}
     target = out / "results.json"
+    results = _previous(target, study, protocol, overrides) or {
+        "study": study.name, "config": str(study.config), "overrides": overrides,
+        "protocol": {k: list(v) if isinstance(v, tuple) else v for k, v in vars(protocol).items()},
+        "rows": [], "labels": {}, "results": [], "seconds": 0.0}
+    wanted = set(results["rows"]) | {row.key for row in rows}
+    results["rows"] = [key for key in ROWS if key in wanted]  # table order, whatever order rows were run in
+    results["labels"].update({row.key: row.label for row in rows})
+    results["protocol"]["seeds"] = sorted(set(results["protocol"]["seeds"]) | set(protocol.seeds))
+    done = {(r["row"], r["seed"]) for r in results["results"]}
     for seed in protocol.seeds:
+        todo = [row for row in rows if (row.key, seed) not in done]
+        if not todo:
+            continue
+        started = time.time()
         seed_run = SeedRun(study, protocol, seed, out, overrides, log, verbose)
-        for row in rows:
-            results["results"].append(seed_run.run(row))
-            results["seconds"] = time.time() - results["started"]
+        results.setdefault("warmup_seconds", {})[str(seed)] = time.time() - started
+        seed_run.trained.update({r["row"]: Path(r["run_dir"]) for r in results["results"]
+                                 if r["seed"] == seed and r.get("run_dir")})
+        for row in todo:
+            record = seed_run.run(row)
+            results["results"].append(record)
+            results["seconds"] += record["seconds"]
             target.write_text(json.dumps(results, indent=2))
     return target
 
+
+def _previous(target: Path, study: Study, protocol: Protocol, overrides: list[str]) -> dict[str, Any] | None:
+    """The results of an earlier run of this study into the same folder (None if there is none); a folder
+    of another study, other overrides or another protocol (seeds aside) is refused."""
+    if not target.is_file():
+        return None
+    previous = json.loads(target.read_text())
+    settings = {k: v for k, v in vars(protocol).items() if k != "seeds"}
+    earlier = {k: v for k, v in previous.get("protocol", {}).items() if k != "seeds"}
+    if previous.get("study") != study.name or previous.get("overrides") != overrides or earlier != settings:
+        raise ConfigError(f"{target} holds study {previous.get('study')!r} with overrides {previous.get('overrides')} "
+                          f"and protocol {earlier}; continue it with the same study, overrides and protocol "
+                          f"(now {study.name!r}, {overrides}, {settings}), or use another --out folder")
+    return previous

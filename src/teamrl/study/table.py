@@ -82,7 +82,9 @@ def markdown(results: dict[str, Any]) -> str:
     if base:
         lines += ["", "Untrained base on the validation split:", "",
                   "| row | seed | pass@1 | pass@k | greedy |", "|---|---|---|---|---|", *base]
-    lines += ["", f"Wall time: {results.get('seconds', 0.0):.0f} s."]
+    warmups = sum(results.get("warmup_seconds", {}).values())
+    lines += ["", f"Wall time: {results.get('seconds', 0.0):.0f} s in the rows, {warmups:.0f} s in warm-ups "
+                  "(0 when cached)."]
     return "\n".join(lines) + "\n"
 
 
