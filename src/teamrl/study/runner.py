@@ -148,7 +148,7 @@ class SeedRun:
 
     def _swap(self, row: Row) -> dict[str, Any]:
         if "per_role" not in self.trained:
-            raise ValueError("the swapped row needs the per_role row of the same seed (run it first)")
+            raise ConfigError("the swapped row needs the per_role row of the same seed: add per_role to --rows")
         roles = self._roles()
         swapped = dict(zip(roles, roles[1:] + roles[:1]))  # each role gets the next role's trained policy
         extra = tuple(f"policies.{r}={{}}" for r in roles) + tuple(f"roles.{r}={p}" for r, p in swapped.items())
