@@ -97,7 +97,9 @@ class SeedRun:
         self.study, self.protocol, self.seed, self.out, self.overrides, self.log = (
             study, protocol, seed, out, overrides, log)
         self.verbose = verbose
+        log(f"seed {seed}: warm-up seed {protocol.warmup_seed(seed)} (cached after the first time)")
         self.model_path = warm_base(self.config(Row("team", "eval", "")), protocol.warmup_seed(seed), verbose)
+        log(f"seed {seed}: base model {self.model_path}")
         self.trained: dict[str, Path] = {}
 
     def config(self, row: Row, extra: tuple[str, ...] = (), split: str = "validation", name: str = "") -> RunConfig:
