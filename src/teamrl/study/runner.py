@@ -134,6 +134,10 @@ class SeedRun:
 
     def _train_one(self, row: Row, extra: tuple[str, ...] = (), name: str = "") -> tuple[RunConfig, Path]:
         config = self.config(row, extra, name=name)
+        stale = Path(config.output_dir) / config.run_name
+        if stale.is_dir():
+            # A run of a row that results.json does not hold: the study stopped during it. Keep it, aside.
+            stale.rename(stale.with_name(f"{stale.name}.stopped-{int(time.time())}"))
         run_dir = train(config, model_path=self.model_path, progress=self.verbose)
         return config, run_dir
 
