@@ -200,7 +200,8 @@ def run_study(study: Study, protocol: Protocol, rows: list[Row], out: Path, over
             continue
         started = time.time()
         seed_run = SeedRun(study, protocol, seed, out, overrides, log, verbose)
-        results.setdefault("warmup_seconds", {})[str(seed)] = time.time() - started
+        spent = results.setdefault("warmup_seconds", {})
+        spent[str(seed)] = max(spent.get(str(seed), 0.0), time.time() - started)  # a cached one costs ~0 s
         seed_run.trained.update({r["row"]: Path(r["run_dir"]) for r in results["results"]
                                  if r["seed"] == seed and r.get("run_dir")})
         for row in todo:
