@@ -1,4 +1,4 @@
-"""`teamrl` command line: quickstart, warmup, train, eval, export, report, alerts."""
+"""`teamrl` command line: quickstart, warmup, train, eval, export, report, alerts, study."""
 
 from __future__ import annotations
 
@@ -108,6 +108,14 @@ def cmd_alerts(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_study(args: argparse.Namespace) -> int:
+    from teamrl.study.command import run_command
+
+    page = run_command(args.name, args.quick, args.seeds, args.rows, args.out, args.overrides, args.instances)
+    print(f"study written: {page} (table: {page.parent / 'table.md'}, results: {page.parent / 'results.json'})")
+    return 0
+
+
 def _positive(text: str) -> int:
     try:
         value = int(text)
@@ -174,6 +182,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run_dir", metavar="RUN_DIR", help="a run directory written by train")
     p.add_argument("overrides", nargs="*", help="dotted overrides, e.g. diagnostics.window=1 diagnostics.echo_cosine=0.7")
     p.set_defaults(func=cmd_alerts)
+    p = sub.add_parser("study", help="run a named study's table (rows x seeds; docs/study/index.md)")
+    from teamrl.study.rows import ROWS, STUDIES
+
+    p.add_argument("name", choices=sorted(STUDIES), help="the study (its task's config and rows)")
+    p.add_argument("overrides", nargs="*", help="dotted overrides for every run, e.g. train.steps=20")
+    p.add_argument("--quick", action="store_true", help="one seed and a short budget: a smoke run of the table")
+    p.add_argument("--seeds", type=int, nargs="+", metavar="S", help="run seeds (default: 0 1 2; --quick: 0)")
+    p.add_argument("--rows", nargs="+", choices=list(ROWS), metavar="ROW",
+                   help=f"a subset of the rows (default: all): {', '.join(ROWS)}")
+    p.add_argument("--instances", type=_positive, metavar="N",
+                   help="validation and test instances per evaluation (default: 100; --quick: 24)")
+    p.add_argument("--out", metavar="DIR", help="output folder (default: runs/study-NAME[-quick])")
+    p.set_defaults(func=cmd_study)
     return parser
 
 

@@ -75,8 +75,8 @@ class RunConfig:
         check(self.algorithm.objective != "rft" or self.algorithm.grouping == "trajectory", "algorithm.objective",
               self.algorithm.objective, "grpo with tree grouping (rft imitates whole successful episodes: set "
               "algorithm.grouping=trajectory)")
-        check(self.algorithm.trajectory_credit in ("team", "per_agent"), "algorithm.trajectory_credit",
-              self.algorithm.trajectory_credit, "team or per_agent")
+        check(self.algorithm.trajectory_credit in ("team", "per_agent", "own"), "algorithm.trajectory_credit",
+              self.algorithm.trajectory_credit, "team, per_agent or own")
         check(self.algorithm.k >= 2, "algorithm.k", self.algorithm.k, ">= 2 (a group needs two samples)")
         check(self.algorithm.commit in ("greedy", "sample"), "algorithm.commit", self.algorithm.commit,
               "greedy or sample")

@@ -243,15 +243,17 @@ class AlgorithmConfig:
     trajectory_credit: str = "team"
     """grouping trajectory only. team: every agent's return is the episode's summed reward (one shared
     outcome); per_agent: each agent's own committed rewards plus the episode's success (0/1), grouped
-    per (instance, agent) (the per-agent-rewards mitigation against echo chambers)."""
+    per (instance, agent) (the per-agent-rewards mitigation against echo chambers); own: each agent's own
+    committed rewards only, grouped per (instance, agent): the per-turn rewards tree grouping uses, so a
+    tree-vs-trajectory comparison differs in the grouping alone."""
     micro_batch_tokens: int = 0
     """Split each minibatch into micro-batches of at most this many real tokens (each prompt once plus its
     responses), backpropagated one at a time with gradients accumulated to the minibatch's: bounds activation
     memory, same gradient (0 = no limit; a prompt with a response longer than the budget runs alone)."""
     length_buckets: bool = True
     """Lay each minibatch out by length (prompts by prompt length, responses by response length) so that
-    forward passes compute little padding; false: one forward per part, padded to its longest sequence. Off under trainer.shard: fsdp, whose
-    workers must run the same forwards."""
+    forward passes compute little padding; false: one forward per part, padded to its longest sequence.
+    Off under trainer.shard: fsdp, whose workers must run the same forwards."""
     bucket_call_tokens: int = 64
     """Padded positions one more forward call is worth when cutting into length buckets (lower: more,
     tighter buckets; suits big models, where a position costs more than a call's fixed overhead)."""

@@ -16,7 +16,7 @@ def assign_advantages(samples: list[Sample], episodes: list[Episode], algo: Algo
     trajectory: one group per instance, the reward of every sample is its episode's return
     (sum of committed rewards over agents), normalised across the K episodes of the instance;
     with `trajectory_credit: per_agent`, one group per (instance, agent) and each agent's return
-    is its own committed rewards plus the episode's success.
+    is its own committed rewards plus the episode's success (`own`: without the success).
     With `agentwise_norm`, the centred rewards are divided by each agent's reward std over the batch
     instead of each group's (tree, and trajectory with per_agent credit).
     """
@@ -31,9 +31,11 @@ def assign_advantages(samples: list[Sample], episodes: list[Episode], algo: Algo
         for s, a in zip(samples, adv.tolist()):
             s.advantage = a
         return metrics
-    if algo.grouping == "trajectory" and algo.trajectory_credit == "per_agent":
+    if algo.grouping == "trajectory" and algo.trajectory_credit in ("per_agent", "own"):
         keys = list(dict.fromkeys((s.episode, s.agent) for s in samples))
-        returns = torch.tensor([episodes[e].rewards_by_agent.get(a, 0.0) + float(episodes[e].success)
+        # own: the committed per-turn rewards alone, as tree grouping scores them (only the grouping differs)
+        bonus = 1.0 if algo.trajectory_credit == "per_agent" else 0.0
+        returns = torch.tensor([episodes[e].rewards_by_agent.get(a, 0.0) + bonus * float(episodes[e].success)
                                 for e, a in keys], dtype=torch.float64)
         adv, metrics = _normalize(returns, group_ids([(episodes[e].instance, a) for e, a in keys]),
                                   [a for _, a in keys], algo)

@@ -32,6 +32,11 @@ from teamrl.workflows.sokoban_team import SokobanWorkflow
 from teamrl.workflows.sudoku_team import SudokuWorkflow
 from teamrl.workflows.study import STUDY_SOURCES, STUDY_WORKFLOWS
 from teamrl.demos.study import with_study_demos
+from teamrl.demos import split_calc as split_calc_demos, split_nav as split_nav_demos
+from teamrl.tasks.split_calc import SplitCalcConfig
+from teamrl.tasks.split_nav import SplitNavConfig
+from teamrl.workflows.split_calc_team import SplitCalcWorkflow
+from teamrl.workflows.split_nav_team import SplitNavWorkflow
 
 Demos = Callable[[Workflow, int], Iterator[tuple[str, str, str]]]
 
@@ -97,6 +102,15 @@ TASKS: dict[str, TaskEntry] = {
                  "teamrl.workflows.code_parsing", "teamrl.workflows.code_sources",
                  "teamrl.tasks.code_procedural") + STUDY_SOURCES,
         workflows=dict(STUDY_WORKFLOWS)),
+    # The study's tasks (docs/study/index.md): each role sees half of the state; broad scripted priors.
+    "split_nav": TaskEntry(
+        SplitNavConfig, SplitNavWorkflow, split_nav_demos.demonstrations,
+        sources=("teamrl.demos.split_nav", "teamrl.demos.driver", "teamrl.workflows.split_nav_team",
+                 "teamrl.tasks.split_nav", "teamrl.tasks.content_splits", "teamrl.tasks.plan_path")),
+    "split_calc": TaskEntry(
+        SplitCalcConfig, SplitCalcWorkflow, split_calc_demos.demonstrations,
+        sources=("teamrl.demos.split_calc", "teamrl.demos.driver", "teamrl.workflows.split_calc_team",
+                 "teamrl.workflows.split_nav_team", "teamrl.tasks.split_calc", "teamrl.tasks.content_splits")),
 }
 
 

@@ -1,0 +1,50 @@
+"""The study tasks' priors: the scripted demos' composition and the warmed-up base's pass@1 / pass@K / greedy.
+
+Run: TEAMRL_CACHE=.cache python benchmarks/study_base_rates.py split_calc [--warmup-seed 100] [--instances 100]
+Prints (and with --out writes as JSON) what the warm-up imitates (each scripted behaviour's share,
+counted from the scripts) and how the warmed-up base does on the validation split: pass@1 and
+pass@K (K = algorithm.k episodes per instance at temperature 1) and greedy, team and single agent.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from teamrl.config import load_config
+from teamrl.demos import split_calc as calc_demos, split_nav as nav_demos
+from teamrl.study.protocol import Protocol
+from teamrl.study.rows import Row, study
+from teamrl.study.runner import base_rates, row_config, warm_base
+from teamrl.training.build import build_workflow
+
+COMPOSITION = {"split_calc": calc_demos.composition, "split_nav": nav_demos.composition}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("study", choices=sorted(COMPOSITION))
+    parser.add_argument("--warmup-seed", type=int, default=100)
+    parser.add_argument("--instances", type=int, default=100)
+    parser.add_argument("--out", default="")
+    parser.add_argument("overrides", nargs="*", help="config overrides, e.g. policy.warmup_sft_steps=800")
+    args = parser.parse_args()
+    chosen = study(args.study)
+    protocol = Protocol(seeds=(0,), validation_instances=args.instances)
+    report: dict[str, object] = {"study": args.study, "overrides": args.overrides, "warmup_seed": args.warmup_seed}
+    for kind in ("team", "single"):
+        extra = ("workflow.name=single",) if kind == "single" else ()
+        config = row_config(chosen, protocol, extra, 0, Path("runs/base-rates"), "base", args.overrides)
+        report[f"composition/{kind}"] = COMPOSITION[args.study](build_workflow(config), episodes=2000)
+        model = warm_base(config, args.warmup_seed, verbose=True)
+        greedy = load_config(chosen.config, [*args.overrides, *extra, "rollout.eval_temperature=0.0",
+                                             f"train.eval_instances={args.instances}"])
+        report[f"base/{kind}"] = base_rates(config, greedy, model, args.instances, config.algorithm.k, 0)
+        print(json.dumps({k: v for k, v in report.items() if k.endswith(kind)}, indent=1), flush=True)
+    if args.out:
+        Path(args.out).write_text(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()

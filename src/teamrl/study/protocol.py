@@ -1,0 +1,131 @@
+"""The study's protocol and its statistics, as pure functions.
+
+Protocol: each seed has its own warm-up seed (a fresh warmed-up base per seed, so seeds differ in
+their starting point, not only in sampling); the best checkpoint of a run is chosen on the
+validation split and only the test split is reported; every cell gives the mean over seeds, the
+sample standard deviation and a 95% t-interval; rows that share a seed's warm-up are compared
+pairwise (per-seed differences), which removes the warm-up's share of the variance.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from statistics import mean, stdev
+
+# Two-sided 95% critical values of Student's t by degrees of freedom (1..30); past 30 the normal's
+# 1.96 is within 2% of the t value.
+T_975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
+         2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048,
+         2.045, 2.042)
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """How a study is run: seeds, splits' sizes, samples per instance."""
+
+    seeds: tuple[int, ...] = (0, 1, 2)
+    """Run seeds; seed s warms up its own base with warm-up seed `warmup_seed_offset + s`."""
+    warmup_seed_offset: int = 100
+    """Added to a run seed to give its warm-up seed (so no seed reuses the default warm-up)."""
+    validation_instances: int = 100
+    """Validation instances per evaluation during training (the best checkpoint is picked on them)."""
+    test_instances: int = 100
+    """Test instances the best checkpoint is reported on (never seen when picking it)."""
+    test_samples: int = 1
+    """Sampled episodes per test instance (temperature 1); > 1 also gives pass@k."""
+
+    def __post_init__(self) -> None:
+        if len(self.seeds) < 1 or len(set(self.seeds)) != len(self.seeds):
+            raise ValueError(f"study seeds must be distinct and at least one, got {self.seeds}")
+        for name in ("validation_instances", "test_instances", "test_samples"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"study {name} must be >= 1, got {getattr(self, name)}")
+
+    def warmup_seed(self, seed: int) -> int:
+        return self.warmup_seed_offset + seed
+
+
+def t_critical(df: int) -> float:
+    """The two-sided 95% critical value of Student's t with `df` degrees of freedom."""
+    if df < 1:
+        raise ValueError(f"degrees of freedom must be >= 1, got {df}")
+    return T_975[df - 1] if df <= len(T_975) else 1.96
+
+
+@dataclass(frozen=True)
+class Summary:
+    """One cell: mean over seeds, sample standard deviation and the 95% t-interval (None with one seed)."""
+
+    n: int
+    mean: float
+    std: float | None
+    low: float | None
+    high: float | None
+
+    def to_json(self) -> dict[str, float | int | None]:
+        return {"n": self.n, "mean": self.mean, "std": self.std, "ci95": [self.low, self.high]}
+
+
+def summarize(values: list[float]) -> Summary:
+    """Mean, sample std and 95% t-interval mean +- t * std / sqrt(n) of per-seed values.
+
+    >>> s = summarize([0.2, 0.4, 0.6]); round(s.mean, 3), round(s.std, 3), round(s.high, 3)
+    (0.4, 0.2, 0.897)
+    """
+    if not values:
+        raise ValueError("summarize needs at least one value (one per seed)")
+    if any(not math.isfinite(v) for v in values):
+        raise ValueError(f"summarize got a non-finite value: {values}")
+    m = mean(values)
+    if len(values) == 1:
+        return Summary(1, m, None, None, None)
+    s = stdev(values)
+    half = t_critical(len(values) - 1) * s / math.sqrt(len(values))
+    return Summary(len(values), m, s, m - half, m + half)
+
+
+@dataclass(frozen=True)
+class Paired:
+    """Row a minus row b over the seeds both ran (same warm-ups): the differences' summary and wins."""
+
+    diff: Summary
+    wins: int
+    losses: int
+    ties: int
+
+    def to_json(self) -> dict[str, object]:
+        return {"diff": self.diff.to_json(), "wins": self.wins, "losses": self.losses, "ties": self.ties}
+
+
+def paired(a: dict[int, float], b: dict[int, float]) -> Paired:
+    """Per-seed differences a[s] - b[s] over the seeds in both (seed -> value maps).
+
+    >>> p = paired({0: 0.5, 1: 0.7}, {0: 0.4, 1: 0.7, 2: 0.1}); round(p.diff.mean, 3), p.wins, p.ties
+    (0.05, 1, 1)
+    """
+    seeds = sorted(set(a) & set(b))
+    if not seeds:
+        raise ValueError(f"no seed in common: a has {sorted(a)}, b has {sorted(b)}")
+    diffs = [a[s] - b[s] for s in seeds]
+    return Paired(summarize(diffs), sum(d > 0 for d in diffs), sum(d < 0 for d in diffs), sum(d == 0 for d in diffs))
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k from n samples of which c are correct: 1 - C(n-c, k) / C(n, k).
+
+    >>> pass_at_k(4, 1, 1), pass_at_k(4, 1, 4), pass_at_k(4, 0, 2)
+    (0.25, 1.0, 0.0)
+    """
+    if not 0 <= c <= n or not 1 <= k <= n:
+        raise ValueError(f"pass_at_k needs 0 <= c <= n and 1 <= k <= n, got n={n}, c={c}, k={k}")
+    if n - c < k:
+        return 1.0
+    return 1.0 - math.comb(n - c, k) / math.comb(n, k)
+
+
+def mean_pass_at_k(correct: list[list[bool]], k: int) -> float:
+    """pass@k averaged over instances, each with its list of sampled outcomes."""
+    if not correct:
+        raise ValueError("mean_pass_at_k needs at least one instance")
+    return mean(pass_at_k(len(samples), sum(samples), k) for samples in correct)

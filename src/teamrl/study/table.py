@@ -1,0 +1,119 @@
+"""The study's results page: results.json -> table.md and index.html with per-row validation curves.
+
+Every cell is the mean test success over seeds with its spread (sample std) and 95% t-interval;
+the paired comparisons (rows of one seed share its warm-up) follow the table, and the untrained
+base's pass@1 / pass@k / greedy (validation, per seed) after them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from teamrl.report.page import esc, fmt, plot, table, write_page
+from teamrl.report.plots import Line, Panel, color_for, save_figure
+from teamrl.study.protocol import Paired, Summary, paired, summarize
+from teamrl.study.rows import COMPARISONS
+
+
+def by_row(results: dict[str, Any], metric: str = "test_success") -> dict[str, dict[int, float]]:
+    """row -> seed -> the metric, from a results.json payload."""
+    values: dict[str, dict[int, float]] = defaultdict(dict)
+    for record in results["results"]:
+        values[record["row"]][record["seed"]] = record[metric]
+    return dict(values)
+
+
+def cell(summary: Summary) -> str:
+    """'41.0% ± 3.2 [33.1, 48.9]' (mean, std and 95% interval in points); one seed: the mean only."""
+    if summary.std is None:
+        return f"{summary.mean:.1%} (1 seed)"
+    return (f"{summary.mean:.1%} ± {100 * summary.std:.1f} "
+            f"[{100 * summary.low:.1f}, {100 * summary.high:.1f}]")
+
+
+def paired_cell(result: Paired) -> str:
+    d = result.diff
+    interval = "" if d.std is None else f" [{100 * d.low:+.1f}, {100 * d.high:+.1f}]"
+    return f"{100 * d.mean:+.1f} pts{interval}; {result.wins} wins, {result.losses} losses, {result.ties} ties"
+
+
+def comparisons(values: dict[str, dict[int, float]]) -> list[tuple[str, str, Paired]]:
+    """(question, 'a - b', paired result) for each comparison whose two rows both ran."""
+    out = []
+    for a, b, question in COMPARISONS:
+        if a in values and b in values and set(values[a]) & set(values[b]):
+            out.append((question, f"{a} - {b}", paired(values[a], values[b])))
+    return out
+
+
+def base_lines(results: dict[str, Any]) -> list[str]:
+    lines = []
+    for record in results["results"]:
+        base = record.get("base")
+        if base:
+            k = base["k"]
+            lines.append(f"| {record['label']} | {record['seed']} | {base['pass@1']:.1%} | {base[f'pass@{k}']:.1%} "
+                         f"(k={k}) | {base['greedy']:.1%} |")
+    return lines
+
+
+def markdown(results: dict[str, Any]) -> str:
+    """The table, the paired comparisons and the base rates as Markdown."""
+    values = by_row(results)
+    protocol = results["protocol"]
+    lines = [f"# Study {results['study']}", "",
+             f"Test success (sampled, {protocol['test_instances']} test instances; best checkpoint picked on "
+             f"{protocol['validation_instances']} validation instances), mean ± std [95% t-interval] over seeds "
+             f"{', '.join(map(str, protocol['seeds']))}; each seed warms up its own base.", "",
+             "| row | test success | seeds |", "|---|---|---|"]
+    for key in results["rows"]:
+        if key in values:
+            lines.append(f"| {results['labels'][key]} | {cell(summarize(list(values[key].values())))} | "
+                         f"{len(values[key])} |")
+    found = comparisons(values)
+    if found:
+        lines += ["", "Paired comparisons (per-seed differences, same warm-up):", "",
+                  "| question | a - b | difference |", "|---|---|---|"]
+        lines += [f"| {q} | {ab} | {paired_cell(p)} |" for q, ab, p in found]
+    base = base_lines(results)
+    if base:
+        lines += ["", "Untrained base on the validation split:", "",
+                  "| row | seed | pass@1 | pass@k | greedy |", "|---|---|---|---|---|", *base]
+    warmups = sum(results.get("warmup_seconds", {}).values())
+    lines += ["", f"Wall time: {results.get('seconds', 0.0):.0f} s in the rows, {warmups:.0f} s in warm-ups "
+                  "(0 when cached)."]
+    return "\n".join(lines) + "\n"
+
+
+def curves_figure(results: dict[str, Any], path: Path) -> bool:
+    """One panel per trained row: validation success over steps, one line per seed."""
+    panels = []
+    for key in results["rows"]:
+        records = [r for r in results["results"] if r["row"] == key and r.get("curve")]
+        if records:
+            panels.append(Panel(results["labels"][key], "validation success",
+                                [Line(f"seed {r['seed']}", [tuple(p) for p in r["curve"]], color_for(i))
+                                 for i, r in enumerate(records)], fraction=True))
+    return save_figure(path, panels)
+
+
+def write_report(results_file: Path) -> Path:
+    """table.md and index.html (with curves.png) beside results.json; returns the HTML page."""
+    results = json.loads(results_file.read_text())
+    out = results_file.parent
+    text = markdown(results)
+    (out / "table.md").write_text(text)
+    drawn = curves_figure(results, out / "curves.png")
+    values = by_row(results)
+    rows = [[esc(results["labels"][k]), esc(cell(summarize(list(values[k].values())))), fmt(len(values[k]), "int")]
+            for k in results["rows"] if k in values]
+    pairs = [[esc(q), esc(ab), esc(paired_cell(p))] for q, ab, p in comparisons(values)]
+    sections = [("table", "Test success", table(["row", "test success (mean ± std [95% CI])", "seeds"], rows, {2})),
+                ("paired", "Paired comparisons", table(["question", "a - b", "difference"], pairs)),
+                ("curves", "Validation curves",
+                 plot("curves.png" if drawn else None, "validation curves", "validation success per trained row"))]
+    header = f"<h1>Study {esc(results['study'])}</h1>\n<pre>{esc(text)}</pre>\n"
+    return write_page(out, f"teamrl study {results['study']}", header, sections)

@@ -1,0 +1,92 @@
+"""Split-Nav's team (spotter -> walker, one answer each) and its single-agent baseline.
+
+spotter: sees the map with G (not S) and answers G's cell, e.g. `23` (row 2, column 3).
+walker:  sees the map with S (not G), its start cell and the spotter's report, and answers a walk
+         of U/D/L/R letters; the walk is executed and the episode ends.
+single:  one agent sees the map with S and G and answers the walk (both jobs in one answer).
+
+Each candidate is scored when it is made (AT-GRPO's per-turn rewards): the spotter's team term is
+whether its report is G, the walker's whether its walk ends on G, which depends on the committed
+report (see `teamrl.tasks.split_nav` for every term). The reward is team + local + format; the
+format term (0 or minus the penalty) goes into `Outcome.local` beside the local term.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from teamrl.tasks.plan_path import PlanPathEnv
+from teamrl.tasks.split_nav import (Cell, Layout, SplitNavConfig, instance, make_env, parse_cell, parse_walk,
+                                    render_map, spotter_terms, walk_terms)
+from teamrl.workflows.base import Agent, Outcome
+
+
+@dataclass
+class SplitNavState:
+    """One episode: the instance, the environment the walk steps, what the spotter reported."""
+
+    layout: Layout
+    env: PlanPathEnv
+    report: str | None = None  # the spotter's committed text (None before it spoke)
+    walked: bool = False
+    solved: bool = False
+
+
+def outcome(terms: dict[str, float]) -> Outcome:
+    """An Outcome from (team, local, format) terms: format goes into the local reward."""
+    return Outcome(team=terms["team"], local=terms["local"] + terms["format"], terms=dict(terms))
+
+
+class SplitNavWorkflow:
+    """spotter -> walker (sequential, one turn), or the single agent alone (`single_agent=True`)."""
+
+    parallel = False
+
+    def __init__(self, task: SplitNavConfig, max_turns: int = 1, single_agent: bool = False,
+                 prompt_style: str = "compact", **_: Any) -> None:
+        if not isinstance(task, SplitNavConfig):
+            raise TypeError(f"SplitNavWorkflow needs a SplitNavConfig, got {type(task).__name__}")
+        if prompt_style != "compact":
+            raise ValueError("split_nav has compact prompts only (workflow.prompt_style: compact)")
+        self.task = task
+        self.single_agent = single_agent
+        self.prompt_style = prompt_style
+        self.max_turns = 1  # one answer per agent: the walk ends the episode whatever max_turns says
+        self.agents = [Agent("solo", "solo")] if single_agent else [Agent("spotter", "spotter"),
+                                                                    Agent("walker", "walker")]
+
+    def new_state(self, split: str, index: int) -> SplitNavState:
+        layout = instance(self.task, split, index)
+        return SplitNavState(layout, make_env(self.task, layout))
+
+    def render(self, agent: str, state: SplitNavState) -> str:
+        start = state.layout[1]
+        if agent == "spotter":
+            return f"spot\n{render_map(state.layout, show_start=False, show_goal=True)}\ngoal>"
+        if agent == "walker":
+            return (f"walk\n{render_map(state.layout, show_start=True, show_goal=False)}\n"
+                    f"start={start[0]}{start[1]} goal={state.report or '?'}\nmoves>")
+        if agent == "solo":
+            return (f"solo\n{render_map(state.layout, show_start=True, show_goal=True)}\n"
+                    f"start={start[0]}{start[1]}\nmoves>")
+        raise ValueError(f"unknown agent {agent!r}; agents: {', '.join(a.name for a in self.agents)}")
+
+    def apply(self, agent: str, state: SplitNavState, response: str) -> Outcome:
+        if agent == "spotter":
+            # What the walker reads is the report as written (trimmed), right or wrong.
+            state.report = " ".join(response.split())[:8]
+            return outcome(spotter_terms(self.task, state.layout[2], parse_cell(response, self.task.size)))
+        terms = walk_terms(self.task, state.env, parse_walk(response, self.task.step_budget))
+        state.walked, state.solved = True, terms["team"] == 1.0
+        return outcome(terms)
+
+    def is_done(self, state: SplitNavState) -> bool:
+        return state.walked
+
+    def success(self, state: SplitNavState) -> bool:
+        return state.solved
+
+    def reported_cell(self, state: SplitNavState) -> Cell | None:
+        """The cell the spotter's report names (None: no report or a malformed one)."""
+        return parse_cell(state.report or "", self.task.size)

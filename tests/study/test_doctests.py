@@ -1,0 +1,14 @@
+"""The study modules' doctests (small hand-checked examples of the verifiers and the statistics) hold."""
+
+import doctest
+
+import pytest
+
+from teamrl.study import protocol
+from teamrl.tasks import split_calc, split_nav
+
+
+@pytest.mark.parametrize("module", [protocol, split_calc, split_nav])
+def test_doctests(module):
+    result = doctest.testmod(module)
+    assert result.attempted > 0 and result.failed == 0

@@ -1,0 +1,72 @@
+"""`teamrl study --quick` end to end on a tiny budget, and the table written from a results file."""
+
+import json
+
+import pytest
+
+from teamrl.cli import main
+from teamrl.study.table import markdown
+
+
+@pytest.fixture
+def tiny_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("TEAMRL_CACHE", str(tmp_path / "cache"))
+    return tmp_path
+
+
+def test_quick_study_runs_every_row_end_to_end(tiny_cache, capsys):
+    out = tiny_cache / "study"
+    code = main(["study", "split_calc", "--quick", "--instances", "3", "--out", str(out),
+                 "policy.warmup_sft_steps=2", "train.steps=1", "train.batch_size=2", "algorithm.k=2",
+                 "train.eval_every=1"])
+    assert code == 0, capsys.readouterr().err
+    results = json.loads((out / "results.json").read_text())
+    rows = {r["row"]: r for r in results["results"]}
+    assert set(rows) == {"single", "single_grpo", "team", "shared", "per_role", "swapped", "alone", "trajectory"}
+    assert all(0.0 <= r["test_success"] <= 1.0 for r in rows.values())
+    assert rows["swapped"]["swapped"] == {"analyst": "calculator", "calculator": "analyst"}
+    assert set(rows["alone"]["curves_alone"]) == {"analyst", "calculator"}
+    assert rows["shared"]["curve"][0][0] == 0 and rows["team"]["base"]["k"] == 2
+    # The best checkpoint was picked on validation; the reported number came from the test split.
+    config = (out / "runs" / "shared-s0" / "config.yaml").read_text()
+    assert "heldout_split: validation" in config
+    table = (out / "table.md").read_text()
+    assert "AT-GRPO per-role" in table and "co-trained per-role vs trained alone" in table
+    assert (out / "index.html").is_file()
+
+
+def test_unknown_study_is_a_usage_error(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["study", "no_such_study"])
+    assert exit_info.value.code == 2
+    assert "invalid choice: 'no_such_study'" in capsys.readouterr().err
+
+
+def test_markdown_table_from_a_results_file():
+    results = {"study": "demo", "protocol": {"test_instances": 10, "validation_instances": 10, "seeds": [0, 1]},
+               "rows": ["team", "shared"], "labels": {"team": "team (untrained)", "shared": "AT-GRPO shared"},
+               "results": [{"row": "team", "label": "team (untrained)", "seed": 0, "test_success": 0.2},
+                           {"row": "team", "label": "team (untrained)", "seed": 1, "test_success": 0.4},
+                           {"row": "shared", "label": "AT-GRPO shared", "seed": 0, "test_success": 0.5},
+                           {"row": "shared", "label": "AT-GRPO shared", "seed": 1, "test_success": 0.5}],
+               "seconds": 12.0}
+    text = markdown(results)
+    # team: mean 30%, std 14.1 points, t(1) = 12.706 -> half-width 12.706 * 0.141421 / sqrt(2) = 1.2706
+    assert "| team (untrained) | 30.0% ± 14.1 [-97.1, 157.1] | 2 |" in text
+    # shared - team: +0.3 and +0.1 -> mean +20 points, std 14.1, same half-width
+    assert "| AT-GRPO shared vs untrained team | shared - team | +20.0 pts [-107.1, +147.1]; 2 wins" in text
+
+
+def test_a_study_folder_continues_and_refuses_another_protocol(tiny_cache, capsys):
+    out = tiny_cache / "study"
+    args = ["study", "split_nav", "--quick", "--instances", "2", "--out", str(out), "policy.warmup_sft_steps=2",
+            "train.steps=1", "train.batch_size=2", "algorithm.k=2", "train.eval_every=1"]
+    assert main([*args, "--rows", "team"]) == 0
+    first = json.loads((out / "results.json").read_text())
+    assert main([*args, "--rows", "team", "single"]) == 0  # team is kept, single is added
+    second = json.loads((out / "results.json").read_text())
+    assert second["results"][0] == first["results"][0]
+    assert [r["row"] for r in second["results"]] == ["team", "single"]
+    capsys.readouterr()
+    assert main([*args[:4], "3", *args[5:], "--rows", "team"]) == 2  # --instances 3: another protocol
+    assert "continue it with the same study, overrides and protocol" in capsys.readouterr().err
