@@ -75,7 +75,8 @@ def test_update_with_checkpointing_equals_update_without():
         results.append((metrics, {k: v.clone() for k, v in state.policy.model.state_dict().items()}))
     (metrics, weights), (metrics_ac, weights_ac) = results
     for key, value in metrics.items():
-        assert metrics_ac[key] == pytest.approx(value, rel=1e-5, abs=1e-7), key
+        if key != "peak_memory_mb":  # measured, not computed: recomputation exists to change it
+            assert metrics_ac[key] == pytest.approx(value, rel=1e-5, abs=1e-7), key
     for key, value in weights.items():
         torch.testing.assert_close(weights_ac[key], value, atol=1e-6, rtol=0, msg=key)
 

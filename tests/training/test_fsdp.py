@@ -109,6 +109,8 @@ def _compare(distributed, lora):
                 torch.testing.assert_close(moments[index], value, atol=1e-8, rtol=1e-3, msg=f"{variant} moment")
             assert metrics.keys() == ref_metrics.keys()
             for key, value in ref_metrics.items():
+                if key == "peak_memory_mb":  # measured, not computed: sharding exists to change it
+                    continue
                 assert metrics[key] == pytest.approx(value, rel=RTOL_METRICS, abs=1e-6), (variant, name, key)
 
 

@@ -117,6 +117,27 @@ def stop_cut(decode: Callable[[list[Token]], str], ids: list[Token], stops: Sequ
     return high, first_end(decode(ids[:high]))
 
 
+def trim_response(decode: Callable[[list[Token]], str], ids: list[Token], stop_ids: set[Token],
+                  stop_strings: Sequence[str]) -> tuple[int, str, bool]:
+    """Where a sampled response ends: (tokens kept, its text, whether a stop string cut it).
+
+    A final stop token is kept (trained) but not decoded; a stop string cuts the tokens after the one
+    that completed it and the text after the string (see the module doc). Every engine ends its
+    responses with this, so they agree on what is trained.
+
+    >>> trim_response("".join, list("ab||cd"), {"$"}, ["||"])
+    (4, 'ab||', True)
+    >>> trim_response("".join, list("ab$"), {"$"}, ["||"])
+    (3, 'ab', False)
+    """
+    body = ids[:-1] if ids and ids[-1] in stop_ids else ids
+    cut = stop_cut(decode, body, stop_strings)
+    if cut is None:
+        return len(ids), decode(body), False
+    n, end = cut
+    return n, decode(body[:n])[:end], True
+
+
 def _filter_logits(logits: torch.Tensor, top_k: int, top_p: float) -> torch.Tensor:
     """Set to -inf what top-k / top-p exclude. logits: [B, V]."""
     if top_k > 0 and top_k < logits.shape[-1]:
@@ -236,15 +257,8 @@ def _collect(prompts, num_samples, tokens, logps, sampler_logps, lengths, finish
         for k in range(num_samples):
             row = i * num_samples + k
             n = lengths_l[row]
-            ids = tokens_l[row][:n]
-            body = ids[:-1] if ids and ids[-1] in stop_set else ids
-            cut = stop_cut(decode, body, params.stop_strings)
-            if cut is None:
-                text = decode(body)
-            else:
-                n, end = cut
-                ids, text = ids[:n], decode(body[:n])[:end]
-            group.append(Generation(list(prompt), ids, logps_l[row][:n], sampler_l[row][:n], text,
-                                    bool(finished_l[row]) or cut is not None, params.logprob_temperature))
+            n, text, cut = trim_response(decode, tokens_l[row][:n], stop_set, params.stop_strings)
+            group.append(Generation(list(prompt), tokens_l[row][:n], logps_l[row][:n], sampler_l[row][:n], text,
+                                    bool(finished_l[row]) or cut, params.logprob_temperature))
         results.append(group)
     return results

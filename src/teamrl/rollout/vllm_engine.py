@@ -42,7 +42,7 @@ from teamrl.config import ConfigError
 from teamrl.policies.loading import Policy
 from teamrl.policies.scoring import shared_prefix_logprobs
 from teamrl.policies.storage import save_policy
-from teamrl.rollout.engine import Generation, SamplingParams, stop_cut
+from teamrl.rollout.engine import Generation, SamplingParams, trim_response
 from teamrl.rollout.engines import SampleRequest as Request
 
 MAX_MODEL_LEN = 8192
@@ -284,14 +284,9 @@ class VllmEngine:
         def decode(tokens: list[int]) -> str:
             return self.tokenizer.decode(tokens, skip_special_tokens=True)
 
-        body = ids[:-1] if ids and ids[-1] in stop_set else ids
-        cut = stop_cut(decode, body, params.stop_strings)
-        if cut is None:
-            text = decode(body)
-        else:
-            n, end = cut
-            ids, logps, text = ids[:n], logps[:n], decode(body[:n])[:end]
-        finished = completion.finish_reason == "stop" or cut is not None
+        n, text, cut = trim_response(decode, ids, stop_set, params.stop_strings)
+        ids, logps = ids[:n], logps[:n]
+        finished = completion.finish_reason == "stop" or cut
         sampler = [0.0] * len(ids) if params.temperature == 0 else list(logps)
         return Generation(list(prompt), ids, list(logps), sampler, text, finished, params.logprob_temperature)
 
