@@ -58,8 +58,8 @@ DIFFERENCES = [
     "its rollout metrics; TRL its own metrics (both compute every token's entropy) and accelerate's wrappers "
     "and the Trainer's callbacks; both write one metrics line per step (TRL prints it, teamrl writes "
     "metrics.jsonl)",
-    "optimizer: torch.optim.AdamW with its CPU default, the for-loop implementation (teamrl), vs the Trainer's "
-    "default optim (printed above; adamw_torch_fused here)",
+    "optimizer: torch.optim.AdamW as train.adamw sets it (fused by default since the update work of issue 15) "
+    "in teamrl, the Trainer's default optim in TRL (printed above; adamw_torch_fused here)",
     "prompts: teamrl takes train instances step*P..step*P+P-1 in order; TRL's RepeatSampler draws P of the "
     "same train instances per step in shuffled order (same distribution, other instances per step)",
     "rewards: the same function (teamrl's single-agent Plan-Path outcome, team + local term), called by TRL "
