@@ -60,6 +60,25 @@ def served_by(policy: Policy) -> Sampler | None:
     return entry[1] if entry is not None and entry[0]() is policy else None
 
 
+# id(policy) -> optimizer steps noted by `note_update` (read by engines that hold a copy of the weights).
+_UPDATES: dict[int, int] = {}
+
+
+def note_update(policy: Policy) -> None:
+    """Record that an optimizer step changed `policy`'s weights in place.
+
+    An engine holding its own copy of the weights (vLLM) tells a change by the tensors' version
+    counters, but a fused AdamW step (train.adamw: fused, the default) writes the weights without
+    bumping them (torch 2.13); the update calls this after every step so the change is still seen.
+    """
+    _UPDATES[id(policy)] = _UPDATES.get(id(policy), 0) + 1
+
+
+def updates_noted(policy: Policy) -> int:
+    """How many optimizer steps `note_update` recorded for `policy`."""
+    return _UPDATES.get(id(policy), 0)
+
+
 def release(policies: dict[str, Policy]) -> None:
     """Close the engines serving these policies; afterwards they sample with the built-in engine."""
     engines = {}

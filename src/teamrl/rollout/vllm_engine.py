@@ -43,7 +43,7 @@ from teamrl.policies.loading import Policy
 from teamrl.policies.scoring import shared_prefix_logprobs
 from teamrl.policies.storage import save_policy
 from teamrl.rollout.engine import Generation, SamplingParams, trim_response
-from teamrl.rollout.engines import SampleRequest as Request
+from teamrl.rollout.engines import SampleRequest as Request, updates_noted
 
 MAX_MODEL_LEN = 8192
 """Context cap of an engine (the model's own max_position_embeddings when shorter): KV-cache room."""
@@ -78,9 +78,11 @@ class _Served:
     pushed: int = -1  # sum of the policy's trained tensors' version counters at the last push
 
 
-def _versions(tensors) -> int:
-    """Sum of version counters: grows whenever any of the tensors is modified in place."""
-    return sum(t._version for t in tensors)
+def _weights_stamp(policy: Policy) -> int:
+    """Grows whenever the policy's trained tensors change: their version counters (in-place copies,
+    non-fused optimizers, a resume) plus the optimizer steps noted by the update (a fused AdamW step
+    leaves version counters unchanged)."""
+    return sum(t._version for t in _trained_tensors(policy)) + updates_noted(policy)
 
 
 def _trained_tensors(policy: Policy) -> list[torch.Tensor]:
@@ -190,12 +192,12 @@ class VllmEngine:
         self.llm.reset_prefix_cache()
         for served in self.served.values():
             if served.lora_id is None:
-                served.pushed = _versions(_trained_tensors(served.policy))
+                served.pushed = _weights_stamp(served.policy)
 
     def sync(self, policy: Policy) -> bool:
         """Push `policy`'s weights when they changed since the last push; True when it pushed."""
         served = self._served(policy)
-        version = _versions(_trained_tensors(policy))
+        version = _weights_stamp(policy)
         if version == served.pushed:
             return False
         if served.lora_id is None:
