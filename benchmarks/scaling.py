@@ -144,6 +144,9 @@ def main() -> None:
     import torch
 
     torch.set_num_threads(1)
+    # train.threads: auto (the default) re-decides the count every step and takes OMP_NUM_THREADS when it
+    # is set: without this an idle machine's rows would run on 2 threads, not the 1 the table states.
+    os.environ["OMP_NUM_THREADS"] = "1"
     grid = QUICK_GRID if args.quick else FULL_GRID
     if args.models:
         unknown = set(args.models.split(",")) - set(MODELS)
