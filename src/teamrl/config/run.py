@@ -11,9 +11,9 @@ import yaml
 
 from teamrl.config.building import build_dataclass, set_dotted
 from teamrl.config.checks import ConfigError, require
+from teamrl.config.cross_checks import check_diagnostics, check_mitigations, check_sharding
 from teamrl.config.sections import (AlgorithmConfig, DiagnosticsConfig, PolicyConfig, RolloutConfig, TrainConfig,
-                                    TrainerConfig, WorkflowConfig, check_diagnostics, check_mitigations,
-                                    check_sharding)
+                                    TrainerConfig, WorkflowConfig)
 
 REGIMES = ("shared", "per_role", "per_agent")
 
