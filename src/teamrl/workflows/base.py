@@ -51,6 +51,11 @@ class Outcome:
     terms: dict[str, float] = field(default_factory=dict)
     info: dict[str, Any] = field(default_factory=dict)
 
+    @classmethod
+    def from_terms(cls, terms: dict[str, float]) -> "Outcome":
+        """An Outcome from (team, local, format) terms: the format term goes into the local reward."""
+        return cls(team=terms["team"], local=terms["local"] + terms["format"], terms=dict(terms))
+
 
 @runtime_checkable
 class Workflow(Protocol):

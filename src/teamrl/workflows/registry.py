@@ -110,7 +110,7 @@ TASKS: dict[str, TaskEntry] = {
     "split_calc": TaskEntry(
         SplitCalcConfig, SplitCalcWorkflow, split_calc_demos.demonstrations,
         sources=("teamrl.demos.split_calc", "teamrl.demos.driver", "teamrl.workflows.split_calc_team",
-                 "teamrl.workflows.split_nav_team", "teamrl.tasks.split_calc", "teamrl.tasks.content_splits")),
+                 "teamrl.tasks.split_calc", "teamrl.tasks.content_splits")),
 }
 
 

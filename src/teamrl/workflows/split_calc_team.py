@@ -18,7 +18,6 @@ from typing import Any
 from teamrl.tasks.split_calc import (Instance, SplitCalcConfig, analyst_terms, answer_value, calculator_terms,
                                      instance)
 from teamrl.workflows.base import Agent, Outcome
-from teamrl.workflows.split_nav_team import outcome
 
 
 @dataclass
@@ -65,13 +64,13 @@ class SplitCalcWorkflow:
     def apply(self, agent: str, state: SplitCalcState, response: str) -> Outcome:
         if agent == "analyst":
             state.formula = " ".join(response.split())[:24]  # what the calculator reads, right or wrong
-            return outcome(analyst_terms(self.task, state.item, response))
+            return Outcome.from_terms(analyst_terms(self.task, state.item, response))
         answer = answer_value(response)
         terms = calculator_terms(self.task, state.item, state.formula, answer)
         if agent == "solo":
             terms["local"] = 0.0  # no formula was given: the faithful bonus does not apply
         state.answered, state.solved = True, terms["team"] == 1.0
-        return outcome(terms)
+        return Outcome.from_terms(terms)
 
     def is_done(self, state: SplitCalcState) -> bool:
         return state.answered

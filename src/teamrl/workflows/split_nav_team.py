@@ -33,11 +33,6 @@ class SplitNavState:
     solved: bool = False
 
 
-def outcome(terms: dict[str, float]) -> Outcome:
-    """An Outcome from (team, local, format) terms: format goes into the local reward."""
-    return Outcome(team=terms["team"], local=terms["local"] + terms["format"], terms=dict(terms))
-
-
 class SplitNavWorkflow:
     """spotter -> walker (sequential, one turn), or the single agent alone (`single_agent=True`)."""
 
@@ -76,10 +71,10 @@ class SplitNavWorkflow:
         if agent == "spotter":
             # What the walker reads is the report as written (trimmed), right or wrong.
             state.report = " ".join(response.split())[:8]
-            return outcome(spotter_terms(self.task, state.layout[2], parse_cell(response, self.task.size)))
+            return Outcome.from_terms(spotter_terms(self.task, state.layout[2], parse_cell(response, self.task.size)))
         terms = walk_terms(self.task, state.env, parse_walk(response, self.task.step_budget))
         state.walked, state.solved = True, terms["team"] == 1.0
-        return outcome(terms)
+        return Outcome.from_terms(terms)
 
     def is_done(self, state: SplitNavState) -> bool:
         return state.walked
