@@ -111,7 +111,8 @@ def cmd_alerts(args: argparse.Namespace) -> int:
 def cmd_study(args: argparse.Namespace) -> int:
     from teamrl.study.command import run_command
 
-    page = run_command(args.name, args.quick, args.seeds, args.rows, args.out, args.overrides, args.instances)
+    page = run_command(args.name, args.quick, args.seeds, args.rows, args.out, args.overrides, args.instances,
+                       jobs=args.jobs)
     print(f"study written: {page} (table: {page.parent / 'table.md'}, results: {page.parent / 'results.json'})")
     return 0
 
@@ -194,6 +195,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--instances", type=_positive, metavar="N",
                    help="validation and test instances per evaluation (default: 100; --quick: 24)")
     p.add_argument("--out", metavar="DIR", help="output folder (default: runs/study-NAME[-quick])")
+    p.add_argument("--jobs", type=_positive, default=1, metavar="N",
+                   help="run the seeds in N processes at once, one torch thread each (default 1)")
     p.set_defaults(func=cmd_study)
     return parser
 

@@ -22,7 +22,8 @@ def test_quick_study_runs_every_row_end_to_end(tiny_cache, capsys):
     assert code == 0, capsys.readouterr().err
     results = json.loads((out / "results.json").read_text())
     rows = {r["row"]: r for r in results["results"]}
-    assert set(rows) == {"single", "single_grpo", "team", "shared", "per_role", "swapped", "alone", "trajectory"}
+    assert set(rows) == {"single", "single_grpo", "team", "shared", "per_role", "swapped", "alone", "trajectory",
+                         "team_transfer", "single_grpo_transfer", "shared_transfer"}
     assert all(0.0 <= r["test_success"] <= 1.0 for r in rows.values())
     assert rows["swapped"]["swapped"] == {"analyst": "calculator", "calculator": "analyst"}
     assert set(rows["alone"]["curves_alone"]) == {"analyst", "calculator"}
@@ -33,6 +34,29 @@ def test_quick_study_runs_every_row_end_to_end(tiny_cache, capsys):
     table = (out / "table.md").read_text()
     assert "AT-GRPO per-role" in table and "co-trained per-role vs trained alone" in table
     assert (out / "index.html").is_file()
+    assert rows["shared_transfer"]["variant"] == ["task.max_operand=15"]
+    assert "transfer: AT-GRPO shared vs untrained team, unseen variant" in table
+
+
+def test_seeds_run_as_parallel_jobs_into_one_results_file(tiny_cache, capsys):
+    out = tiny_cache / "study"
+    code = main(["study", "split_calc", "policy.warmup_sft_steps=2", "--quick", "--instances", "2", "--out", str(out),
+                 "--seeds", "0", "1", "--jobs", "2", "--rows", "team"])
+    assert code == 0, capsys.readouterr().err
+    results = json.loads((out / "results.json").read_text())
+    assert sorted((r["row"], r["seed"]) for r in results["results"]) == [("team", 0), ("team", 1)]
+    assert results["protocol"]["seeds"] == [0, 1]
+    assert (out / "job-0.log").is_file() and (out / "job-1.log").is_file()
+    assert "| team (untrained) |" in (out / "table.md").read_text()
+
+
+def test_transfer_rows_need_a_study_with_a_variant():
+    from teamrl.study.rows import select_rows, study
+
+    assert all(row.kind != "transfer" for row in select_rows(None, study("split_nav")))
+    with pytest.raises(ValueError, match="has no transfer variant"):
+        select_rows(["shared_transfer"], study("split_nav"))
+    assert [r.key for r in select_rows(["shared_transfer"], study("split_calc"))] == ["shared", "shared_transfer"]
 
 
 def test_unknown_study_is_a_usage_error(capsys):

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -18,10 +21,11 @@ table; its numbers are not the study's)."""
 
 
 def run_command(name: str, quick: bool, seeds: list[int] | None, rows: list[str] | None, out: str | None,
-                overrides: list[str], instances: int | None = None, verbose: bool = False) -> Path:
+                overrides: list[str], instances: int | None = None, verbose: bool = False, jobs: int = 1) -> Path:
     """Run the named study's rows over its seeds; returns the report page (OUT/index.html).
 
     seeds, instances: replace the protocol's seeds and its validation / test instance counts.
+    jobs: run the seeds in this many processes at once (one torch thread each), into the same folder.
     """
     chosen = study(name)
     protocol = QUICK if quick else FULL
@@ -30,5 +34,31 @@ def run_command(name: str, quick: bool, seeds: list[int] | None, rows: list[str]
                        test_instances=instances or protocol.test_instances)
     folder = Path(out) if out else Path("runs") / f"study-{name}{'-quick' if quick else ''}"
     all_overrides = [*(QUICK_OVERRIDES if quick else ()), *overrides]
-    results = run_study(chosen, protocol, select_rows(rows), folder, all_overrides, verbose=verbose)
+    if jobs > 1 and len(protocol.seeds) > 1:
+        groups = [list(protocol.seeds[i::jobs]) for i in range(min(jobs, len(protocol.seeds)))]
+        select_rows(rows, chosen)  # a bad row name fails here, not in every job
+        _run_jobs(name, quick, groups, rows, folder, overrides, instances)
+        return write_report(folder / "results.json")
+    results = run_study(chosen, protocol, select_rows(rows, chosen), folder, all_overrides, verbose=verbose)
     return write_report(results)
+
+
+def _run_jobs(name: str, quick: bool, groups: list[list[int]], rows: list[str] | None, folder: Path,
+              overrides: list[str], instances: int | None) -> None:
+    """One `teamrl study` process per seed group, one torch thread each; logs in OUT/job-<seeds>.log."""
+    folder.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}  # one core per job: jobs x threads stays within the cores
+    running = []
+    for group in groups:
+        command = [sys.executable, "-m", "teamrl.cli", "study", name, *overrides, "--out", str(folder),
+                   "--seeds", *map(str, group), *(["--quick"] if quick else []),
+                   *(["--rows", *rows] if rows else []), *(["--instances", str(instances)] if instances else [])]
+        log = folder / f"job-{'-'.join(map(str, group))}.log"
+        with open(log, "w") as handle:
+            running.append((group, log, subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT, env=env)))
+        print(f"study job for seeds {' '.join(map(str, group))}: log {log}", flush=True)
+    failed = [(group, log) for group, log, process in running if process.wait() != 0]
+    if failed:
+        tails = "\n".join(f"seeds {g}: {log}\n" + "\n".join(log.read_text().splitlines()[-5:]) for g, log in failed)
+        raise RuntimeError(f"{len(failed)} of {len(running)} study jobs failed (the rows they finished are kept in "
+                           f"{folder / 'results.json'}; run the command again to continue):\n{tails}")

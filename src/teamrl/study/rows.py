@@ -5,7 +5,9 @@ A row is one method or ablation. Its `kind` says how it is produced:
   train: one `teamrl train` run from the seed's warm-up (overrides pick regime, grouping, ...);
   swap:  the `per_role` row's trained policies with the roles' policies exchanged, evaluated;
   alone: each role trained with the other roles frozen at the warm-up, then the trained roles
-         evaluated together (the co-training ablation).
+         evaluated together (the co-training ablation);
+  transfer: the `source` row's trained policies (the untrained base when `source` is empty) scored on
+         the test split of the study's unseen variant (`Study.transfer`: a larger size, other content).
 """
 
 from __future__ import annotations
@@ -28,10 +30,13 @@ class Row:
     kind: str  # eval | train | swap | alone
     label: str
     overrides: tuple[str, ...] = ()
+    source: str = ""
+    """transfer rows: the trained row whose best checkpoint is scored (empty: the untrained base)."""
 
     def __post_init__(self) -> None:
-        if self.kind not in ("eval", "train", "swap", "alone"):
-            raise ValueError(f"row {self.key!r}: kind must be eval, train, swap or alone, got {self.kind!r}")
+        if self.kind not in ("eval", "train", "swap", "alone", "transfer"):
+            raise ValueError(f"row {self.key!r}: kind must be eval, train, swap, alone or transfer, "
+                             f"got {self.kind!r}")
 
 
 ROWS: dict[str, Row] = {row.key: row for row in (
@@ -47,6 +52,10 @@ ROWS: dict[str, Row] = {row.key: row for row in (
     # responses as tree grouping at the same k (2 K per instance), so only the grouping differs.
     Row("trajectory", "train", "trajectory grouping (same rewards, same tokens)",
         ("algorithm.grouping=trajectory", "algorithm.trajectory_credit=own")),
+    Row("team_transfer", "transfer", "team (untrained), unseen variant"),
+    Row("single_grpo_transfer", "transfer", "single agent + GRPO, unseen variant", ("workflow.name=single",),
+        source="single_grpo"),
+    Row("shared_transfer", "transfer", "AT-GRPO shared, unseen variant", source="shared"),
 )}
 
 COMPARISONS: tuple[tuple[str, str, str], ...] = (
@@ -56,6 +65,8 @@ COMPARISONS: tuple[tuple[str, str, str], ...] = (
     ("per_role", "swapped", "per-role vs swapped roles"),
     ("shared", "trajectory", "tree vs trajectory grouping"),
     ("per_role", "shared", "per-role vs shared"),
+    ("shared_transfer", "team_transfer", "transfer: AT-GRPO shared vs untrained team, unseen variant"),
+    ("shared_transfer", "single_grpo_transfer", "transfer: AT-GRPO team vs single-agent GRPO, unseen variant"),
 )
 """(row a, row b, question): paired per-seed differences a - b reported under the table."""
 
@@ -66,12 +77,18 @@ class Study:
 
     name: str
     config: Path
-    rows: tuple[str, ...] = tuple(ROWS)
+    transfer: tuple[str, ...] = ()
+    """Overrides that make the unseen variant the transfer rows are scored on (none: no transfer rows)."""
+    transfer_label: str = ""
+    """What the variant is, for the table."""
 
 
 STUDIES: dict[str, Study] = {
     "split_nav": Study("split_nav", CONFIGS / "split_nav_team.yaml"),
-    "split_calc": Study("split_calc", CONFIGS / "split_calc_team.yaml"),
+    # Trained on operands 1..9; the variant draws them from 1..15, so 64% of its instances have an operand
+    # of two digits, which no training (or warm-up) instance has. No test instance is a training one.
+    "split_calc": Study("split_calc", CONFIGS / "split_calc_team.yaml", transfer=("task.max_operand=15",),
+                        transfer_label="operands 1..15 (trained on 1..9)"),
 }
 
 
@@ -81,12 +98,17 @@ def study(name: str) -> Study:
     return STUDIES[name]
 
 
-def select_rows(names: list[str] | None) -> list[Row]:
-    """The rows named (all when None), in table order; `swapped` needs `per_role` and pulls it in."""
+def select_rows(names: list[str] | None, chosen: Study | None = None) -> list[Row]:
+    """The rows named (all when None), in table order. A row that needs another pulls it in (`swapped`
+    needs `per_role`, a transfer row its source); transfer rows need a study with a transfer variant."""
+    transferable = chosen is None or bool(chosen.transfer)
     if not names:
-        return list(ROWS.values())
+        return [row for row in ROWS.values() if transferable or row.kind != "transfer"]
     unknown = [n for n in names if n not in ROWS]
     if unknown:
         raise ValueError(f"unknown study row(s) {', '.join(unknown)}; rows: {', '.join(ROWS)}")
     wanted = set(names) | ({"per_role"} if "swapped" in names else set())
+    wanted |= {ROWS[n].source for n in names if ROWS[n].source}
+    if not transferable and any(ROWS[n].kind == "transfer" for n in wanted):
+        raise ValueError(f"study {chosen.name!r} has no transfer variant; drop the *_transfer rows")
     return [row for key, row in ROWS.items() if key in wanted]

@@ -18,6 +18,7 @@ from typing import Any
 from teamrl.config import ConfigError, RunConfig, load_config
 from teamrl.policies.loading import Policy
 from teamrl.rollout.agent_params import agent_sampling
+from teamrl.study import results_file
 from teamrl.study.protocol import Protocol, mean_pass_at_k
 from teamrl.study.rows import FROZEN_LR, ROWS, Row, Study
 from teamrl.training.build import build_policies, build_workflow, policies_from_checkpoint
@@ -118,7 +119,8 @@ class SeedRun:
         started = time.time()
         result: dict[str, Any] = {"row": row.key, "label": row.label, "seed": self.seed,
                                   "warmup_seed": self.protocol.warmup_seed(self.seed)}
-        produce = {"eval": self._eval, "train": self._train, "swap": self._swap, "alone": self._alone}[row.kind]
+        produce = {"eval": self._eval, "train": self._train, "swap": self._swap, "alone": self._alone,
+                   "transfer": self._transfer}[row.kind]
         result.update(produce(row))
         result["seconds"] = time.time() - started
         self.log(f"seed {self.seed} {row.label}: test success {result['test_success']:.1%} "
@@ -176,23 +178,38 @@ class SeedRun:
         return self.test(row, ("regime=per_role",), together) | {"curves_alone": curves}
 
 
+    def _transfer(self, row: Row) -> dict[str, Any]:
+        checkpoint = None
+        if row.source:
+            if row.source not in self.trained:
+                raise ConfigError(f"the {row.key} row needs the {row.source} row of the same seed: add it to --rows")
+            checkpoint = self.trained[row.source] / "checkpoints" / "best"
+        return self.test(row, self.study.transfer, checkpoint) | {"variant": list(self.study.transfer)}
+
+
 def run_study(study: Study, protocol: Protocol, rows: list[Row], out: Path, overrides: list[str],
               log: Log = print, verbose: bool = False) -> Path:
     """Every row over every seed; writes OUT/results.json after each row.
 
     A results.json already in OUT (same study and overrides) is continued: its (row, seed) results are
     kept and not rerun, so a stopped study resumes and a long table can be run a few rows per command.
+    Several processes may run other seeds into the same OUT at once (`teamrl study --jobs`): each row's
+    result is merged into the file under a lock.
     """
     out.mkdir(parents=True, exist_ok=True)
     target = out / "results.json"
-    results = _previous(target, study, protocol, overrides) or {
-        "study": study.name, "config": str(study.config), "overrides": overrides,
-        "protocol": {k: list(v) if isinstance(v, tuple) else v for k, v in vars(protocol).items()},
-        "rows": [], "labels": {}, "results": [], "seconds": 0.0}
-    wanted = set(results["rows"]) | {row.key for row in rows}
-    results["rows"] = [key for key in ROWS if key in wanted]  # table order, whatever order rows were run in
-    results["labels"].update({row.key: row.label for row in rows})
-    results["protocol"]["seeds"] = sorted(set(results["protocol"]["seeds"]) | set(protocol.seeds))
+    fresh = {"study": study.name, "config": str(study.config), "overrides": overrides,
+             "protocol": {k: list(v) if isinstance(v, tuple) else v for k, v in vars(protocol).items()},
+             "rows": [], "labels": {}, "results": [], "seconds": 0.0}
+
+    def register(results: dict[str, Any]) -> None:
+        _check_same(target, results, study, protocol, overrides)
+        wanted = set(results["rows"]) | {row.key for row in rows}
+        results["rows"] = [key for key in ROWS if key in wanted]  # table order, whatever order rows ran in
+        results["labels"].update({row.key: row.label for row in rows})
+        results["protocol"]["seeds"] = sorted(set(results["protocol"]["seeds"]) | set(protocol.seeds))
+
+    results = results_file.update(target, fresh, register)
     done = {(r["row"], r["seed"]) for r in results["results"]}
     for seed in protocol.seeds:
         todo = [row for row in rows if (row.key, seed) not in done]
@@ -200,28 +217,27 @@ def run_study(study: Study, protocol: Protocol, rows: list[Row], out: Path, over
             continue
         started = time.time()
         seed_run = SeedRun(study, protocol, seed, out, overrides, log, verbose)
-        spent = results.setdefault("warmup_seconds", {})
-        spent[str(seed)] = max(spent.get(str(seed), 0.0), time.time() - started)  # a cached one costs ~0 s
+        warmup_seconds = time.time() - started  # a cached warm-up costs ~0 s
+
+        def note_warmup(results: dict[str, Any], seed: int = seed, seconds: float = warmup_seconds) -> None:
+            spent = results.setdefault("warmup_seconds", {})
+            spent[str(seed)] = max(spent.get(str(seed), 0.0), seconds)
+
+        results_file.update(target, fresh, note_warmup)
         seed_run.trained.update({r["row"]: Path(r["run_dir"]) for r in results["results"]
                                  if r["seed"] == seed and r.get("run_dir")})
         for row in todo:
             record = seed_run.run(row)
-            results["results"].append(record)
-            results["seconds"] += record["seconds"]
-            target.write_text(json.dumps(results, indent=2))
+            results_file.update(target, fresh, lambda results, record=record: results_file.add_record(results, record))
     return target
 
 
-def _previous(target: Path, study: Study, protocol: Protocol, overrides: list[str]) -> dict[str, Any] | None:
-    """The results of an earlier run of this study into the same folder (None if there is none); a folder
-    of another study, other overrides or another protocol (seeds aside) is refused."""
-    if not target.is_file():
-        return None
-    previous = json.loads(target.read_text())
+def _check_same(target: Path, previous: dict[str, Any], study: Study, protocol: Protocol,
+                overrides: list[str]) -> None:
+    """Refuse to continue a folder of another study, other overrides or another protocol (seeds aside)."""
     settings = {k: v for k, v in vars(protocol).items() if k != "seeds"}
     earlier = {k: v for k, v in previous.get("protocol", {}).items() if k != "seeds"}
     if previous.get("study") != study.name or previous.get("overrides") != overrides or earlier != settings:
         raise ConfigError(f"{target} holds study {previous.get('study')!r} with overrides {previous.get('overrides')} "
                           f"and protocol {earlier}; continue it with the same study, overrides and protocol "
                           f"(now {study.name!r}, {overrides}, {settings}), or use another --out folder")
-    return previous

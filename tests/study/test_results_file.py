@@ -1,0 +1,41 @@
+"""results.json updates from several processes at once keep every record (the --jobs path)."""
+
+import json
+import multiprocessing
+
+from teamrl.study import results_file
+
+FRESH = {"study": "demo", "results": [], "seconds": 0.0}
+
+
+def _add_many(target: str, seed: int, count: int) -> None:
+    from pathlib import Path
+
+    for i in range(count):
+        record = {"row": f"row{i}", "seed": seed, "seconds": 1.0}
+        results_file.update(Path(target), FRESH, lambda results, record=record: results_file.add_record(results, record))
+
+
+def test_concurrent_writers_keep_every_record(tmp_path):
+    target = tmp_path / "results.json"
+    context = multiprocessing.get_context("fork")
+    workers = [context.Process(target=_add_many, args=(str(target), seed, 25)) for seed in range(3)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+        assert worker.exitcode == 0
+    results = json.loads(target.read_text())
+    assert len(results["results"]) == 75
+    assert results["seconds"] == 75.0
+    assert not list(tmp_path.glob("*.tmp"))  # every partial file was renamed into place
+
+
+def test_a_record_of_the_same_row_and_seed_replaces_the_old_one(tmp_path):
+    target = tmp_path / "results.json"
+    for seconds in (3.0, 5.0):
+        record = {"row": "team", "seed": 0, "seconds": seconds}
+        results_file.update(target, FRESH, lambda results, record=record: results_file.add_record(results, record))
+    results = json.loads(target.read_text())
+    assert results["results"] == [{"row": "team", "seed": 0, "seconds": 5.0}] and results["seconds"] == 5.0
+    assert FRESH["results"] == []  # the template is copied, never changed
