@@ -66,3 +66,16 @@ def test_protocol_gives_each_seed_its_own_warmup_and_checks_its_fields():
         Protocol(seeds=(1, 1))
     with pytest.raises(ValueError, match="test_instances must be >= 1"):
         Protocol(test_instances=0)
+
+
+def test_verdict_reads_the_interval_against_the_claim():
+    from teamrl.study.protocol import verdict
+
+    above = paired({0: 0.5, 1: 0.6, 2: 0.55}, {0: 0.2, 1: 0.3, 2: 0.25})  # +30 points on every seed
+    below = paired({0: 0.2, 1: 0.3, 2: 0.25}, {0: 0.5, 1: 0.6, 2: 0.55})
+    assert verdict(above) == "agrees: a > b (interval above 0)"
+    assert verdict(below) == "against: a < b (interval below 0)"
+    assert verdict(below, directed=False) == "a < b (interval below 0)"
+    spread = paired({0: 0.5, 1: 0.1, 2: 0.5}, {0: 0.3, 1: 0.3, 2: 0.3})  # +20, -20, +20: mean +6.7, wide
+    assert verdict(spread) == "not established (interval spans 0; a > b on 2 of 3 seeds)"
+    assert verdict(paired({0: 0.4}, {0: 0.5})) == "one seed: a < b, no interval"

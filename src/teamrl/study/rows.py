@@ -68,7 +68,12 @@ COMPARISONS: tuple[tuple[str, str, str], ...] = (
     ("shared_transfer", "team_transfer", "transfer: AT-GRPO shared vs untrained team, unseen variant"),
     ("shared_transfer", "single_grpo_transfer", "transfer: AT-GRPO team vs single-agent GRPO, unseen variant"),
 )
-"""(row a, row b, question): paired per-seed differences a - b reported under the table."""
+"""(row a, row b, question): paired per-seed differences a - b reported under the table. Each is put so
+that the papers claim a beats b, except those in UNDIRECTED."""
+
+UNDIRECTED: frozenset[tuple[str, str]] = frozenset({("per_role", "shared")})
+"""Comparisons the papers make no one-way claim on (AT-GRPO's per-role policies beat shared on most
+benchmarks and lose on some)."""
 
 
 @dataclass(frozen=True)

@@ -14,8 +14,8 @@ from typing import Any
 
 from teamrl.report.page import esc, fmt, plot, table, write_page
 from teamrl.report.plots import Line, Panel, color_for, save_figure
-from teamrl.study.protocol import Paired, Summary, paired, summarize
-from teamrl.study.rows import COMPARISONS
+from teamrl.study.protocol import Paired, Summary, paired, summarize, verdict
+from teamrl.study.rows import COMPARISONS, UNDIRECTED
 
 
 def by_row(results: dict[str, Any], metric: str = "test_success") -> dict[str, dict[int, float]]:
@@ -40,12 +40,14 @@ def paired_cell(result: Paired) -> str:
     return f"{100 * d.mean:+.1f} pts{interval}; {result.wins} wins, {result.losses} losses, {result.ties} ties"
 
 
-def comparisons(values: dict[str, dict[int, float]]) -> list[tuple[str, str, Paired]]:
-    """(question, 'a - b', paired result) for each comparison whose two rows both ran."""
+def comparisons(values: dict[str, dict[int, float]]) -> list[tuple[str, str, Paired, str]]:
+    """(question, 'a - b', paired result, verdict against the papers' claim) for each comparison whose
+    two rows both ran."""
     out = []
     for a, b, question in COMPARISONS:
         if a in values and b in values and set(values[a]) & set(values[b]):
-            out.append((question, f"{a} - {b}", paired(values[a], values[b])))
+            result = paired(values[a], values[b])
+            out.append((question, f"{a} - {b}", result, verdict(result, (a, b) not in UNDIRECTED)))
     return out
 
 
@@ -75,9 +77,10 @@ def markdown(results: dict[str, Any]) -> str:
                          f"{len(values[key])} |")
     found = comparisons(values)
     if found:
-        lines += ["", "Paired comparisons (per-seed differences, same warm-up):", "",
-                  "| question | a - b | difference |", "|---|---|---|"]
-        lines += [f"| {q} | {ab} | {paired_cell(p)} |" for q, ab, p in found]
+        lines += ["", "Paired comparisons (per-seed differences, same warm-up; the papers claim a > b unless "
+                  "the verdict gives no 'agrees/against'):", "",
+                  "| question | a - b | difference | verdict |", "|---|---|---|---|"]
+        lines += [f"| {q} | {ab} | {paired_cell(p)} | {v} |" for q, ab, p, v in found]
     base = base_lines(results)
     if base:
         lines += ["", "Untrained base on the validation split:", "",
@@ -110,9 +113,9 @@ def write_report(results_file: Path) -> Path:
     values = by_row(results)
     rows = [[esc(results["labels"][k]), esc(cell(summarize(list(values[k].values())))), fmt(len(values[k]), "int")]
             for k in results["rows"] if k in values]
-    pairs = [[esc(q), esc(ab), esc(paired_cell(p))] for q, ab, p in comparisons(values)]
+    pairs = [[esc(q), esc(ab), esc(paired_cell(p)), esc(v)] for q, ab, p, v in comparisons(values)]
     sections = [("table", "Test success", table(["row", "test success (mean ± std [95% CI])", "seeds"], rows, {2})),
-                ("paired", "Paired comparisons", table(["question", "a - b", "difference"], pairs)),
+                ("paired", "Paired comparisons", table(["question", "a - b", "difference", "verdict"], pairs)),
                 ("curves", "Validation curves",
                  plot("curves.png" if drawn else None, "validation curves", "validation success per trained row"))]
     header = f"<h1>Study {esc(results['study'])}</h1>\n<pre>{esc(text)}</pre>\n"
