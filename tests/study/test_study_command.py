@@ -31,6 +31,7 @@ def test_quick_study_runs_every_row_end_to_end(tiny_cache, capsys):
     # The best checkpoint was picked on validation; the reported number came from the test split.
     config = (out / "runs" / "shared-s0" / "config.yaml").read_text()
     assert "heldout_split: validation" in config
+    assert "midway_eval_instances: 0" in config  # every evaluation scores the whole validation split
     table = (out / "table.md").read_text()
     assert "AT-GRPO per-role" in table and "co-trained per-role vs trained alone" in table
     assert (out / "index.html").is_file()
