@@ -20,6 +20,7 @@ from teamrl.policies.loading import Policy
 from teamrl.rollout.agent_params import agent_sampling
 from teamrl.study.protocol import Protocol, mean_pass_at_k
 from teamrl.study.rows import FROZEN_LR, ROWS, Row, Study
+from teamrl.study.sft_row import sft_row
 from teamrl.training.build import build_policies, build_workflow, policies_from_checkpoint
 from teamrl.training.evaluate import evaluate
 from teamrl.training.loop import train
@@ -118,7 +119,8 @@ class SeedRun:
         started = time.time()
         result: dict[str, Any] = {"row": row.key, "label": row.label, "seed": self.seed,
                                   "warmup_seed": self.protocol.warmup_seed(self.seed)}
-        produce = {"eval": self._eval, "train": self._train, "swap": self._swap, "alone": self._alone}[row.kind]
+        produce = {"eval": self._eval, "train": self._train, "swap": self._swap, "alone": self._alone,
+                   "sft": lambda r: sft_row(self, r)}[row.kind]
         result.update(produce(row))
         result["seconds"] = time.time() - started
         self.log(f"seed {self.seed} {row.label}: test success {result['test_success']:.1%} "
