@@ -133,10 +133,14 @@ def test_checkpoint_transcripts_replay_the_prompts_each_agent_saw(tiny_model_dir
     records = run_transcripts(config, Path(tiny_model_dir), 4, only_successes=False)
     assert len(records) == 8 and {r.policy for r in records} == {"shared"}
     workflow = build_workflow(config)
-    for analyst, calculator in zip(records[::2], records[1::2]):
-        assert analyst.prompt == workflow.render("analyst", workflow.new_state("train", analyst.instance))
-        # The calculator's prompt shows the formula the analyst committed.
-        assert f"f:{analyst.response.strip()}" in calculator.prompt or not analyst.response.strip()
+    by_episode = {e: [r for r in records if r.episode == e] for e in range(4)}
+    assert all([r.agent for r in turns] == ["analyst", "calculator"] for turns in by_episode.values())
+    for analyst, calculator in by_episode.values():
+        state = workflow.new_state("train", analyst.instance)
+        assert analyst.prompt == workflow.render("analyst", state)
+        # The calculator saw the state after the analyst's committed answer.
+        workflow.apply("analyst", state, analyst.response)
+        assert calculator.prompt == workflow.render("calculator", state) and calculator.instance == analyst.instance
     with pytest.raises(FileNotFoundError, match="--from"):
         run_transcripts(config, tmp_path / "nothing", 2)
 

@@ -59,7 +59,9 @@ def record_episode(config: RunConfig, workflow: Workflow, instance: int, episode
 
 
 def _keep(records: list[TurnRecord], only_successes: bool) -> list[TurnRecord]:
-    return [r for r in records if r.success or not only_successes]
+    """The records to write: an empty response (a sampled immediate EOS) teaches nothing and the
+    format refuses it, so it is left out even when its episode is kept."""
+    return [r for r in records if (r.success or not only_successes) and r.response]
 
 
 def scripted_transcripts(config: RunConfig, episodes: int, only_successes: bool = False, first: int = 0
