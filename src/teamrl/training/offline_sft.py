@@ -45,6 +45,7 @@ class OfflineSFT:
             raise ConfigError(f"--steps must be >= 1 and --lr > 0, got {self.steps} and {self.lr}")
 
     def settings(self, seed: int) -> SFTSettings:
+        """The warm-up trainer's settings for these options (no held-out early stopping)."""
         return SFTSettings(steps=self.steps, lr=self.lr, warmup_steps=min(20, self.steps // 10), seed=seed)
 
 
