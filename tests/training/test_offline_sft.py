@@ -30,7 +30,8 @@ def tiny_model_dir(tmp_path_factory) -> str:
     """A small untrained char-level Llama saved as a model folder (no warm-up needed)."""
     folder = tmp_path_factory.mktemp("tiny")
     tok = build_char_tokenizer()
-    build_tiny_model(tok, hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64, seed=1).save_pretrained(folder)
+    model = build_tiny_model(tok, hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64, seed=1)
+    model.save_pretrained(folder)
     tok.save_pretrained(folder)
     return str(folder)
 

@@ -105,8 +105,8 @@ def offline_sft(config: RunConfig, records: list[TurnRecord], options: OfflineSF
             def log(step: int, loss: float, name: str = name) -> None:
                 run.log(step + 1, {f"sft/{name}/loss": loss})
 
-            result = supervised_finetune(policies[name], shuffled_batches(own, options.batch_size, config.seed + offset),
-                                         options.settings(config.seed), log=log)
+            batches = shuffled_batches(own, options.batch_size, config.seed + offset)
+            result = supervised_finetune(policies[name], batches, options.settings(config.seed), log=log)
             summary["policies"][name] = {"turns": len(own), "loss_before": before,
                                          "loss_after": heldout_loss(policies[name], scored),
                                          "final_batch_loss": result.losses[-1], "steps": len(result.losses)}

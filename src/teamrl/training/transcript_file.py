@@ -25,7 +25,9 @@ VERSION = 1
 
 
 class TranscriptFormatError(ConfigError):
-    """Bad input (so the CLI prints one line and exits 2): a transcript file is missing, empty, of another format or version, or has a malformed line."""
+    """A transcript file is empty, of another format or version, or has a malformed line.
+
+    A ConfigError, so the CLI reports it as bad input: one line, exit code 2."""
 
 
 @dataclass(frozen=True)
