@@ -78,7 +78,7 @@ def test_missing_and_empty_files_say_how_to_make_one(tmp_path):
         write_transcripts(tmp_path / "x.jsonl", [])
 
 
-def test_loss_is_on_response_tokens_only_by_hand(tiny_model_dir):
+def test_loss_is_on_response_tokens_only_by_hand():
     tok = build_char_tokenizer()
     model = build_tiny_model(tok, hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64, seed=1).eval()
     policy = Policy("p", model, tok, use_chat_template=False)
