@@ -1,4 +1,4 @@
-"""`teamrl` command line: quickstart, warmup, train, eval, export, report, alerts, study."""
+"""`teamrl` command line: quickstart, warmup, train, eval, transcripts, sft, export, report, alerts, study."""
 
 from __future__ import annotations
 
@@ -117,6 +117,38 @@ def cmd_study(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_transcripts(args: argparse.Namespace) -> int:
+    from teamrl.training.transcript_file import write_transcripts
+    from teamrl.training.transcript_sources import run_transcripts, scripted_transcripts
+
+    config = _load(args)
+    _set_threads(config)
+    if args.source == "scripted":
+        records = scripted_transcripts(config, args.episodes, args.only_successes)
+    else:  # a trained run keeps its successes only: failures are not demonstrations worth imitating
+        records = run_transcripts(config, Path(args.source), args.episodes, only_successes=True)
+    path = write_transcripts(Path(args.out), records)
+    episodes = len({r.episode for r in records})
+    solved = len({r.episode for r in records if r.success})
+    print(f"{len(records)} turns of {episodes} episodes ({solved} solved) written to {path}")
+    return 0
+
+
+def cmd_sft(args: argparse.Namespace) -> int:
+    from teamrl.training.offline_sft import OfflineSFT, offline_sft
+    from teamrl.training.transcript_file import read_transcripts
+
+    config = _load(args)
+    _set_threads(config)
+    options = OfflineSFT(steps=args.steps, batch_size=args.batch_size, lr=args.lr)
+    run_dir = offline_sft(config, read_transcripts(Path(args.transcripts)), options)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    for name, info in summary["policies"].items():
+        print(f"policy {name}: {info['turns']} turns, loss {info['loss_before']:.3f} -> {info['loss_after']:.3f}")
+    print(f"run directory: {run_dir} (score it: teamrl eval CONFIG --checkpoint {run_dir / 'checkpoints' / 'best'})")
+    return 0
+
+
 def _positive(text: str) -> int:
     try:
         value = int(text)
@@ -169,6 +201,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--checkpoint", help="a checkpoint folder (checkpoints/<tag>) or a model folder")
     p.add_argument("--instances", type=_positive, default=0, help="held-out instances (default: train.eval_instances)")
     p.set_defaults(func=cmd_eval)
+    p = sub.add_parser("transcripts", help="write a collaboration-transcript file (JSONL) for `teamrl sft`")
+    with_config(p)
+    p.add_argument("--from", dest="source", required=True, metavar="SOURCE",
+                   help="'scripted' (the task's strong scripted team) or a trained run directory (its successes)")
+    p.add_argument("--out", required=True, metavar="FILE", help="the JSONL file to write")
+    p.add_argument("--episodes", type=_positive, default=200, help="training-split episodes to play (default 200)")
+    p.add_argument("--only-successes", action="store_true", help="keep the solved episodes only (scripted)")
+    p.set_defaults(func=cmd_transcripts)
+    p = sub.add_parser("sft", help="offline SFT of the config's policies on a transcript file (docs/howto/sft.md)")
+    with_config(p)
+    p.add_argument("--transcripts", required=True, metavar="FILE", help="a file written by `teamrl transcripts`")
+    p.add_argument("--steps", type=_positive, default=100, help="optimizer steps per policy (default 100)")
+    p.add_argument("--batch-size", type=_positive, default=32, help="turns per step (default 32)")
+    p.add_argument("--lr", type=float, default=1e-3, help="peak learning rate (default 1e-3)")
+    p.set_defaults(func=cmd_sft)
     p = sub.add_parser("export", help="write a checkpoint's policies as plain HF models (LoRA adapters merged)")
     p.add_argument("checkpoint", help="checkpoints/<tag> of a run, or one policy's folder in it")
     p.add_argument("--merged", required=True, metavar="OUT", help="output folder (one sub-folder per policy)")

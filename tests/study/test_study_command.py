@@ -23,7 +23,7 @@ def test_quick_study_runs_every_row_end_to_end(tiny_cache, capsys):
     results = json.loads((out / "results.json").read_text())
     rows = {r["row"]: r for r in results["results"]}
     assert set(rows) == {"single", "single_grpo", "team", "shared", "per_role", "swapped", "alone", "trajectory",
-                         "team_transfer", "single_grpo_transfer", "shared_transfer"}
+                         "sft", "team_transfer", "single_grpo_transfer", "shared_transfer"}
     assert all(0.0 <= r["test_success"] <= 1.0 for r in rows.values())
     assert rows["swapped"]["swapped"] == {"analyst": "calculator", "calculator": "analyst"}
     assert set(rows["alone"]["curves_alone"]) == {"analyst", "calculator"}

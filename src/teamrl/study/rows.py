@@ -6,6 +6,7 @@ A row is one method or ablation. Its `kind` says how it is produced:
   swap:  the `per_role` row's trained policies with the roles' policies exchanged, evaluated;
   alone: each role trained with the other roles frozen at the warm-up, then the trained roles
          evaluated together (the co-training ablation);
+  sft:   offline SFT on strong scripted transcripts from the seed's warm-up (`teamrl.study.sft_row`).
   transfer: the `source` row's trained policies (the untrained base when `source` is empty) scored on
          the test split of the study's unseen variant (`Study.transfer`: a larger size, other content).
 """
@@ -27,15 +28,15 @@ class Row:
     """One line of the table."""
 
     key: str
-    kind: str  # eval | train | swap | alone
+    kind: str  # eval | train | swap | alone | sft
     label: str
     overrides: tuple[str, ...] = ()
     source: str = ""
     """transfer rows: the trained row whose best checkpoint is scored (empty: the untrained base)."""
 
     def __post_init__(self) -> None:
-        if self.kind not in ("eval", "train", "swap", "alone", "transfer"):
-            raise ValueError(f"row {self.key!r}: kind must be eval, train, swap, alone or transfer, "
+        if self.kind not in ("eval", "train", "swap", "alone", "sft", "transfer"):
+            raise ValueError(f"row {self.key!r}: kind must be eval, train, swap, alone, sft or transfer, "
                              f"got {self.kind!r}")
 
 
@@ -52,6 +53,7 @@ ROWS: dict[str, Row] = {row.key: row for row in (
     # responses as tree grouping at the same k (2 K per instance), so only the grouping differs.
     Row("trajectory", "train", "trajectory grouping (same rewards, same tokens)",
         ("algorithm.grouping=trajectory", "algorithm.trajectory_credit=own")),
+    Row("sft", "sft", "offline SFT on strong scripted transcripts"),
     Row("team_transfer", "transfer", "team (untrained), unseen variant"),
     Row("single_grpo_transfer", "transfer", "single agent + GRPO, unseen variant", ("workflow.name=single",),
         source="single_grpo"),
@@ -65,6 +67,7 @@ COMPARISONS: tuple[tuple[str, str, str], ...] = (
     ("per_role", "swapped", "per-role vs swapped roles"),
     ("shared", "trajectory", "tree vs trajectory grouping"),
     ("per_role", "shared", "per-role vs shared"),
+    ("shared", "sft", "RL vs offline SFT"),
     ("shared_transfer", "team_transfer", "transfer: AT-GRPO shared vs untrained team, unseen variant"),
     ("shared_transfer", "single_grpo_transfer", "transfer: AT-GRPO team vs single-agent GRPO, unseen variant"),
 )

@@ -21,6 +21,7 @@ from teamrl.rollout.agent_params import agent_sampling
 from teamrl.study import results_file
 from teamrl.study.protocol import Protocol, mean_pass_at_k
 from teamrl.study.rows import FROZEN_LR, ROWS, Row, Study
+from teamrl.study.sft_row import sft_row
 from teamrl.training.build import build_policies, build_workflow, policies_from_checkpoint
 from teamrl.training.evaluate import evaluate
 from teamrl.training.loop import train
@@ -125,7 +126,7 @@ class SeedRun:
         result: dict[str, Any] = {"row": row.key, "label": row.label, "seed": self.seed,
                                   "warmup_seed": self.protocol.warmup_seed(self.seed)}
         produce = {"eval": self._eval, "train": self._train, "swap": self._swap, "alone": self._alone,
-                   "transfer": self._transfer}[row.kind]
+                   "sft": lambda r: sft_row(self, r), "transfer": self._transfer}[row.kind]
         result.update(produce(row))
         result["seconds"] = time.time() - started
         self.log(f"seed {self.seed} {row.label}: test success {result['test_success']:.1%} "
