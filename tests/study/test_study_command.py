@@ -22,7 +22,8 @@ def test_quick_study_runs_every_row_end_to_end(tiny_cache, capsys):
     assert code == 0, capsys.readouterr().err
     results = json.loads((out / "results.json").read_text())
     rows = {r["row"]: r for r in results["results"]}
-    assert set(rows) == {"single", "single_grpo", "team", "shared", "per_role", "swapped", "alone", "trajectory"}
+    assert set(rows) == {"single", "single_grpo", "team", "shared", "per_role", "swapped", "alone", "trajectory",
+                         "hetero", "homo_b"}
     assert all(0.0 <= r["test_success"] <= 1.0 for r in rows.values())
     assert rows["swapped"]["swapped"] == {"analyst": "calculator", "calculator": "analyst"}
     assert set(rows["alone"]["curves_alone"]) == {"analyst", "calculator"}

@@ -5,7 +5,8 @@ A row is one method or ablation. Its `kind` says how it is produced:
   train: one `teamrl train` run from the seed's warm-up (overrides pick regime, grouping, ...);
   swap:  the `per_role` row's trained policies with the roles' policies exchanged, evaluated;
   alone: each role trained with the other roles frozen at the warm-up, then the trained roles
-         evaluated together (the co-training ablation).
+         evaluated together (the co-training ablation);
+  bases: a per-role training run on two different bases (`teamrl.study.hetero_rows`).
 """
 
 from __future__ import annotations
@@ -25,13 +26,13 @@ class Row:
     """One line of the table."""
 
     key: str
-    kind: str  # eval | train | swap | alone
+    kind: str  # eval | train | swap | alone | bases
     label: str
     overrides: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        if self.kind not in ("eval", "train", "swap", "alone"):
-            raise ValueError(f"row {self.key!r}: kind must be eval, train, swap or alone, got {self.kind!r}")
+        if self.kind not in ("eval", "train", "swap", "alone", "bases"):
+            raise ValueError(f"row {self.key!r}: kind must be eval, train, swap, alone or bases, got {self.kind!r}")
 
 
 ROWS: dict[str, Row] = {row.key: row for row in (
@@ -47,6 +48,8 @@ ROWS: dict[str, Row] = {row.key: row for row in (
     # responses as tree grouping at the same k (2 K per instance), so only the grouping differs.
     Row("trajectory", "train", "trajectory grouping (same rewards, same tokens)",
         ("algorithm.grouping=trajectory", "algorithm.trajectory_credit=own")),
+    Row("hetero", "bases", "heterogeneous pair (Llama/chars + Qwen2/BPE)"),
+    Row("homo_b", "bases", "homogeneous pair of base B (Qwen2/BPE)"),
 )}
 
 COMPARISONS: tuple[tuple[str, str, str], ...] = (
@@ -56,6 +59,8 @@ COMPARISONS: tuple[tuple[str, str, str], ...] = (
     ("per_role", "swapped", "per-role vs swapped roles"),
     ("shared", "trajectory", "tree vs trajectory grouping"),
     ("per_role", "shared", "per-role vs shared"),
+    ("hetero", "per_role", "heterogeneous vs homogeneous pair of base A"),
+    ("hetero", "homo_b", "heterogeneous vs homogeneous pair of base B"),
 )
 """(row a, row b, question): paired per-seed differences a - b reported under the table."""
 
