@@ -117,8 +117,8 @@ def test_hetero_rows_in_a_quick_study(tmp_path, monkeypatch, capsys):
         assert 0.0 <= rows[key]["test_success"] <= 1.0
     config = yaml.safe_load((out / "runs" / "hetero-s0" / "config.yaml").read_text())
     assert config["policies"]["calculator"]["model"] != config["policies"]["analyst"]["model"]
-    # B was warmed up with the seed's warm-up seed, for 30% of A's steps (2 -> 1).
+    # B was warmed up with the seed's warm-up seed, for 1.6 times A's steps (2 -> 3).
     recipe = json.loads((tmp_path / "cache" / hetero["base_b"].rsplit("/", 1)[1] / "warmup.json").read_text())["recipe"]
-    assert (recipe["seed"], recipe["steps"]) == (100, 1)
+    assert (recipe["seed"], recipe["steps"]) == (100, 3)
     table = (out / "table.md").read_text()
     assert "heterogeneous vs homogeneous pair of base A" in table and "hetero - homo_b" in table

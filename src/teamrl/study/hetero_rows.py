@@ -35,9 +35,12 @@ if TYPE_CHECKING:  # the runner imports this module: a run-time import back woul
 Oracle = Callable[[str, Any, random.Random], str]
 """(agent, state, rng) -> a correct answer of that agent."""
 
-B_STEP_SHARE = 0.3
-"""Base B's warm-up steps as a share of base A's (`policy.warmup_sft_steps`; 500 -> 150): a shorter,
-cheaper warm-up, and a knob a tiny-budget test turns down with A's."""
+B_STEPS_PER_A_STEP = 1.6
+"""Base B's warm-up steps per step of base A's (`policy.warmup_sft_steps`; 500 -> 800). B's steps are
+cheap (batch 32 of a 0.37M-parameter model over BPE tokens vs batch 64 of the 0.87M-parameter
+default over characters: 183 s vs 586 s on this shared machine); at 150 or 400 steps its calculator
+had not caught up with its 70% script (15% and 47% accuracy, docs/study/heterogeneous.md). Tied to
+A's steps so a tiny-budget test turns both down together."""
 
 STRENGTH_SAMPLES = 4
 """Sampled answers per validation instance and role when measuring a base's per-role accuracy."""
@@ -126,7 +129,7 @@ class HeteroBases:
     def paths(self, config: RunConfig) -> dict[str, str]:
         if self._paths is None:
             run = self.seed_run
-            steps = max(1, round(B_STEP_SHARE * config.policy.warmup_sft_steps))
+            steps = max(1, round(B_STEPS_PER_A_STEP * config.policy.warmup_sft_steps))
             recipe = VariantRecipe.for_task(config.task, config.workflow.max_turns, steps=steps,
                                             seed=run.protocol.warmup_seed(run.seed))
             run.log(f"seed {run.seed}: base B (Qwen2 variant) with warm-up seed {recipe.seed}")
