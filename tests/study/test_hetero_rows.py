@@ -1,6 +1,7 @@
 """The heterogeneous-team rows: per-role accuracy against a correct scripted team, the assignment by
 strengths, the config overrides, and the rows in a --quick study on a tiny budget."""
 
+import doctest
 import json
 from types import SimpleNamespace
 
@@ -122,3 +123,8 @@ def test_hetero_rows_in_a_quick_study(tmp_path, monkeypatch, capsys):
     assert (recipe["seed"], recipe["steps"]) == (100, 3)
     table = (out / "table.md").read_text()
     assert "heterogeneous vs homogeneous pair of base A" in table and "hetero - homo_b" in table
+
+
+def test_doctests_hold():
+    result = doctest.testmod(hetero_rows)
+    assert result.attempted > 0 and result.failed == 0

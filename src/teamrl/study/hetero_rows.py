@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 import random
+import weakref
 from collections.abc import Callable
 from statistics import mean
 from typing import TYPE_CHECKING, Any
@@ -140,11 +141,15 @@ class HeteroBases:
         return self._paths
 
 
+_SEED_BASES: "weakref.WeakKeyDictionary[SeedRun, HeteroBases]" = weakref.WeakKeyDictionary()
+"""Each live seed run's bases: B is warmed up and the strengths measured once for both rows of a seed."""
+
+
 def produce(seed_run: "SeedRun", row: "Row") -> dict[str, Any]:
     """A `bases` row of one seed: the assignment, then a per-role training run like the `train` rows."""
-    bases = getattr(seed_run, "hetero_bases", None)
+    bases = _SEED_BASES.get(seed_run)
     if bases is None:
-        bases = seed_run.hetero_bases = HeteroBases(seed_run)
+        bases = _SEED_BASES[seed_run] = HeteroBases(seed_run)
     config = seed_run.config(row)
     paths = bases.paths(config)
     roles = [a.name for a in build_workflow(config).agents]
