@@ -109,6 +109,8 @@ def test_hetero_rows_in_a_quick_study(tmp_path, monkeypatch, capsys):
     strengths = hetero["strengths"]
     assert set(strengths) == {"A", "B"} and all(0.0 <= v <= 1.0 for s in strengths.values() for v in s.values())
     assert hetero["assignment"] == hetero_assignment(strengths)
+    assert homo_b["strengths"] == strengths  # measured once per seed, shared by both rows
+    assert hetero["bases_seconds"] > 0 and homo_b["bases_seconds"] == 0  # B warmed up in the first row only
     # The trained checkpoint holds one model per role, of the base it was assigned.
     for key in ("hetero", "homo_b"):
         best = out / "runs" / f"{key}-s0" / "checkpoints" / "best"

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 import random
+import time
 import weakref
 from collections.abc import Callable
 from statistics import mean
@@ -113,7 +114,7 @@ def hetero_assignment(strengths: dict[str, dict[str, float]]) -> dict[str, str]:
 
 
 def bases_overrides(assignment: dict[str, str], paths: dict[str, str]) -> tuple[str, ...]:
-    """Config overrides giving each role its own policy on its base (`tiny-default` is base A)."""
+    """Config overrides giving each role its own policy (named after the role) on its base's folder."""
     policies = ", ".join(f"{role}: {{model: {paths[base]}}}" for role, base in assignment.items())
     roles = ", ".join(f"{role}: {role}" for role in assignment)
     return (f"policies={{{policies}}}", f"roles={{{roles}}}")
@@ -122,23 +123,25 @@ def bases_overrides(assignment: dict[str, str], paths: dict[str, str]) -> tuple[
 class HeteroBases:
     """One seed's base B and both bases' strengths, made once and shared by the seed's `bases` rows."""
 
-    def __init__(self, seed_run: "SeedRun") -> None:
-        self.seed_run = seed_run
-        self._paths: dict[str, str] | None = None
+    def __init__(self) -> None:
+        self.paths: dict[str, str] = {}
         self.strengths: dict[str, dict[str, float]] = {}
 
-    def paths(self, config: RunConfig) -> dict[str, str]:
-        if self._paths is None:
-            run = self.seed_run
+    def make(self, run: "SeedRun", config: RunConfig) -> float:
+        """Warm up B and measure both bases (once); returns the seconds spent (0 when already made)."""
+        if not self.paths:
             steps = max(1, round(B_STEPS_PER_A_STEP * config.policy.warmup_sft_steps))
             recipe = VariantRecipe.for_task(config.task, config.workflow.max_turns, steps=steps,
                                             seed=run.protocol.warmup_seed(run.seed))
             run.log(f"seed {run.seed}: base B (Qwen2 variant) with warm-up seed {recipe.seed}")
+            started = time.time()
             b_path = str(warm_up_variant(recipe, verbose=run.verbose))
-            self._paths = {"A": run.model_path, "B": b_path}
-            self.strengths = base_strengths(config, self._paths, run.protocol.validation_instances, run.seed)
-            run.log(f"seed {run.seed}: per-role accuracy {self.strengths}")
-        return self._paths
+            self.paths = {"A": run.model_path, "B": b_path}
+            self.strengths = base_strengths(config, self.paths, run.protocol.validation_instances, run.seed)
+            seconds = time.time() - started
+            run.log(f"seed {run.seed}: per-role accuracy {self.strengths} ({seconds:.0f} s with B's warm-up)")
+            return seconds
+        return 0.0
 
 
 _SEED_BASES: "weakref.WeakKeyDictionary[SeedRun, HeteroBases]" = weakref.WeakKeyDictionary()
@@ -146,12 +149,13 @@ _SEED_BASES: "weakref.WeakKeyDictionary[SeedRun, HeteroBases]" = weakref.WeakKey
 
 
 def produce(seed_run: "SeedRun", row: "Row") -> dict[str, Any]:
-    """A `bases` row of one seed: the assignment, then a per-role training run like the `train` rows."""
-    bases = _SEED_BASES.get(seed_run)
-    if bases is None:
-        bases = _SEED_BASES[seed_run] = HeteroBases(seed_run)
+    """A `bases` row of one seed: the assignment, then a per-role training run like the `train` rows.
+
+    The seed's first such row also warms up base B and measures the strengths: its `seconds` include
+    `bases_seconds` (0 in the other row)."""
+    bases = _SEED_BASES.setdefault(seed_run, HeteroBases())
     config = seed_run.config(row)
-    paths = bases.paths(config)
+    spent = bases.make(seed_run, config)
     roles = [a.name for a in build_workflow(config).agents]
     if row.key == "hetero":
         assignment = hetero_assignment(bases.strengths)
@@ -159,5 +163,6 @@ def produce(seed_run: "SeedRun", row: "Row") -> dict[str, Any]:
         assignment = {role: "B" for role in roles}
     else:
         raise ConfigError(f"row {row.key!r} of kind bases: only hetero and homo_b are defined")
-    result = seed_run._train(row, bases_overrides(assignment, paths))
-    return result | {"assignment": assignment, "strengths": bases.strengths, "base_b": paths["B"]}
+    result = seed_run._train(row, bases_overrides(assignment, bases.paths))
+    return result | {"assignment": assignment, "strengths": bases.strengths, "base_b": bases.paths["B"],
+                     "bases_seconds": spent}
