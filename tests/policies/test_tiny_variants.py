@@ -12,7 +12,7 @@ from teamrl.policies.tiny_model import build_char_tokenizer
 from teamrl.policies.tiny_variants import build_bpe_tokenizer, build_tiny_qwen2
 from teamrl.training.variant_warmup import VariantRecipe, heldout_demos, warm_up_variant, weighted_demos
 
-TEXTS = ["analyst\nop:twice sum\nf>2*(x+y)", "calc\nx=7 y=3\nf:2*(x+y)\n=>2*(7+3)"] * 40
+TEXTS = ["analyst\nop:twice sum\nf>2*(x+y)", "calc\nx=12 y=3\nf:2*(x+y)\n=>2*(12+3)", "=>120"] * 40
 
 
 def test_variant_round_trips_through_save_pretrained_and_auto_classes(tmp_path):
@@ -23,7 +23,9 @@ def test_variant_round_trips_through_save_pretrained_and_auto_classes(tmp_path):
     loaded_tok = AutoTokenizer.from_pretrained(tmp_path)
     loaded = AutoModelForCausalLM.from_pretrained(tmp_path)
     assert type(loaded).__name__ == "Qwen2ForCausalLM"
-    text = "calc\nx=12 y=3\nf:x*y+x\n=>é?"  # digits, a formula, a character outside the corpus
+    # Numbers (Qwen2 splits digits, so a merge such as "12" must not survive the reload), a formula, and a
+    # character outside the corpus.
+    text = "calc\nx=12 y=3\nf:x*y+x\n=>120é?"
     ids = loaded_tok(text, add_special_tokens=False)["input_ids"]
     assert ids == tokenizer(text, add_special_tokens=False)["input_ids"]
     assert loaded_tok.decode(ids) == text
