@@ -82,8 +82,8 @@ def role_accuracy(workflow: Workflow, policy: Policy, agent: str, oracle: Oracle
             workflow.apply(before, state, oracle(before, state, rng))
     prompts = [policy.encode_prompt(workflow.render(agent, state)) for state in states]
     drawn = sample(policy, prompts, samples, params, generator)
-    return mean(workflow.apply(agent, copy.deepcopy(state), g.text).team == 1.0
-                for state, group in zip(states, drawn) for g in group)
+    return float(mean(workflow.apply(agent, copy.deepcopy(state), g.text).team == 1.0
+                      for state, group in zip(states, drawn) for g in group))  # mean of bools may be an int
 
 
 def base_strengths(config: RunConfig, bases: dict[str, str], instances: int, seed: int) -> dict[str, dict[str, float]]:
