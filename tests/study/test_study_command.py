@@ -23,7 +23,7 @@ def test_quick_study_runs_every_row_end_to_end(tiny_cache, capsys):
     results = json.loads((out / "results.json").read_text())
     rows = {r["row"]: r for r in results["results"]}
     assert set(rows) == {"single", "single_grpo", "team", "shared", "per_role", "swapped", "alone", "trajectory",
-                         "sft", "team_transfer", "single_grpo_transfer", "shared_transfer"}
+                         "sft", "hetero", "homo_b", "team_transfer", "single_grpo_transfer", "shared_transfer"}
     assert all(0.0 <= r["test_success"] <= 1.0 for r in rows.values())
     assert rows["swapped"]["swapped"] == {"analyst": "calculator", "calculator": "analyst"}
     assert set(rows["alone"]["curves_alone"]) == {"analyst", "calculator"}
@@ -54,9 +54,11 @@ def test_seeds_run_as_parallel_jobs_into_one_results_file(tiny_cache, capsys):
 def test_transfer_rows_need_a_study_with_a_variant():
     from teamrl.study.rows import select_rows, study
 
-    assert all(row.kind != "transfer" for row in select_rows(None, study("split_nav")))
-    with pytest.raises(ValueError, match="has no transfer variant"):
+    assert all(row.kind not in ("transfer", "bases") for row in select_rows(None, study("split_nav")))
+    with pytest.raises(ValueError, match="no transfer variant or heterogeneous pair for row.s. shared_transfer"):
         select_rows(["shared_transfer"], study("split_nav"))
+    with pytest.raises(ValueError, match="for row.s. hetero; drop them"):
+        select_rows(["hetero"], study("split_nav"))
     assert [r.key for r in select_rows(["shared_transfer"], study("split_calc"))] == ["shared", "shared_transfer"]
 
 

@@ -7,6 +7,7 @@ A row is one method or ablation. Its `kind` says how it is produced:
   alone: each role trained with the other roles frozen at the warm-up, then the trained roles
          evaluated together (the co-training ablation);
   sft:   offline SFT on strong scripted transcripts from the seed's warm-up (`teamrl.study.sft_row`).
+  bases: a per-role training run on two different bases (`teamrl.study.hetero_rows`).
   transfer: the `source` row's trained policies (the untrained base when `source` is empty) scored on
          the test split of the study's unseen variant (`Study.transfer`: a larger size, other content).
 """
@@ -28,15 +29,15 @@ class Row:
     """One line of the table."""
 
     key: str
-    kind: str  # eval | train | swap | alone | sft
+    kind: str  # eval | train | swap | alone | sft | bases | transfer
     label: str
     overrides: tuple[str, ...] = ()
     source: str = ""
     """transfer rows: the trained row whose best checkpoint is scored (empty: the untrained base)."""
 
     def __post_init__(self) -> None:
-        if self.kind not in ("eval", "train", "swap", "alone", "sft", "transfer"):
-            raise ValueError(f"row {self.key!r}: kind must be eval, train, swap, alone, sft or transfer, "
+        if self.kind not in ("eval", "train", "swap", "alone", "sft", "bases", "transfer"):
+            raise ValueError(f"row {self.key!r}: kind must be eval, train, swap, alone, sft, bases or transfer, "
                              f"got {self.kind!r}")
 
 
@@ -54,6 +55,8 @@ ROWS: dict[str, Row] = {row.key: row for row in (
     Row("trajectory", "train", "trajectory grouping (same rewards, same tokens)",
         ("algorithm.grouping=trajectory", "algorithm.trajectory_credit=own")),
     Row("sft", "sft", "offline SFT on strong scripted transcripts"),
+    Row("hetero", "bases", "heterogeneous pair (Llama/chars + Qwen2/BPE)"),
+    Row("homo_b", "bases", "homogeneous pair of base B (Qwen2/BPE)"),
     Row("team_transfer", "transfer", "team (untrained), unseen variant"),
     Row("single_grpo_transfer", "transfer", "single agent + GRPO, unseen variant", ("workflow.name=single",),
         source="single_grpo"),
@@ -68,6 +71,8 @@ COMPARISONS: tuple[tuple[str, str, str], ...] = (
     ("shared", "trajectory", "tree vs trajectory grouping"),
     ("per_role", "shared", "per-role vs shared"),
     ("shared", "sft", "RL vs offline SFT"),
+    ("hetero", "per_role", "heterogeneous vs homogeneous pair of base A"),
+    ("hetero", "homo_b", "heterogeneous vs homogeneous pair of base B"),
     ("shared_transfer", "team_transfer", "transfer: AT-GRPO shared vs untrained team, unseen variant"),
     ("shared_transfer", "single_grpo_transfer", "transfer: AT-GRPO team vs single-agent GRPO, unseen variant"),
 )
@@ -89,6 +94,9 @@ class Study:
     """Overrides that make the unseen variant the transfer rows are scored on (none: no transfer rows)."""
     transfer_label: str = ""
     """What the variant is, for the table."""
+    heterogeneous: bool = False
+    """Whether the `bases` rows (a second base of another architecture, `teamrl.study.hetero_rows`) apply:
+    base B's tokenizer and warm-up are built for this task."""
 
 
 STUDIES: dict[str, Study] = {
@@ -96,7 +104,7 @@ STUDIES: dict[str, Study] = {
     # Trained on operands 1..9; the variant draws them from 1..15, so 64% of its instances have an operand
     # of two digits, which no training (or warm-up) instance has. No test instance is a training one.
     "split_calc": Study("split_calc", CONFIGS / "split_calc_team.yaml", transfer=("task.max_operand=15",),
-                        transfer_label="operands 1..15 (trained on 1..9)"),
+                        transfer_label="operands 1..15 (trained on 1..9)", heterogeneous=True),
 }
 
 
@@ -108,15 +116,22 @@ def study(name: str) -> Study:
 
 def select_rows(names: list[str] | None, chosen: Study | None = None) -> list[Row]:
     """The rows named (all when None), in table order. A row that needs another pulls it in (`swapped`
-    needs `per_role`, a transfer row its source); transfer rows need a study with a transfer variant."""
-    transferable = chosen is None or bool(chosen.transfer)
+    needs `per_role`, a transfer row its source); transfer rows need a study with a transfer variant,
+    `bases` rows a study with a heterogeneous pair."""
+    missing = set()
+    if chosen is not None and not chosen.transfer:
+        missing.add("transfer")
+    if chosen is not None and not chosen.heterogeneous:
+        missing.add("bases")
     if not names:
-        return [row for row in ROWS.values() if transferable or row.kind != "transfer"]
+        return [row for row in ROWS.values() if row.kind not in missing]
     unknown = [n for n in names if n not in ROWS]
     if unknown:
         raise ValueError(f"unknown study row(s) {', '.join(unknown)}; rows: {', '.join(ROWS)}")
     wanted = set(names) | ({"per_role"} if "swapped" in names else set())
     wanted |= {ROWS[n].source for n in names if ROWS[n].source}
-    if not transferable and any(ROWS[n].kind == "transfer" for n in wanted):
-        raise ValueError(f"study {chosen.name!r} has no transfer variant; drop the *_transfer rows")
+    refused = sorted(n for n in wanted if ROWS[n].kind in missing)
+    if refused:
+        raise ValueError(f"study {chosen.name!r} has no transfer variant or heterogeneous pair for row(s) "
+                         f"{', '.join(refused)}; drop them")
     return [row for key, row in ROWS.items() if key in wanted]

@@ -18,7 +18,7 @@ from typing import Any
 from teamrl.config import ConfigError, RunConfig, load_config
 from teamrl.policies.loading import Policy
 from teamrl.rollout.agent_params import agent_sampling
-from teamrl.study import results_file
+from teamrl.study import hetero_rows, results_file
 from teamrl.study.protocol import Protocol, mean_pass_at_k
 from teamrl.study.rows import FROZEN_LR, ROWS, Row, Study
 from teamrl.study.sft_row import sft_row
@@ -126,7 +126,8 @@ class SeedRun:
         result: dict[str, Any] = {"row": row.key, "label": row.label, "seed": self.seed,
                                   "warmup_seed": self.protocol.warmup_seed(self.seed)}
         produce = {"eval": self._eval, "train": self._train, "swap": self._swap, "alone": self._alone,
-                   "sft": lambda r: sft_row(self, r), "transfer": self._transfer}[row.kind]
+                   "sft": lambda r: sft_row(self, r), "bases": lambda r: hetero_rows.produce(self, r),
+                   "transfer": self._transfer}[row.kind]
         result.update(produce(row))
         result["seconds"] = time.time() - started
         self.log(f"seed {self.seed} {row.label}: test success {result['test_success']:.1%} "
@@ -149,11 +150,11 @@ class SeedRun:
         run_dir = train(config, model_path=self.model_path, progress=self.verbose)
         return config, run_dir
 
-    def _train(self, row: Row) -> dict[str, Any]:
-        _, run_dir = self._train_one(row)
+    def _train(self, row: Row, extra: tuple[str, ...] = ()) -> dict[str, Any]:
+        _, run_dir = self._train_one(row, extra)
         self.trained[row.key] = run_dir
         summary = json.loads((run_dir / "summary.json").read_text())
-        return self.test(row, (), run_dir / "checkpoints" / "best") | {
+        return self.test(row, extra, run_dir / "checkpoints" / "best") | {
             "validation_initial": summary["initial_success"], "validation_best": summary["best_success"],
             "best_step": summary["best_step"], "curve": curve(run_dir), "run_dir": str(run_dir)}
 
