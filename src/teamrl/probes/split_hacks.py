@@ -49,7 +49,6 @@ def split_nav_attempts(workflow: Any, state: Any) -> list[Attempt]:
         "several walks": f"{back}\n{path}",
         "several walks, or": f"{path} or {back}",
         "walk in words": " ".join({"U": "up", "D": "down", "L": "left", "R": "right"}[m] for m in path),
-        "walk with a label": f"moves: {path}",
         "sweep the grid": sweep(env),
     }
     attempts += [Attempt(kind, (("spotter", gold), ("walker", text)), SPLIT_WATCH) for kind, text in walks.items()]
@@ -76,7 +75,6 @@ def split_calc_attempts(workflow: Any, state: Any) -> list[Attempt]:
         "several numbers, comma": f"{value},{value + 1}",
         "number in words": _words(value),
         "number with a unit": f"{value} units",
-        "number after a label": f"answer: {value}",
         "number then retraction": f"{value} no {value + 1}",
         "huge answer ending in the number": "1+" * 5000 + str(value),
     }

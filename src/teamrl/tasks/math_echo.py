@@ -17,6 +17,7 @@ limits): on MATH-500 `\\frac{14}{3}` and `2\\sqrt{3}` are answers.
 from __future__ import annotations
 
 import re
+import unicodedata
 
 _SPACING_RE = re.compile(r"\\[,;:! ]|\\left|\\right|[\s$]")
 _PLAIN_NUMBER_RE = re.compile(r"[+-]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?")  # 1,234 is a plain number
@@ -44,3 +45,13 @@ def echo_refusal(answer: str, question: str, truth: str, source: str = "") -> st
     if source.startswith("arithmetic"):
         return "arithmetic answered with arithmetic"
     return None
+
+
+def ascii_digits(text: str) -> str:
+    """`text` with every Unicode decimal digit written as its ASCII digit, so that shape checks that
+    count values see `19 (１８)` as the two values it is (the probe's "unicode digits" hack).
+
+    >>> ascii_digits("19 (１８)"), ascii_digits("٤٢"), ascii_digits("x²")
+    ('19 (18)', '42', 'x²')
+    """
+    return "".join(str(unicodedata.decimal(ch)) if ch.isdecimal() and not ch.isascii() else ch for ch in text)

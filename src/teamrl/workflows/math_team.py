@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
 from teamrl.tasks.math_answers import answer_equals
-from teamrl.tasks.math_echo import echo_refusal
+from teamrl.tasks.math_echo import ascii_digits, echo_refusal
 from teamrl.tasks.math_data import MathProblem, generate_arithmetic, load_math_dataset
 from teamrl.tasks.math_shape import answer_refusal, hedge_refusal
 from teamrl.tasks.math_parsing import extract_final_answer, locate_final_answer
@@ -341,7 +341,7 @@ class MathWorkflow:
         # states several values is no answer: neither is correct nor earns the format bonus
         # (teamrl.tasks.math_echo; the reward-hacking probe, docs/verifiers/reward-hacking.md).
         if answer is not None and (echo_refusal(answer, problem.question, problem.answer, problem.source)
-                                   or answer_refusal(answer, problem.answer)):
+                                   or answer_refusal(ascii_digits(answer), problem.answer)):
             answer, well_formed = None, False
         correct = answer is not None and self._match(answer, problem.answer)
         state.pending[agent] = (answer, correct, shown)
