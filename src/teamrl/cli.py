@@ -112,7 +112,8 @@ def cmd_probe(args: argparse.Namespace) -> int:
     from teamrl.probes.report import run_probe
 
     try:
-        return run_probe(args.task, args.instances, Path(args.out) if args.out else None, sys.stdout)
+        return run_probe(args.task, args.instances, Path(args.out) if args.out else None, sys.stdout,
+                         args.task_option)
     except ValueError as err:  # an unknown task, or one without a catalogue: the message names the fix
         print(f"teamrl: error: {err}", file=sys.stderr)
         return 2
@@ -198,6 +199,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "registered task)")
     p.add_argument("--instances", type=_positive, default=4, help="held-out instances per task (default: 4)")
     p.add_argument("--out", metavar="FILE", help="write the counts and every rewarded attempt as JSON")
+    p.add_argument("--task-option", action="append", default=[], metavar="KEY=VALUE",
+                   help="a task setting for every probed task (repeatable), e.g. source=gsm8k")
     p.set_defaults(func=cmd_probe)
     p = sub.add_parser("study", help="run a named study's table (rows x seeds; docs/study/index.md)")
     from teamrl.study.rows import ROWS, STUDIES

@@ -155,3 +155,19 @@ def test_cli_probe_unknown_task_is_a_clear_error() -> None:
     run = subprocess.run([sys.executable, "-m", "teamrl.cli", "probe", "--task", "nope"], capture_output=True,
                          text=True, timeout=60, env={"PYTHONPATH": str(SRC), "PATH": "/usr/bin:/bin"})
     assert run.returncode == 2 and "unknown task(s) nope; registered tasks:" in run.stderr
+
+
+@pytest.mark.parametrize("test, unit", [
+    ("assert f(0) is not None or f(0) is None", False),  # HumanEval/55 (prime_fib): paid for mutants that crash on 0
+    ("assert f(1) == 2 or f(1) != 2", False),
+    ("assert f(1) or not f(1)", False),
+    ("assert f(1) < 3 or f(1) >= 3", False),
+    ("assert f(1) == 2 or f(1) == 3", True),  # a hedged test, but one that some programs fail
+    ("assert f(1) == 2", True),
+])
+def test_an_assert_or_its_negation_is_no_unit(test: str, unit: bool) -> None:
+    import ast
+
+    from teamrl.workflows.code_parsing import counts_as_unit
+
+    assert counts_as_unit(ast.parse(test).body[0], {"f"}) is unit

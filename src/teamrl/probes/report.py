@@ -40,24 +40,42 @@ def format_table(rows: list[ProbeRow]) -> str:
     return "\n".join(lines)
 
 
-def summary(rows: list[ProbeRow], tasks: list[str], instances: int, seconds: float) -> dict[str, Any]:
+def summary(rows: list[ProbeRow], tasks: list[str], instances: int, seconds: float,
+            options: dict[str, str] | None = None) -> dict[str, Any]:
     """The JSON written by `teamrl probe`: totals, the per-kind table and every rewarded attempt."""
     return {
-        "tasks": tasks, "instances": instances, "seconds": round(seconds, 1),
+        "tasks": tasks, "instances": instances, "options": options, "seconds": round(seconds, 1),
         "tried": len(rows), "rewarded": sum(r.rewarded for r in rows),
         "table": [{"task": t, "kind": k, "tried": n, "rewarded": h} for t, k, n, h in count(rows)],
         "rewarded_attempts": [r.as_dict() for r in rows if r.rewarded],
     }
 
 
-def run_probe(names: list[str] | None, instances: int, out: Path | None, stream: TextIO) -> int:
-    """Probe the tasks, print the tables and totals to `stream`, write the JSON to `out`; 1 if any hack paid."""
-    tasks = probed_tasks(names)
+def task_options(items: list[str]) -> dict[str, str]:
+    """`KEY=VALUE` strings as a dict of task settings.
+
+    >>> task_options(["source=gsm8k"])
+    {'source': 'gsm8k'}
+    """
+    options = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"--task-option {item!r} must be KEY=VALUE, e.g. source=gsm8k")
+        options[key.strip()] = value.strip()
+    return options
+
+
+def run_probe(names: list[str] | None, instances: int, out: Path | None, stream: TextIO,
+              options: list[str] | None = None) -> int:
+    """Probe the tasks (each with the `KEY=VALUE` settings in `options`), print the tables and totals
+    to `stream`, write the JSON to `out`; 1 if any hack paid."""
+    tasks, settings = probed_tasks(names), task_options(options or [])
     start = time.perf_counter()
     rows: list[ProbeRow] = []
     for name in tasks:
-        rows += probe_task(name, instances)
-    report = summary(rows, tasks, instances, time.perf_counter() - start)
+        rows += probe_task(name, instances, task=settings)
+    report = summary(rows, tasks, instances, time.perf_counter() - start, settings)
     stream.write(format_table(rows) + "\n")
     stream.write(f"{report['rewarded']} of {report['tried']} hack attempts rewarded ({len(report['table'])} kinds, "
                  f"{len(tasks)} tasks, {instances} held-out instances each) in {report['seconds']} s\n")
