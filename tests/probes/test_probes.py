@@ -171,3 +171,19 @@ def test_an_assert_or_its_negation_is_no_unit(test: str, unit: bool) -> None:
     from teamrl.workflows.code_parsing import counts_as_unit
 
     assert counts_as_unit(ast.parse(test).body[0], {"f"}) is unit
+
+
+def test_run_probe_exits_one_and_names_a_rewarded_hack(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import io
+
+    from teamrl.probes.report import run_probe
+
+    def with_solution(workflow: Any, state: Any) -> list[Attempt]:  # a "hack" that is the solution: must be caught
+        formula, value = OPERATIONS[state.item[0]], gold_value(state.item)
+        return [Attempt("the solution", (("analyst", formula), ("calculator", str(value))))]
+
+    monkeypatch.setitem(CATALOGUES, "split_calc", with_solution)
+    stream, out = io.StringIO(), tmp_path / "p.json"
+    assert run_probe(["split_calc"], 2, out, stream) == 1
+    assert "REWARDED split_calc/the solution" in stream.getvalue()
+    assert json.loads(out.read_text())["rewarded"] == 2
