@@ -44,3 +44,22 @@ def test_off_by_one_is_a_well_formed_wrong_number() -> None:
 def test_an_unknown_agent_is_refused() -> None:
     with pytest.raises(ValueError, match="agents are analyst, calculator"):
         WithAdversary(SplitCalcWorkflow(SplitCalcConfig()), "tester", wrong_formula)
+
+
+def test_hostile_tasks_register_a_workflow_with_the_adversary() -> None:
+    # In a subprocess: registering tasks here would add them to this session's registry.
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = ("from teamrl.workflows.registry import task_settings, task_entry\n"
+            "import teamrl.probes.hostile_tasks\n"
+            "s = task_settings({'name': 'split_calc_hostile_analyst'})\n"
+            "wf = task_entry('split_calc_hostile_analyst').build('team', s, max_turns=1)\n"
+            "st = wf.new_state('heldout', 0)\n"
+            "print(type(wf).__name__, wf.apply('analyst', st, 'x+y').team, wf.replaced)\n")
+    src = str(Path(__file__).resolve().parents[2] / "src")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                         env={"PYTHONPATH": src, "PATH": "/usr/bin:/bin"})
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split() == ["WithAdversary", "0.0", "1"]
