@@ -108,6 +108,17 @@ def cmd_alerts(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_probe(args: argparse.Namespace) -> int:
+    from teamrl.probes.report import run_probe
+
+    try:
+        return run_probe(args.task, args.instances, Path(args.out) if args.out else None, sys.stdout,
+                         args.task_option)
+    except ValueError as err:  # an unknown task, or one without a catalogue: the message names the fix
+        print(f"teamrl: error: {err}", file=sys.stderr)
+        return 2
+
+
 def cmd_study(args: argparse.Namespace) -> int:
     from teamrl.study.command import run_command
 
@@ -230,6 +241,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run_dir", metavar="RUN_DIR", help="a run directory written by train")
     p.add_argument("overrides", nargs="*", help="dotted overrides, e.g. diagnostics.window=1 diagnostics.echo_cosine=0.7")
     p.set_defaults(func=cmd_alerts)
+    p = sub.add_parser("probe", help="reward-hacking probe: hacks tried and rewarded per verifier (goal 0 rewarded; "
+                       "exit 1 if any)")
+    p.add_argument("--task", action="append", metavar="NAME", help="a task to probe (repeatable; default: every "
+                   "registered task)")
+    p.add_argument("--instances", type=_positive, default=4, help="held-out instances per task (default: 4)")
+    p.add_argument("--out", metavar="FILE", help="write the counts and every rewarded attempt as JSON")
+    p.add_argument("--task-option", action="append", default=[], metavar="KEY=VALUE",
+                   help="a task setting for every probed task (repeatable), e.g. source=gsm8k")
+    p.set_defaults(func=cmd_probe)
     p = sub.add_parser("study", help="run a named study's table (rows x seeds; docs/study/index.md)")
     from teamrl.study.rows import ROWS, STUDIES
 

@@ -115,6 +115,11 @@ def main(config_json: str) -> None:
             state.tainted = True
         reply["tainted"] = state.tainted
         protocol.send_message(out_fd, reply)
+        # Drop the last request and reply before the next request forks its candidate: the reply
+        # holds the judge's unit sources (for ground truth: the hidden tests) and the request the
+        # last program, and a candidate inherits this heap, where `gc.get_objects()` finds every
+        # object still referenced (the reward-hacking probe's "read the tests" scored full marks).
+        del req, reply
         if state.tainted:
             break
     kill_leftovers(state)

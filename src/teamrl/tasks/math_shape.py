@@ -56,6 +56,8 @@ _DIGIT_GROUPS_RE = re.compile(r"(?<![\d.])\d{1,3}(?:(?:,\\!|\{,\}|\\[,! ]|[ ,~])
 _GROUP_SEP_RE = re.compile(r",\\!|\{,\}|\\[,! ]|[ ,~]")
 # Two numbers with nothing but spacing between them ("9 9", "1\,8"): SymPy adds them.
 _SPACED_NUMBERS_RE = re.compile(r"\d(?:\s|\\[,;:! ]|~|\\q?quad\b)+\.?\d")
+# A number, a space, then a parenthesis holding another ("19 (18)"): a second candidate, not a product.
+_ASIDE_NUMBER_RE = re.compile(r"\d\s+\([^()]*\d[^()]*\)")
 # Constructs that print nothing, or only space: "9 \\text{ } 9" and "9\\phantom{0}9" are "9 9" too.
 _INVISIBLE_RE = re.compile(
     r"\\(?:text|textrm|mathrm|mbox|hbox)\s*\{\s*\}|\{\s*\}|\\(?:h|v)?phantom\s*\{[^{}]*\}|\\hspace\*?\s*\{[^{}]*\}"
@@ -196,6 +198,8 @@ def answer_refusal(answer: str, gold: str | None = None) -> str | None:
     True
     >>> answer_refusal("9 9", "18")
     'numbers separated only by spaces'
+    >>> answer_refusal("19 (18)", "18")
+    'a second number in parentheses'
     """
     if not isinstance(answer, str):
         return "not a string"
@@ -228,6 +232,8 @@ def answer_refusal(answer: str, gold: str | None = None) -> str | None:
         return "several values in brackets"
     if _SPACED_NUMBERS_RE.search(_INVISIBLE_RE.sub(" ", joined)) and not _SPACED_NUMBERS_RE.search(gold_joined):
         return "numbers separated only by spaces"
+    if _ASIDE_NUMBER_RE.search(joined) and not _ASIDE_NUMBER_RE.search(gold_joined):
+        return "a second number in parentheses"
     # Prose between two numbers ("18 apples and 17 pears", "18 because 9*2 = 18").
     gaps = _DIGITS_RE.split(LATEX_COMMAND_RE.sub(" ", joined).lower())[1:-1]
     if any(_PROSE_RE.search(gap) for gap in gaps) and not words(gold):

@@ -269,12 +269,30 @@ def _swallows(node: ast.AST) -> bool:
     return False
 
 
+_NEGATED_OPS = {ast.Eq: ast.NotEq, ast.NotEq: ast.Eq, ast.Is: ast.IsNot, ast.IsNot: ast.Is, ast.In: ast.NotIn,
+                ast.NotIn: ast.In, ast.Lt: ast.GtE, ast.GtE: ast.Lt, ast.Gt: ast.LtE, ast.LtE: ast.Gt}
+
+
+def _negation(test: ast.expr) -> str | None:
+    """The dump of the expression that is `test`'s complement: `not X` for X, `a is not b` for `a is b`."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        return ast.dump(test.operand)
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and type(test.ops[0]) in _NEGATED_OPS:
+        return ast.dump(ast.Compare(test.left, [_NEGATED_OPS[type(test.ops[0])]()], test.comparators))
+    return None
+
+
 def _tautology(test: ast.expr) -> bool:
-    """`a == a` / `a is a` / `a <= a` with the same expression on both sides, or `... or <true constant>`."""
+    """`a == a` / `a is a` / `a <= a` with the same expression on both sides, `... or <true constant>`,
+    or `X or <not X>` (`f(0) is None or f(0) is not None`: true whatever f returns; the
+    reward-hacking probe found it paid for mutants that merely crash)."""
     if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Eq, ast.Is, ast.LtE, ast.GtE)):
         return ast.dump(test.left) == ast.dump(test.comparators[0])
     if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or):
-        return any(isinstance(v, ast.Constant) and bool(v.value) for v in test.values)
+        if any(isinstance(v, ast.Constant) and bool(v.value) for v in test.values):
+            return True
+        dumps = {ast.dump(v) for v in test.values}
+        return any(_negation(v) in dumps for v in test.values)
     return False
 
 

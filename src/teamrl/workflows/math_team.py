@@ -36,8 +36,9 @@ from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
 from teamrl.tasks.math_answers import answer_equals
+from teamrl.tasks.math_echo import ascii_digits, echo_refusal
 from teamrl.tasks.math_data import MathProblem, generate_arithmetic, load_math_dataset
-from teamrl.tasks.math_shape import hedge_refusal
+from teamrl.tasks.math_shape import answer_refusal, hedge_refusal
 from teamrl.tasks.math_parsing import extract_final_answer, locate_final_answer
 from teamrl.tasks.code_blocks import extract_code_block
 from teamrl.workflows.base import Agent, Outcome
@@ -335,7 +336,14 @@ class MathWorkflow:
 
     def _record(self, agent: str, state: MathState, response: str, parsed: tuple[str | None, bool, str]) -> Outcome:
         answer, well_formed, shown = parsed
-        correct = answer is not None and self._match(answer, state.problem.answer)
+        problem = state.problem
+        # An answer that hands the question back has the gold's value with no work done, and one that
+        # states several values is no answer: neither is correct nor earns the format bonus
+        # (teamrl.tasks.math_echo; the reward-hacking probe, docs/verifiers/reward-hacking.md).
+        if answer is not None and (echo_refusal(answer, problem.question, problem.answer, problem.source)
+                                   or answer_refusal(ascii_digits(answer), problem.answer)):
+            answer, well_formed = None, False
+        correct = answer is not None and self._match(answer, problem.answer)
         state.pending[agent] = (answer, correct, shown)
         state.transcript.append((agent, response))
         if all(a.name in state.pending for a in self.agents):

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from teamrl.tasks.math_answers import answer_equals
+from teamrl.tasks.math_echo import echo_refusal
 from teamrl.tasks.code_blocks import parse_python
 from teamrl.tasks.math_shape import answer_refusal
 from teamrl.workflows.code_parsing import parse_program, visible_prompt
@@ -111,7 +112,9 @@ class MathDomain:
         return Answer(value, well_formed, value if value is not None else "?")
 
     def grade(self, problems: list[Any], answers: list[Answer]) -> list[float]:
-        return [float(a.value is not None and self._equal(a.value, p.answer)) for p, a in zip(problems, answers)]
+        # An answer that hands the question back is not graded (teamrl.tasks.math_echo).
+        return [float(a.value is not None and echo_refusal(a.value, p.question, p.answer, p.source) is None
+                      and self._equal(a.value, p.answer)) for p, a in zip(problems, answers)]
 
     def same(self, a: Answer, b: Answer) -> bool:
         return a.value is not None and b.value is not None and self._equal(a.value, b.value)
