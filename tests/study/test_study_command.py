@@ -98,3 +98,18 @@ def test_a_study_folder_continues_and_refuses_another_protocol(tiny_cache, capsy
     capsys.readouterr()
     assert main([*args[:4], "3", *args[5:], "--rows", "team"]) == 2  # --instances 3: another protocol
     assert "continue it with the same study, overrides and protocol" in capsys.readouterr().err
+
+
+def test_markdown_lists_the_heterogeneous_assignment_and_the_transfer_variant():
+    hetero = {"row": "hetero", "label": "heterogeneous pair", "seed": 0, "test_success": 0.5,
+              "assignment": {"analyst": "A", "calculator": "B"},
+              "strengths": {"A": {"analyst": 0.6, "calculator": 0.3}, "B": {"analyst": 0.55, "calculator": 0.64}}}
+    moved = {"row": "shared_transfer", "label": "AT-GRPO shared, unseen variant", "seed": 0, "test_success": 0.2}
+    results = {"study": "split_calc", "protocol": {"test_instances": 10, "validation_instances": 10, "seeds": [0]},
+               "rows": ["hetero", "shared_transfer"],
+               "labels": {"hetero": "heterogeneous pair", "shared_transfer": "AT-GRPO shared, unseen variant"},
+               "results": [hetero, moved], "seconds": 1.0}
+    text = markdown(results)
+    assert "| seed | base A (analyst / calculator) | base B (analyst / calculator) | hetero row |" in text
+    assert "| 0 | 60% / 30% | 55% / 64% | analyst A, calculator B |" in text
+    assert "Unseen variant of the transfer rows: operands 1..15 (trained on 1..9) (task.max_operand=15)" in text

@@ -15,7 +15,7 @@ from typing import Any
 from teamrl.report.page import esc, fmt, plot, table, write_page
 from teamrl.report.plots import Line, Panel, color_for, save_figure
 from teamrl.study.protocol import Paired, Summary, paired, summarize, verdict
-from teamrl.study.rows import COMPARISONS, UNDIRECTED
+from teamrl.study.rows import COMPARISONS, STUDIES, UNDIRECTED
 
 
 def by_row(results: dict[str, Any], metric: str = "test_success") -> dict[str, dict[int, float]]:
@@ -53,12 +53,24 @@ def comparisons(values: dict[str, dict[int, float]]) -> list[tuple[str, str, Pai
 
 def base_lines(results: dict[str, Any]) -> list[str]:
     lines = []
-    for record in results["results"]:
+    order = {key: i for i, key in enumerate(results["rows"])}
+    for record in sorted(results["results"], key=lambda r: (order.get(r["row"], len(order)), r["seed"])):
         base = record.get("base")
         if base:
             k = base["k"]
             lines.append(f"| {record['label']} | {record['seed']} | {base['pass@1']:.1%} | {base[f'pass@{k}']:.1%} "
                          f"(k={k}) | {base['greedy']:.1%} |")
+    return lines
+
+
+def hetero_lines(results: dict[str, Any]) -> list[str]:
+    """One line per seed of the `hetero` row: both bases' strengths and the roles' bases."""
+    lines = []
+    for record in sorted((r for r in results["results"] if r["row"] == "hetero"), key=lambda r: r["seed"]):
+        strengths = record["strengths"]
+        cells = [" / ".join(f"{v:.0%}" for v in strengths[base].values()) for base in ("A", "B")]
+        roles = ", ".join(f"{role} {base}" for role, base in record["assignment"].items())
+        lines.append(f"| {record['seed']} | {cells[0]} | {cells[1]} | {roles} |")
     return lines
 
 
@@ -75,12 +87,22 @@ def markdown(results: dict[str, Any]) -> str:
         if key in values:
             lines.append(f"| {results['labels'][key]} | {cell(summarize(list(values[key].values())))} | "
                          f"{len(values[key])} |")
+    chosen = STUDIES.get(results["study"])
+    if chosen is not None and chosen.transfer_label and any(k.endswith("_transfer") for k in values):
+        lines += ["", f"Unseen variant of the transfer rows: {chosen.transfer_label} ({', '.join(chosen.transfer)}); "
+                      "scored with the source row's checkpoint, picked on the original validation split."]
     found = comparisons(values)
     if found:
         lines += ["", "Paired comparisons (per-seed differences, same warm-up; the papers claim a > b unless "
                   "the verdict gives no 'agrees/against'):", "",
                   "| question | a - b | difference | verdict |", "|---|---|---|---|"]
         lines += [f"| {q} | {ab} | {paired_cell(p)} | {v} |" for q, ab, p, v in found]
+    pairs = hetero_lines(results)
+    if pairs:
+        roles = " / ".join(next(r for r in results["results"] if r["row"] == "hetero")["assignment"])
+        lines += ["", "Heterogeneous pair: each base's per-role accuracy (validation, the other role played by the "
+                      "strong scripted team) and the assignment it gave:", "",
+                  f"| seed | base A ({roles}) | base B ({roles}) | hetero row |", "|---|---|---|---|", *pairs]
     base = base_lines(results)
     if base:
         lines += ["", "Untrained base on the validation split:", "",
