@@ -116,3 +116,24 @@ def test_a_healthy_run_raises_nothing():
             row["eval/success"] = 0.3 + 0.01 * step
         fired += monitor.observe(step, row)
     assert fired == []
+
+
+def _stall_rows(steps: int, calc_adv, success) -> list[dict[str, float]]:
+    return [{"diag/role/analyst/adv_abs": 0.4, "diag/role/calculator/adv_abs": calc_adv(t),
+             "train/success": success(t)} for t in range(steps)]
+
+
+def test_stalled_role_fires_when_a_role_gets_no_signal_while_the_team_fails():
+    # calculator's advantages are 0 from row 2 on (a constant answer); the team succeeds 10% of the time
+    rows = _stall_rows(8, lambda t: 0.3 if t < 2 else 0.0, lambda t: 0.1)
+    fired = _run(AlertMonitor(CONFIG, {"p": ["analyst", "calculator"]}), rows)
+    assert [(a.kind, a.subject) for a in fired] == [("stalled_role", "calculator")]  # once; analyst learns
+    assert fired[0].step == 5  # the window (rows 2..4) is all zeros at step 5
+    assert "the team succeeds in only 10%" in fired[0].message
+
+
+def test_no_stalled_alert_for_a_team_that_is_done_or_a_role_that_still_learns():
+    solved = _stall_rows(8, lambda t: 0.0, lambda t: 0.95)  # no signal because every candidate succeeds
+    assert _run(AlertMonitor(CONFIG, {"p": ["analyst", "calculator"]}), solved) == []
+    flickering = _stall_rows(8, lambda t: 0.2 if t % 3 == 0 else 0.0, lambda t: 0.1)  # signal now and then
+    assert _run(AlertMonitor(CONFIG, {"p": ["analyst", "calculator"]}), flickering) == []

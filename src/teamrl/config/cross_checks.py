@@ -49,7 +49,8 @@ def check_diagnostics(diag: DiagnosticsConfig) -> None:
     require(diag.baseline_steps >= 1 and diag.window >= 1, "diagnostics.window", diag.window,
              ">= 1 (and baseline_steps >= 1)")
     for name in ("dominant_share", "drift_toward", "format_drop", "echo_cosine", "diversity_drop",
-                 "diversity_floor", "collapse_drop"):
+                 "diversity_floor", "collapse_drop", "stall_success"):
         value = getattr(diag, name)
         require(0 <= value <= 1, f"diagnostics.{name}", value, "a fraction between 0 and 1")
+    require(diag.stall_adv >= 0, "diagnostics.stall_adv", diag.stall_adv, ">= 0 (a mean |advantage|)")
     require(diag.train_transcripts >= 0, "diagnostics.train_transcripts", diag.train_transcripts, ">= 0")

@@ -364,6 +364,10 @@ class DiagnosticsConfig:
     """...or below this absolute level."""
     collapse_drop: float = 0.2
     """Collapse: the held-out success fell this much (absolute) below its peak."""
+    stall_adv: float = 1e-3
+    """Stalled role: a role's mean |advantage| at most this at each of the last `window` steps..."""
+    stall_success: float = 0.9
+    """...while the team's training success (mean over the window) is below this."""
     train_transcripts: int = 4
     """Training episodes (with each turn's reward and advantage) saved at every evaluation step."""
 

@@ -9,7 +9,11 @@
   the peak, not the mean, because the alignment can last one update, after which the agents fail
   alike and leave no gradient to compare) while their outputs converge (diversity, averaged over
   the window, fell by `diversity_drop` of its baseline, or below `diversity_floor`);
-- collapse: held-out success fell `collapse_drop` below its peak; names the checkpoint to keep.
+- collapse: held-out success fell `collapse_drop` below its peak; names the checkpoint to keep;
+- stalled role: a role's candidates scored alike within every group for the last `window` steps (mean
+  |advantage| at most `stall_adv` at each) while the team still fails often (training success below
+  `stall_success`): that role gets no gradient. A role whose output ignores the policy (a scripted,
+  hostile or broken teammate, a constant answer) or a task too hard for it looks like this.
 
 An alert fires when its condition becomes true and again only after the condition cleared, so a
 persisting problem is reported once, not every step. Thresholds live in `DiagnosticsConfig`.
@@ -29,7 +33,7 @@ class Alert:
     """One alert: what (kind), about whom (subject), when, and the message a person reads."""
 
     step: int
-    kind: str  # dominant_role, echo_chamber or collapse
+    kind: str  # dominant_role, echo_chamber, collapse or stalled_role
     subject: str
     message: str
 
@@ -63,7 +67,8 @@ class AlertMonitor:
     def observe(self, step: int, metrics: dict[str, float]) -> list[Alert]:
         self.baselines.observe(metrics)
         self.windows.observe(metrics)
-        found = self._dominant(step) + self._echo(step, metrics) + self._collapse(step, metrics)
+        found = (self._dominant(step) + self._echo(step, metrics) + self._collapse(step, metrics)
+                 + self._stalled(step))
         fired = [a for a in found if (a.kind, a.subject) not in self._active]
         # Conditions that no longer hold are re-armed; collapse only re-arms on held-out steps.
         evaluated = "eval/success" in metrics
@@ -129,6 +134,25 @@ class AlertMonitor:
                     f"Mitigations: separate policies per agent (regime: per_agent), per-agent rewards "
                     f"(tree grouping, or algorithm.trajectory_credit: per_agent), or "
                     f"algorithm.coherence_damping.")))
+        return out
+
+    def _stalled(self, step: int) -> list[Alert]:
+        c, out = self.config, []
+        success = self.windows.mean("train/success")
+        if success is None or success >= c.stall_success:
+            return []  # a team that mostly succeeds leaves roles without signal because they are done
+        for key in self.windows.keys():
+            if not (key.startswith("diag/role/") and key.endswith("/adv_abs")):
+                continue
+            role, largest = key.split("/")[2], self.windows.peak(key)
+            if largest is not None and largest <= c.stall_adv:
+                out.append(Alert(step, "stalled_role", role, (
+                    f"Stalled role: every group of role '{role}' scored its candidates alike for the last "
+                    f"{c.window} steps (mean |advantage| at most {largest:.1e}), so it gets no gradient, while "
+                    f"the team succeeds in only {success:.0%} of its training episodes. Its output may not "
+                    f"depend on its policy (a scripted, hostile or broken teammate; one constant answer), or "
+                    f"its reward may not separate its candidates (check its reward terms, a larger k, a "
+                    f"higher temperature for it: rollout.by_role.{role}).")))
         return out
 
     def _collapse(self, step: int, metrics: dict[str, float]) -> list[Alert]:
