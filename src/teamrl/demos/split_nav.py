@@ -1,16 +1,16 @@
-"""Scripted Split-Nav agents with a broad prior: right 60% of the time, wrong in several ways.
+"""Scripted Split-Nav agents with a broad prior: right 75% of the time, wrong in several ways.
 
-No single wrong behaviour is common (each error kind is at most 15% of a role's answers), so a
+No single wrong behaviour is common (each error kind is at most a fifth of a role's answers), so a
 model that imitates them is noisy rather than systematically wrong: sampled, it sometimes solves an
 instance; RL's job is to make it do so reliably. `composition` counts what the scripts actually
 did (from the code, over scripted episodes), for the study's report.
 
-spotter: the true offset (60%), one part off by one (15%), one part's direction flipped (10%),
-         the two parts exchanged (5%), a random offset (10%).
-walker:  from the reported offset: the canonical walk (60%: the offset spelled out, vertical moves
+spotter: the true offset (75%), one part off by one (10%), one part's direction flipped (6%),
+         the two parts exchanged (3%), a random offset (6%).
+walker:  from the reported offset: the canonical walk (75%: the offset spelled out, vertical moves
          first, or horizontal first where a wall blocks that, else a shortest way around), that walk one
-         move short (10%), one part one move too long (10%), one part's direction flipped (10%),
-         a random short walk (10%).
+         move short (6%), one part one move too long (7%), one part's direction flipped (6%),
+         a random short walk (6%).
 solo:    the spotter's choice of an offset, then the walker's choice of a walk from it.
 """
 
@@ -34,16 +34,16 @@ _FLIP = {"U": "D", "D": "U", "L": "R", "R": "L"}
 class NavSkill:
     """How often each scripted behaviour is chosen (each role's shares add up to 1)."""
 
-    spot_correct: float = 0.6
-    spot_off_by_one: float = 0.15
-    spot_flipped: float = 0.1
-    spot_exchanged: float = 0.05
-    spot_random: float = 0.1
-    walk_correct: float = 0.6
-    walk_short_by_one: float = 0.1
-    walk_one_too_long: float = 0.1
-    walk_flipped: float = 0.1
-    walk_random: float = 0.1
+    spot_correct: float = 0.75
+    spot_off_by_one: float = 0.1
+    spot_flipped: float = 0.06
+    spot_exchanged: float = 0.03
+    spot_random: float = 0.06
+    walk_correct: float = 0.75
+    walk_short_by_one: float = 0.06
+    walk_one_too_long: float = 0.07
+    walk_flipped: float = 0.06
+    walk_random: float = 0.06
 
     def __post_init__(self) -> None:
         check_probabilities(self)

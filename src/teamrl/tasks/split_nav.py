@@ -43,7 +43,7 @@ _WALK_RE = re.compile(r"[UDLR]+")
 class SplitNavConfig:
     """Split-Nav grid settings, reward magnitudes and which split 'heldout' means."""
 
-    size: int = 5
+    size: int = 4
     """Grid side length N (N x N cells, at most 10 so an offset part is one digit)."""
     wall_prob: float = 0.1
     """Probability that a cell is a wall (S and G are never walls). Walls are what only the walker
@@ -185,12 +185,8 @@ def render_radar(layout: Layout, size: int) -> str:
     The window is egocentric so that reading the offset is finding G, the skill the tiny model learned
     on the first version's map (a report of G's cell), not subtracting two coordinates, which it did not.
 
-    >>> print(render_radar((("...", "...", "..."), (1, 1), (2, 0)), 3))
-    .....
-    .....
-    ..S..
-    .G...
-    .....
+    >>> render_radar((("...", "...", "..."), (1, 1), (2, 0)), 3).split("\\n")
+    ['.....', '.....', '..S..', '.G...', '.....']
     """
     (sr, sc), (gr, gc) = layout[1], layout[2]
     span = range(-(size - 1), size)
