@@ -121,6 +121,7 @@ def test_a_walk_that_passes_the_goal_and_goes_on_is_refused():
 def test_parsers():
     assert parse_offset("D2L2", 5) == (2, -2)
     assert parse_offset("D5", 5) is None  # a part of N cells leaves an N x N grid from anywhere
+    assert parse_offset("D4", 4) is None and parse_offset("D3", 4) == (3, 0)
     assert parse_walk("UUDD", 20) == list("UUDD")
     assert parse_walk("uudd", 20) is None
 
@@ -148,9 +149,9 @@ def test_demos_are_broad_not_planted():
         mine = {k: v for k, v in shares.items() if k.startswith(agent + "/")}
         correct = mine[f"{agent}/correct"]
         errors = {k: v for k, v in mine.items() if not k.endswith("/correct")}
-        assert 0.5 < correct < 0.7
+        assert 0.65 < correct < 0.85
         assert max(errors.values()) < 0.3 and max(errors.values()) < correct  # no majority mistake
-    assert 0.25 < shares["team/success"] < 0.5
+    assert 0.4 < shares["team/success"] < 0.7
 
 
 def test_skill_shares_must_add_up():
