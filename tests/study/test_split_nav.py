@@ -110,6 +110,13 @@ def test_degenerate_walks_score_nothing():
             assert out.local <= 0.0 or walk in ("UDLR" * 5,), (index, walk, out.terms)
 
 
+def test_a_walk_smuggled_in_the_report_earns_the_team_nothing():
+    # The spotter writes the walk itself instead of an offset; the walker copies it onto G.
+    _, state, spot, walk = team_episode(shortest(SplitNavWorkflow(CONFIG).new_state("heldout", 0)), shortest)
+    assert spot.terms["format"] == -CONFIG.format_penalty and spot.team == 0.0
+    assert state.env.success and walk.team == 0.0 and walk.local == 0.0 and not state.solved
+
+
 def test_a_walk_that_passes_the_goal_and_goes_on_is_refused():
     wf = SplitNavWorkflow(CONFIG)
     state = wf.new_state("heldout", 0)

@@ -76,6 +76,10 @@ class SplitNavWorkflow:
         target = target_of(state.layout[1], self.reported_offset(state), self.task.size) \
             if agent == "walker" else state.layout[2]
         terms = walk_terms(self.task, state.env, parse_walk(response, self.task.step_budget), target)
+        if agent == "walker" and self.reported_offset(state) is None:
+            # The team solves the task through a well-formed report: a spotter that writes the walk
+            # itself (or anything else the walker could copy) instead of an offset earns the team nothing.
+            terms["team"] = 0.0
         state.walked, state.solved = True, terms["team"] == 1.0
         return Outcome.from_terms(terms)
 
