@@ -10,7 +10,8 @@ single:  one agent sees both halves (the walker's map and the spotter's window) 
 Each candidate is scored when it is made (AT-GRPO's per-turn rewards): the spotter's team term is
 whether its report is the goal's offset, the walker's whether its walk ends on G, which depends on
 the committed report and needs it well-formed (see `teamrl.tasks.split_nav` for every term). The
-reward is team + local + format; the format term (0 or minus the penalty) goes into `Outcome.local` beside the local term.
+reward is team + local + format; the format term (0 or minus the penalty) goes into `Outcome.local`
+beside the local term.
 """
 
 from __future__ import annotations
