@@ -1,8 +1,8 @@
 """Split-Nav: a two-role grid navigation task where each role sees half of the state.
 
 The *spotter* sees where the goal is from the walker's start (an egocentric window centred on the
-start, `render_radar`), but not the walls; it reports the goal's offset from the start, vertical part first, e.g. `D2L2` (two rows down,
-two columns left). The *walker* sees the map with the walls and its start S (not the goal) and the
+start, `render_radar`), but not the walls; it reports the goal's offset from the start, vertical
+part first, e.g. `D2L2` (two rows down, two columns left). The *walker* sees the map with the walls and its start S (not the goal) and the
 spotter's report, and answers a walk of U/D/L/R letters that must end on the goal. Neither can solve
 the task alone: without the report the walker does not know where to go, and the spotter cannot
 move or see the walls. A single agent that sees everything (the single-agent baseline) must do both
