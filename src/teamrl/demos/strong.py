@@ -18,9 +18,9 @@ from teamrl.workflows.base import Workflow
 STRONG_CALC = split_calc.CalcSkill(formula_correct=1.0, formula_other_op=0.0, formula_swapped=0.0,
                                    formula_operator=0.0, value_correct=1.0, value_swapped=0.0,
                                    value_off_by_one=0.0, value_precedence=0.0, value_random=0.0)
-STRONG_NAV = split_nav.NavSkill(spot_correct=1.0, spot_row_off=0.0, spot_col_off=0.0, spot_swapped=0.0,
-                                spot_random=0.0, walk_shortest=1.0, walk_blind=0.0, walk_short_by_one=0.0,
-                                walk_random=0.0)
+STRONG_NAV = split_nav.NavSkill(spot_correct=1.0, spot_off_by_one=0.0, spot_flipped=0.0, spot_exchanged=0.0,
+                                spot_random=0.0, walk_correct=1.0, walk_short_by_one=0.0, walk_one_too_long=0.0,
+                                walk_flipped=0.0, walk_random=0.0)
 
 
 def _split_calc(workflow: Workflow) -> Respond:

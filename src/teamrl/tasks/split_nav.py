@@ -1,16 +1,24 @@
 """Split-Nav: a two-role grid navigation task where each role sees half of the state.
 
-The *spotter* sees the map with the goal G drawn on it (not the start) and must report G's cell;
-the *walker* sees the map with its start S (not the goal) and the spotter's report, and must walk
-there. Neither can solve the task alone: without the report the walker does not know where to go,
-and the spotter cannot move. A single agent that sees both (the single-agent baseline) must do both
-jobs in one answer.
+The *spotter* sees where the goal is from the walker's start (an egocentric window centred on the
+start, `render_radar`), but not the walls; it reports the goal's offset from the start, vertical
+part first, e.g. `D2L2` (two rows down, two columns left). The *walker* sees the map with the walls and its start S (not the goal) and the
+spotter's report, and answers a walk of U/D/L/R letters that must end on the goal. Neither can solve
+the task alone: without the report the walker does not know where to go, and the spotter cannot
+move or see the walls. A single agent that sees everything (the single-agent baseline) must do both
+jobs in one answer: turn two coordinates into a walk around the walls.
+
+Why an offset: the first version had the spotter report the goal's cell (`31`) and left the walker
+to turn two coordinates into a walk; the warmed-up tiny walker did so 7.5% of the time
+(docs/study/split_nav.md). An offset is what the walker can copy (`D2L2` -> `DDLL`), choosing the
+order itself where a wall blocks the straight way.
 
 Instances are procedural Plan-Path grids (solvable by construction) split into train / validation /
 test by content (`teamrl.tasks.content_splits`), so no grid is shared between splits.
 
-Verifiers are strict on purpose (an adversary's target): a report is exactly one cell, "rc" or
-"r,c" (optionally in parentheses); a walk is only U/D/L/R letters, at most the move budget.
+Verifiers are strict on purpose (an adversary's target): a report is exactly one offset of at most
+one vertical and one horizontal part, each 1..N-1 cells; a walk is only U/D/L/R letters, at most the
+move budget, and it must stop on the goal (a walk that passes the goal and goes on is refused).
 Anything else is malformed: no team or local credit, and the format penalty.
 """
 
@@ -25,8 +33,9 @@ from teamrl.tasks.plan_path import MOVES, PlanPathConfig, PlanPathEnv, distances
 
 Cell = tuple[int, int]
 Layout = tuple[tuple[str, ...], Cell, Cell]
+Offset = tuple[int, int]  # (rows down, columns right); negative = up / left
 
-_CELL_RE = re.compile(r"\(?\s*(\d)\s*,?\s*(\d)\s*\)?")
+_OFFSET_RE = re.compile(r"(?:([UD])([1-9]))? ?(?:([LR])([1-9]))?")
 _WALK_RE = re.compile(r"[UDLR]+")
 
 
@@ -34,26 +43,27 @@ _WALK_RE = re.compile(r"[UDLR]+")
 class SplitNavConfig:
     """Split-Nav grid settings, reward magnitudes and which split 'heldout' means."""
 
-    size: int = 5
-    """Grid side length N (N x N cells, at most 10 so a cell is two digits)."""
-    wall_prob: float = 0.05
-    """Probability that a cell is a wall (S and G are never walls). At 0.2 the warmed-up tiny walker
-    found the way to a correctly reported goal 2% of the time (it cannot plan detours in its head)."""
+    size: int = 4
+    """Grid side length N (N x N cells, at most 10 so an offset part is one digit)."""
+    wall_prob: float = 0.1
+    """Probability that a cell is a wall (S and G are never walls). Walls are what only the walker
+    sees: where one blocks the straight way, the walker must choose another order of moves."""
     min_distance: int = 2
     """Shortest S-G path length of every instance at least."""
     progress_coef: float = 0.5
-    """Walker's local reward: this times the fraction of the start distance to G it closed, for a walk
-    without an invalid move (a walk into a wall or off the grid earns no local credit)."""
+    """Walker's local reward: this when its walk (with no invalid move) ends on the cell the report
+    names, right or wrong (faithfulness to the report, as Split-Calc's calculator)."""
     closeness_coef: float = 0.5
-    """Spotter's local reward: this times 1 - (Manhattan error of its report) / (2 (N - 1))."""
+    """Spotter's local reward: this times 1 - (Manhattan error of the cell its offset names) / (2 (N - 1))."""
     format_penalty: float = 0.1
-    """Subtracted from an answer that is malformed (empty, several cells, letters other than UDLR, too long)."""
+    """Subtracted from an answer that is malformed (empty, several offsets, letters other than UDLR, too long)."""
     heldout_split: str = "validation"
     """Which split the framework's held-out evaluation plays: validation (checkpoint picking) or test."""
 
     def __post_init__(self) -> None:
         if not 3 <= self.size <= 10:
-            raise ValueError(f"split_nav.size must be between 3 and 10 (a cell is two digits), got {self.size}")
+            raise ValueError(f"split_nav.size must be between 3 and 10 (an offset part is one digit), "
+                             f"got {self.size}")
         if not 0.0 <= self.wall_prob < 0.5:
             raise ValueError(f"split_nav.wall_prob must be in [0, 0.5), got {self.wall_prob}")
         if not 1 <= self.min_distance <= 2 * (self.size - 1):
@@ -90,17 +100,44 @@ def make_env(config: SplitNavConfig, layout: Layout) -> PlanPathEnv:
     return env
 
 
-def parse_cell(text: str, size: int) -> Cell | None:
-    """The one cell a report names ('23', '2,3', '(2, 3)'), or None: anything else, or off the grid.
+def offset_of(start: Cell, goal: Cell) -> Offset:
+    """(rows down, columns right) from `start` to `goal`."""
+    return goal[0] - start[0], goal[1] - start[1]
 
-    >>> parse_cell("2,3", 5), parse_cell("(0 4)", 5), parse_cell("23 24", 5), parse_cell("77", 5)
-    ((2, 3), (0, 4), None, None)
+
+def format_offset(offset: Offset) -> str:
+    """The report for an offset: vertical part first, a zero part left out.
+
+    >>> format_offset((2, -2)), format_offset((0, 3)), format_offset((-1, 0))
+    ('D2L2', 'R3', 'U1')
     """
-    match = _CELL_RE.fullmatch(text.strip())
-    if match is None:
+    rows, cols = offset
+    vertical = f"{'D' if rows > 0 else 'U'}{abs(rows)}" if rows else ""
+    horizontal = f"{'R' if cols > 0 else 'L'}{abs(cols)}" if cols else ""
+    return vertical + horizontal
+
+
+def parse_offset(text: str, size: int) -> Offset | None:
+    """The one offset a report names ('D2L2', 'D2 L2', 'R3'), or None: anything else, a part of N or
+    more cells, or no part at all.
+
+    >>> parse_offset("D2L2", 5), parse_offset("U1", 5), parse_offset("D2L2 D2L2", 5), parse_offset("D7", 5)
+    ((2, -2), (-1, 0), None, None)
+    """
+    match = _OFFSET_RE.fullmatch(text.strip())
+    if match is None or not (match.group(1) or match.group(3)):
         return None
-    cell = (int(match.group(1)), int(match.group(2)))
-    return cell if max(cell) < size else None
+    rows = int(match.group(2) or 0) * (1 if match.group(1) == "D" else -1)
+    cols = int(match.group(4) or 0) * (1 if match.group(3) == "R" else -1)
+    return (rows, cols) if max(abs(rows), abs(cols)) < size else None
+
+
+def target_of(start: Cell, offset: Offset | None, size: int) -> Cell | None:
+    """The cell an offset names from `start`, or None (no offset, or off the grid)."""
+    if offset is None:
+        return None
+    cell = (start[0] + offset[0], start[1] + offset[1])
+    return cell if 0 <= cell[0] < size and 0 <= cell[1] < size else None
 
 
 def parse_walk(text: str, budget: int) -> list[str] | None:
@@ -115,28 +152,46 @@ def parse_walk(text: str, budget: int) -> list[str] | None:
     return list(text)
 
 
-def spotter_terms(config: SplitNavConfig, goal: Cell, report: Cell | None) -> dict[str, float]:
-    """team: 1 when the report is G's cell; local: closeness of a well-formed report; format: the penalty
-    when there is none."""
+def spotter_terms(config: SplitNavConfig, layout: Layout, report: Offset | None) -> dict[str, float]:
+    """team: 1 when the report is the goal's offset; local: closeness of the cell a well-formed report
+    names; format: the penalty when there is no well-formed report."""
     if report is None:
         return {"team": 0.0, "local": 0.0, "format": -config.format_penalty}
-    error = abs(report[0] - goal[0]) + abs(report[1] - goal[1])
+    true = offset_of(layout[1], layout[2])
+    error = abs(report[0] - true[0]) + abs(report[1] - true[1])
     closeness = max(0.0, 1.0 - error / (2 * (config.size - 1)))
     return {"team": float(error == 0), "local": config.closeness_coef * closeness, "format": 0.0}
 
 
-def walk_terms(config: SplitNavConfig, env: PlanPathEnv, moves: list[str] | None) -> dict[str, float]:
+def walk_terms(config: SplitNavConfig, env: PlanPathEnv, moves: list[str] | None,
+               target: Cell | None) -> dict[str, float]:
     """Step `env` with the walk. team: 1 when the walk *ends* on G (a walk that passes G and goes on is
-    refused, so sweeping the grid scores nothing); local: progress towards G of a walk with no invalid
-    move and no overshoot; format: the penalty for a malformed walk (which forfeits the episode)."""
+    refused, so sweeping the grid scores nothing); local: `progress_coef` when a walk with no invalid
+    move ends on `target`, the cell the report names; format: the penalty for a malformed walk (which
+    forfeits the episode)."""
     if moves is None:
         env.forfeit()
         return {"team": 0.0, "local": 0.0, "format": -config.format_penalty}
-    before = env.distance()
     result = env.step(moves)
     clean = "invalid_at" not in result.info and result.info.get("ignored", 0) == 0
-    progress = max(0, before - env.distance()) / max(before, 1) if clean else 0.0
-    return {"team": float(clean and env.success), "local": config.progress_coef * progress, "format": 0.0}
+    faithful = clean and target is not None and env.position == target
+    return {"team": float(clean and env.success), "local": config.progress_coef * faithful, "format": 0.0}
+
+
+def render_radar(layout: Layout, size: int) -> str:
+    """The goal as seen from the start: a (2N - 1) x (2N - 1) window centred on S, G drawn at its offset,
+    every other cell '.' (no walls: those are the walker's half of the state).
+
+    The window is egocentric so that reading the offset is finding G, the skill the tiny model learned
+    on the first version's map (a report of G's cell), not subtracting two coordinates, which it did not.
+
+    >>> render_radar((("...", "...", "..."), (1, 1), (2, 0)), 3).split("\\n")
+    ['.....', '.....', '..S..', '.G...', '.....']
+    """
+    (sr, sc), (gr, gc) = layout[1], layout[2]
+    span = range(-(size - 1), size)
+    cells = {(0, 0): "S", (gr - sr, gc - sc): "G"}
+    return "\n".join("".join(cells.get((dr, dc), ".") for dc in span) for dr in span)
 
 
 def render_map(layout: Layout, show_start: bool, show_goal: bool) -> str:
@@ -150,5 +205,5 @@ def render_map(layout: Layout, show_start: bool, show_goal: bool) -> str:
     return "\n".join("".join(row) for row in rows)
 
 
-__all__ = ["MOVES", "SplitNavConfig", "instance", "make_env", "parse_cell", "parse_walk", "render_map",
-           "spotter_terms", "walk_terms"]
+__all__ = ["MOVES", "Offset", "SplitNavConfig", "format_offset", "instance", "make_env", "offset_of",
+           "parse_offset", "parse_walk", "render_map", "render_radar", "spotter_terms", "target_of", "walk_terms"]
