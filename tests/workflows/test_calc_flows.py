@@ -171,3 +171,12 @@ def test_demonstrations_are_compact_prompts_of_training_instances():
     assert {a for a, _, _ in triples} == {a.name for a in wf.agents}
     assert all(p.endswith("\n>") for _, p, _ in triples)
     assert gold_value(ITEM) == 20
+
+
+def test_doctests():
+    import doctest
+
+    from teamrl.workflows import calc_flows
+
+    result = doctest.testmod(calc_flows)
+    assert result.attempted > 0 and result.failed == 0
