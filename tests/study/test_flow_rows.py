@@ -20,6 +20,7 @@ def test_only_regimes_that_group_agents_differently():
     assert distinct_regimes(workflow("voting")) == ["shared", "per_role", "per_agent"]
     assert distinct_regimes(workflow("evaluator_optimizer")) == ["shared", "per_role"]  # one agent per role
     assert distinct_regimes(workflow("debate")) == ["shared", "per_agent"]  # one role
+    assert distinct_regimes(workflow("orchestrator_workers")) == ["shared", "per_role", "per_agent"]
 
 
 def test_role_accuracy_from_committed_turns():
@@ -68,13 +69,15 @@ def test_quick_workflows_study_end_to_end(tmp_path, monkeypatch, capsys):
     cells = record["cells"]
     assert {w: list(c) for w, c in cells.items()} == {
         "voting": ["untrained", "shared", "per_role", "per_agent"],
-        "evaluator_optimizer": ["untrained", "shared", "per_role"], "debate": ["untrained", "shared", "per_agent"]}
+        "evaluator_optimizer": ["untrained", "shared", "per_role"],
+        "orchestrator_workers": ["untrained", "shared", "per_role", "per_agent"],
+        "debate": ["untrained", "shared", "per_agent"]}
     assert record["test_success"] == cells["voting"]["shared"]["test_success"]
     assert set(cells["voting"]["per_agent"]["roles"]) == {"aggregator", "aggregator/offered", "generator"}
     assert cells["evaluator_optimizer"]["shared"]["curve"][0][0] == 0
     # Each workflow starts from its own warm-up; voting's is the runner's (the task's team workflow).
     bases = {w: c["untrained"]["base"] for w, c in cells.items()}
-    assert len(set(bases.values())) == 3
+    assert len(set(bases.values())) == 4
     config = (out / "runs" / "flows-debate-per_agent-s0" / "config.yaml").read_text()
     assert "name: debate" in config and "regime: per_agent" in config and "heldout_split: validation" in config
     assert "| debate | per_agent |" in matrix(results)

@@ -98,14 +98,39 @@ def test_evaluator_hedges_score_nothing(hack):
         assert (outcome.team, outcome.local, outcome.terms["verdict_correct"]) == (0.0, -0.1, 0.0), (hack, answer)
 
 
-@pytest.mark.parametrize("name", ["voting", "evaluator_optimizer", "debate"])
+ANSWERERS = {"voting": "generator_0", "evaluator_optimizer": "generator", "debate": "debater_0",
+             "orchestrator_workers": "worker_0"}
+
+
+@pytest.mark.parametrize("name", list(ANSWERERS))
 def test_answer_hacks_score_nothing_in_every_workflow(name):
     wf = workflow(name)
-    answerer = wf.agents[0].name
+    answerer = ANSWERERS[name]
     for hack in HACKS:
         state = state_on(wf)
         outcome, = wf.apply_many(answerer, [state], [hack])
         assert (outcome.team, outcome.local, outcome.terms["correct"]) == (0.0, -0.1, 0.0), (name, hack)
+
+
+def test_orchestrator_workers_terms():
+    wf = workflow("orchestrator_workers")
+    state = state_on(wf)
+    plan = wf.apply("orchestrator", state, "2*(x+y) x+y 2*(x+y)")
+    assert (plan.team, plan.local, plan.terms["format_ok"]) == (0.0, 0.1, 1.0)  # a plan has no outcome yet
+    assert "s:x+y" in wf.render("worker_1", state)
+    for w, text in zip(wf.workers, ["2*(7+3)", "7+3", "20 21"]):
+        wf.apply(w, state, text)
+    assert [state.scores[w] for w in wf.workers] == [1.0, 0.0, 0.0]
+    final = wf.apply("synthesizer", state, "2*(7+3)")
+    assert (final.team, final.terms["correct"], final.terms["any_correct"]) == (1.0, 1.0, 1.0) and wf.success(state)
+    for hack in ("2*(x+y) x+y", "2*(x+y) x+y x*y x-y", ""):  # not three strategies
+        outcome = wf.apply("orchestrator", state_on(wf), hack)
+        assert (outcome.team, outcome.local) == (0.0, -0.1), hack
+    for hack in HACKS:
+        trial = state_on(wf)
+        trial.scores = dict(state.scores)
+        outcome = wf.apply("synthesizer", trial, hack)
+        assert (outcome.team, outcome.local) == (0.0, -0.1) and not wf.success(trial), hack
 
 
 def test_debate_majority_of_values():
@@ -133,14 +158,15 @@ def test_heldout_instances_never_train():
     assert held and not train & held
 
 
-@pytest.mark.parametrize("name", ["voting", "evaluator_optimizer", "debate"])
+@pytest.mark.parametrize("name", list(ANSWERERS))
 def test_scripted_prior_is_broad(name):
     shares = composition(workflow(name), episodes=1500)
-    answerer = workflow(name).agents[0].name
+    answerer = ANSWERERS[name]
     # First answers only (a debater's later rounds keep or switch: counted apart).
     first = {k: v for k, v in shares.items() if k.startswith(answerer + "/") and "/keep" not in k and "/switch" not in k}
     right = shares[f"{answerer}/right"] / sum(first.values())
-    wrong = {k: v / sum(first.values()) for k, v in first.items() if not k.endswith("/right")}
+    # A worker's "faithful" answer is its own job done right on a wrong formula (the orchestrator's error).
+    wrong = {k: v / sum(first.values()) for k, v in first.items() if not k.endswith(("/right", "/faithful"))}
     assert 0.2 < right < 0.5, right  # right about a third of the time on a first answer
     assert max(wrong.values()) < 0.2, max(wrong.items(), key=lambda kv: kv[1])  # no error kind is common
     assert 0.2 < shares["team/success"] < 0.6
@@ -149,6 +175,10 @@ def test_scripted_prior_is_broad(name):
         assert 0.4 < majority < 0.6
     if name == "evaluator_optimizer":
         assert 0.5 < shares["evaluator/right"] < 0.7
+    if name == "orchestrator_workers":  # three formulas, each right half the time: 0..3 right ~ binomial
+        assert 0.08 < shares["orchestrator/3_right"] < 0.2 and 0.08 < shares["orchestrator/0_right"] < 0.2
+        majority = shares["synthesizer/majority/right"] + shares["synthesizer/majority/wrong"]
+        assert 0.4 < majority < 0.6
 
 
 def test_scripted_evaluator_and_aggregator_follow_their_skill():

@@ -11,6 +11,10 @@ systematically wrong (issue 12's rule), and RL's job is to make reliable what it
   candidate at random;
 - the evaluator gives the right verdict (`ok` on a correct answer, `no` on a wrong one) with
   probability `evaluator_right`, else the other one;
+- the orchestrator writes one formula per worker, each as Split-Calc's analyst would (right half the
+  time); a worker puts the operands into its formula as Split-Calc's calculator would (right half the
+  time); the synthesizer copies the majority answer with probability `pick_majority`, else a random
+  worker's;
 - a debater from round 1 on switches to the previous round's majority answer with probability
   `debate_switch`, else keeps its own.
 `composition(workflow)` counts what the scripts chose, per agent, and the scripted team's success.
@@ -27,6 +31,7 @@ from typing import Any
 from teamrl.demos.composition import count_behaviours
 from teamrl.demos.driver import check_probabilities, demonstrations as drive
 from teamrl.demos.split_calc import CalcSkill, write_formula, write_value
+from teamrl.tasks.split_calc import OPERATIONS
 from teamrl.tasks.split_calc import gold_value
 from teamrl.workflows.base import Workflow
 from teamrl.workflows.calc_flows import CalcDomain, parse_answer
@@ -38,7 +43,7 @@ class FlowSkill:
     """How often each scripted role does the right thing (answerers: `answer`, Split-Calc's shares)."""
 
     pick_majority: float = 0.5
-    """Probability that the aggregator picks the majority answer (else a random candidate)."""
+    """Probability that the aggregator / synthesizer takes the majority answer (else a random candidate)."""
     evaluator_right: float = 0.6
     """Probability that the evaluator's verdict is the right one."""
     debate_switch: float = 0.5
@@ -74,12 +79,21 @@ def respond(workflow: Any, agent: str, state: Any, rng: random.Random, skill: Fl
     """The scripted response of `agent` in `state` (compact form); `record` counts behaviour kinds."""
     role = workflow.check_agent(agent).role
     item = state.problem
-    if role == "aggregator":
-        values = [a.value if a is not None else None for a in workflow.candidates(state)]
+    if role in ("aggregator", "synthesizer"):
+        names = workflow.generators if role == "aggregator" else workflow.workers
+        values = [a.value if a is not None else None for a in (state.answers.get(n) for n in names)]
         majority = rng.random() < skill.pick_majority
         pick = _majority(values) if majority else rng.randrange(len(values))
-        kind, text = ("majority" if majority else "random"), str(pick)
-        kind += "/right" if values[pick] == str(gold_value(item)) else "/wrong"
+        kind = ("majority" if majority else "random") + ("/right" if values[pick] == str(gold_value(item)) else "/wrong")
+        text = str(pick) if role == "aggregator" else state.texts.get(names[pick], "?")
+    elif role == "orchestrator":
+        formulas = [write_formula(item[0], rng, skill.answer)[1] for _ in workflow.workers]
+        right = sum(f == OPERATIONS[item[0]] for f in formulas)
+        kind, text = f"{right}_right", " ".join(formulas)
+    elif role == "worker":
+        kind, text = write_value(workflow.strategy(agent, state), item[1], item[2], rng, skill.answer)
+        right = parse_answer(text).value == str(gold_value(item))
+        kind = "right" if right else ("faithful" if kind == "correct" else kind)  # right arithmetic, wrong formula
     elif role == "evaluator":
         truth = state.score >= 1.0
         right = rng.random() < skill.evaluator_right

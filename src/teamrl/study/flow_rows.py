@@ -38,8 +38,10 @@ if TYPE_CHECKING:
     from teamrl.study.rows import Row
     from teamrl.study.runner import SeedRun
 
-FLOW_WORKFLOWS = ("voting", "evaluator_optimizer", "debate")
+FLOW_WORKFLOWS = ("voting", "evaluator_optimizer", "orchestrator_workers", "debate")
 FLOW_REGIMES = ("shared", "per_role", "per_agent")
+WORKFLOW_OVERRIDES = {"orchestrator_workers": ("rollout.by_role={orchestrator: {max_new_tokens: 24}}",)}
+"""Config overrides of one workflow's cells (three formulas need more than the config's 10 characters)."""
 TEAM = "voting"
 """The calc_flows task's `team` workflow: the study runner's own warm-up is this workflow's."""
 HEADLINE = ("voting", "shared")
@@ -125,7 +127,7 @@ def produce(seed_run: "SeedRun", row: "Row") -> dict[str, Any]:
     """Every cell of the matrix for one seed: {workflow: {'untrained' | regime: cell}}."""
     cells: dict[str, dict[str, Any]] = {}
     for name in FLOW_WORKFLOWS:
-        extra = (f"workflow.name={name}",)
+        extra = (f"workflow.name={name}", *WORKFLOW_OVERRIDES.get(name, ()))
         model_path = warm_base(seed_run, row, name)
         cells[name] = {"untrained": test_cell(seed_run, row, extra, model_path, None) | {"base": model_path}}
         for regime in distinct_regimes(build_workflow(seed_run.config(row, extra))):

@@ -1,4 +1,4 @@
-"""The study's workflows (voting, evaluator-optimizer, debate) on Split-Calc content, for the tiny model.
+"""The study's workflows (voting, evaluator-optimizer, orchestrator-workers, debate) on Split-Calc content.
 
 Task `calc_flows`: an instance is a Split-Calc triple (operation name, x, y), e.g. ("twice sum", 7, 3),
 and every answering agent sees all of it: `twice sum x=7 y=3`. An answer is the value, written as one
@@ -8,7 +8,9 @@ that its warmed-up single agent solves this sometimes (18% sampled, pass@8 73%),
 make reliable rather than a planted mistake to undo.
 
 `CalcDomain` is the study workflows' `Domain` for this content, so the workflows' own code (prompts,
-parsers, rewards; see `voting`, `evaluator_optimizer`, `debate`) runs unchanged:
+parsers, rewards; see `voting`, `evaluator_optimizer`, `orchestrator_workers`, `debate`) runs unchanged.
+In orchestrator-workers the orchestrator's strategies are three formulas in x and y, one per worker
+(`2*(x+y) x*y 2*(x+y)`: the compact form, words of one line); a worker puts the operands into its own.
 
     parse:  the answer's value (`teamrl.tasks.split_calc.answer_value`); well formed only when the whole
             response is one number or expression. Several values (`20 21`, `20,21`), words, x or y, an
@@ -33,6 +35,7 @@ from teamrl.tasks.split_calc import MAX_FORMULA_CHARS, Instance, SplitCalcConfig
 from teamrl.workflows.base import Workflow
 from teamrl.workflows.debate import DebateWorkflow
 from teamrl.workflows.evaluator_optimizer import EvaluatorOptimizerWorkflow
+from teamrl.workflows.orchestrator_workers import OrchestratorWorkersWorkflow
 from teamrl.workflows.study_domains import Answer
 from teamrl.workflows.voting import VotingWorkflow
 
@@ -117,7 +120,7 @@ def _kind(cls: type) -> Callable[..., Workflow]:
               format_bonus: float = 0.1, single_agent: bool = False, **_: Any) -> Workflow:
         if single_agent:
             raise ValueError("calc_flows has no single-agent workflow (Split-Calc's is task split_calc, "
-                             "workflow.name: single); workflow.name: voting, evaluator_optimizer or debate")
+                             "workflow.name: single); workflow.name: voting, evaluator_optimizer, orchestrator_workers or debate")
         if prompt_style != "compact":
             raise ValueError("calc_flows has compact prompts only (workflow.prompt_style: compact)")
         turns = {} if max_turns is None else {"max_turns": max_turns}
@@ -129,6 +132,7 @@ def _kind(cls: type) -> Callable[..., Workflow]:
 CALC_FLOWS: dict[str, Callable[..., Workflow]] = {
     "voting": _kind(VotingWorkflow),
     "evaluator_optimizer": _kind(EvaluatorOptimizerWorkflow),
+    "orchestrator_workers": _kind(OrchestratorWorkersWorkflow),
     "debate": _kind(DebateWorkflow),
 }
 """The study workflows that `task.name: calc_flows` offers (`workflow.name`); `team` is voting."""
