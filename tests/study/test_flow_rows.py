@@ -81,4 +81,6 @@ def test_quick_workflows_study_end_to_end(tmp_path, monkeypatch, capsys):
     config = (out / "runs" / "flows-debate-per_agent-s0" / "config.yaml").read_text()
     assert "name: debate" in config and "regime: per_agent" in config and "heldout_split: validation" in config
     assert "| debate | per_agent |" in matrix(results)
+    orchestra = (out / "runs" / "flows-orchestrator_workers-shared-s0" / "config.yaml").read_text()
+    assert "max_new_tokens: 24" in orchestra  # three formulas fit
     assert (out / "index.html").is_file()
