@@ -8,6 +8,7 @@ A row is one method or ablation. Its `kind` says how it is produced:
          evaluated together (the co-training ablation);
   sft:   offline SFT on strong scripted transcripts from the seed's warm-up (`teamrl.study.sft_row`).
   bases: a per-role training run on two different bases (`teamrl.study.hetero_rows`).
+  flows: every study workflow x policy regime on Split-Calc content (`teamrl.study.flow_rows`).
   transfer: the `source` row's trained policies (the untrained base when `source` is empty) scored on
          the test split of the study's unseen variant (`Study.transfer`: a larger size, other content).
 """
@@ -29,15 +30,15 @@ class Row:
     """One line of the table."""
 
     key: str
-    kind: str  # eval | train | swap | alone | sft | bases | transfer
+    kind: str  # eval | train | swap | alone | sft | bases | transfer | flows
     label: str
     overrides: tuple[str, ...] = ()
     source: str = ""
     """transfer rows: the trained row whose best checkpoint is scored (empty: the untrained base)."""
 
     def __post_init__(self) -> None:
-        if self.kind not in ("eval", "train", "swap", "alone", "sft", "bases", "transfer"):
-            raise ValueError(f"row {self.key!r}: kind must be eval, train, swap, alone, sft, bases or transfer, "
+        if self.kind not in ("eval", "train", "swap", "alone", "sft", "bases", "transfer", "flows"):
+            raise ValueError(f"row {self.key!r}: kind must be eval, train, swap, alone, sft, bases, transfer or flows, "
                              f"got {self.kind!r}")
 
 
@@ -61,6 +62,7 @@ ROWS: dict[str, Row] = {row.key: row for row in (
     Row("single_grpo_transfer", "transfer", "single agent + GRPO, unseen variant", ("workflow.name=single",),
         source="single_grpo"),
     Row("shared_transfer", "transfer", "AT-GRPO shared, unseen variant", source="shared"),
+    Row("flows", "flows", "study workflows x regimes (voting shared; all: python -m teamrl.study.flow_rows)"),
 )}
 
 COMPARISONS: tuple[tuple[str, str, str], ...] = (
@@ -97,6 +99,8 @@ class Study:
     heterogeneous: bool = False
     """Whether the `bases` rows (a second base of another architecture, `teamrl.study.hetero_rows`) apply:
     base B's tokenizer and warm-up are built for this task."""
+    flows: bool = False
+    """Whether this is a study of the study workflows (the `flows` row only; `teamrl.study.flow_rows`)."""
 
 
 STUDIES: dict[str, Study] = {
@@ -105,6 +109,7 @@ STUDIES: dict[str, Study] = {
     # of two digits, which no training (or warm-up) instance has. No test instance is a training one.
     "split_calc": Study("split_calc", CONFIGS / "split_calc_team.yaml", transfer=("task.max_operand=15",),
                         transfer_label="operands 1..15 (trained on 1..9)", heterogeneous=True),
+    "workflows_calc": Study("workflows_calc", CONFIGS / "calc_flows.yaml", flows=True),
 }
 
 
@@ -123,6 +128,8 @@ def select_rows(names: list[str] | None, chosen: Study | None = None) -> list[Ro
         missing.add("transfer")
     if chosen is not None and not chosen.heterogeneous:
         missing.add("bases")
+    if chosen is not None:  # the flows row is a study of its own: never beside the other rows
+        missing |= {row.kind for row in ROWS.values() if (row.kind == "flows") != chosen.flows}
     if not names:
         return [row for row in ROWS.values() if row.kind not in missing]
     unknown = [n for n in names if n not in ROWS]

@@ -18,7 +18,7 @@ from typing import Any
 from teamrl.config import ConfigError, RunConfig, load_config
 from teamrl.policies.loading import Policy
 from teamrl.rollout.agent_params import agent_sampling
-from teamrl.study import hetero_rows, results_file
+from teamrl.study import flow_rows, hetero_rows, results_file
 from teamrl.study.protocol import Protocol, mean_pass_at_k
 from teamrl.study.rows import FROZEN_LR, ROWS, Row, Study
 from teamrl.study.sft_row import sft_row
@@ -127,7 +127,7 @@ class SeedRun:
                                   "warmup_seed": self.protocol.warmup_seed(self.seed)}
         produce = {"eval": self._eval, "train": self._train, "swap": self._swap, "alone": self._alone,
                    "sft": lambda r: sft_row(self, r), "bases": lambda r: hetero_rows.produce(self, r),
-                   "transfer": self._transfer}[row.kind]
+                   "transfer": self._transfer, "flows": lambda r: flow_rows.produce(self, r)}[row.kind]
         result.update(produce(row))
         result["seconds"] = time.time() - started
         self.log(f"seed {self.seed} {row.label}: test success {result['test_success']:.1%} "

@@ -37,6 +37,8 @@ from teamrl.tasks.split_calc import SplitCalcConfig
 from teamrl.tasks.split_nav import SplitNavConfig
 from teamrl.workflows.split_calc_team import SplitCalcWorkflow
 from teamrl.workflows.split_nav_team import SplitNavWorkflow
+from teamrl.demos import calc_flows as calc_flows_demos
+from teamrl.workflows.calc_flows import CALC_FLOWS, CalcFlowsConfig
 
 Demos = Callable[[Workflow, int], Iterator[tuple[str, str, str]]]
 
@@ -111,6 +113,12 @@ TASKS: dict[str, TaskEntry] = {
         SplitCalcConfig, SplitCalcWorkflow, split_calc_demos.demonstrations,
         sources=("teamrl.demos.split_calc", "teamrl.demos.driver", "teamrl.workflows.split_calc_team",
                  "teamrl.tasks.split_calc", "teamrl.tasks.content_splits")),
+    # The study workflows on Split-Calc content (docs/howto/study-workflows.md); `team` is voting.
+    "calc_flows": TaskEntry(
+        CalcFlowsConfig, CALC_FLOWS["voting"], calc_flows_demos.demonstrations,
+        sources=("teamrl.demos.calc_flows", "teamrl.demos.split_calc", "teamrl.demos.driver",
+                 "teamrl.workflows.calc_flows", "teamrl.tasks.split_calc", "teamrl.tasks.content_splits")
+        + STUDY_SOURCES[1:], workflows=dict(CALC_FLOWS), single=False),
 }
 
 

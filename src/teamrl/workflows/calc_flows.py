@@ -1,0 +1,138 @@
+"""The study's workflows (voting, evaluator-optimizer, orchestrator-workers, debate) on Split-Calc content.
+
+Task `calc_flows`: an instance is a Split-Calc triple (operation name, x, y), e.g. ("twice sum", 7, 3),
+and every answering agent sees all of it: `twice sum x=7 y=3`. An answer is the value, written as one
+number or one arithmetic expression on numbers (`2*(7+3)`), which the verifier computes (Split-Calc's
+parser, never `eval`): the tiny character-level model cannot multiply in its head, and Split-Calc showed
+that its warmed-up single agent solves this sometimes (18% sampled, pass@8 73%), so RL has a skill to
+make reliable rather than a planted mistake to undo.
+
+`CalcDomain` is the study workflows' `Domain` for this content, so the workflows' own code (prompts,
+parsers, rewards; see `voting`, `evaluator_optimizer`, `orchestrator_workers`, `debate`) runs unchanged.
+In orchestrator-workers the orchestrator's strategies are three formulas in x and y, one per worker
+(`2*(x+y) x*y 2*(x+y)`: the compact form, words of one line); a worker puts the operands into its own.
+
+    parse:  the answer's value (`teamrl.tasks.split_calc.answer_value`); well formed only when the whole
+            response is one number or expression. Several values (`20 21`, `20,21`), words, x or y, an
+            empty reply or more than 24 characters: no value, score 0, the format penalty.
+    grade:  1.0 when the value equals the operation at (x, y), else 0.0.
+    same:   two answers agree when their values are equal (`2*(7+3)` and `20`).
+    shown:  other agents are shown the answer as written (`2*(7+3)`), so an aggregator or evaluator can
+            check its form against the operation, which the tiny model can learn; the value alone
+            (`20`) would ask it to multiply.
+
+Splits are Split-Calc's (by content): a validation or test triple never appears in training.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from teamrl.tasks.content_splits import check_heldout_split
+from teamrl.tasks.split_calc import MAX_FORMULA_CHARS, Instance, SplitCalcConfig, answer_value, gold_value, instance
+from teamrl.workflows.base import Workflow
+from teamrl.workflows.debate import DebateWorkflow
+from teamrl.workflows.evaluator_optimizer import EvaluatorOptimizerWorkflow
+from teamrl.workflows.orchestrator_workers import OrchestratorWorkersWorkflow
+from teamrl.workflows.study_domains import Answer
+from teamrl.workflows.voting import VotingWorkflow
+
+
+@dataclass(frozen=True)
+class CalcFlowsConfig:
+    """Settings of the `calc_flows` task (`task.<field>`)."""
+
+    max_operand: int = 9
+    """Operands x and y are drawn from 1..max_operand (Split-Calc's range; 3..30)."""
+    heldout_split: str = "validation"
+    """Which split the framework's held-out evaluation plays: validation (checkpoint picking) or test."""
+    refine_turns: int = 2
+    """Evaluator-optimizer's refinement cap when `workflow.max_turns` is not given (answer, verdict, revise)."""
+
+    def __post_init__(self) -> None:
+        if not 3 <= self.max_operand <= 30:
+            raise ValueError(f"calc_flows.max_operand must be between 3 and 30, got {self.max_operand}")
+        if not 1 <= self.refine_turns <= 5:
+            raise ValueError(f"calc_flows.refine_turns must be between 1 and 5, got {self.refine_turns}")
+        check_heldout_split("calc_flows", self.heldout_split)
+
+    def split_calc(self) -> SplitCalcConfig:
+        """The Split-Calc settings whose instances and splits this task uses."""
+        return SplitCalcConfig(max_operand=self.max_operand, heldout_split=self.heldout_split)
+
+
+def question(item: Instance) -> str:
+    """What every answering agent sees: `twice sum x=7 y=3`."""
+    operation, x, y = item
+    return f"{operation} x={x} y={y}"
+
+
+def parse_answer(text: str) -> Answer:
+    """The value an agent answered, as a study `Answer`: one number or expression, else no value.
+
+    >>> parse_answer(" 2*(7+3) "), parse_answer("20 21").value, parse_answer("twenty").value
+    (Answer(value='20', well_formed=True, shown='2*(7+3)'), None, None)
+    """
+    text = text if isinstance(text, str) else ""
+    value = answer_value(text)
+    shown = " ".join(text.split())[:MAX_FORMULA_CHARS]
+    if value is None:
+        return Answer(None, False, shown or "?")
+    return Answer(str(value), True, shown)
+
+
+class CalcDomain:
+    """Split-Calc triples as the study workflows' problems; answers graded by their computed value."""
+
+    answer_instruction = "Answer the value as one number or one arithmetic expression on numbers, e.g. 2*(7+3)."
+
+    def __init__(self, settings: CalcFlowsConfig) -> None:
+        if not isinstance(settings, CalcFlowsConfig):
+            raise TypeError(f"CalcDomain needs CalcFlowsConfig settings (task.name: calc_flows), "
+                            f"got {type(settings).__name__}")
+        self.settings = settings
+        self.default_turns = settings.refine_turns
+        self._split_calc = settings.split_calc()
+
+    def problem(self, split: str, index: int) -> Instance:
+        return instance(self._split_calc, split, index)
+
+    def question(self, problem: Instance, prompt_style: str) -> str:
+        return question(problem)
+
+    def parse(self, text: str, problem: Instance) -> Answer:
+        return parse_answer(text)
+
+    def grade(self, problems: list[Instance], answers: list[Answer]) -> list[float]:
+        return [float(a.value is not None and int(a.value) == gold_value(p)) for p, a in zip(problems, answers)]
+
+    def same(self, a: Answer, b: Answer) -> bool:
+        return a.value is not None and a.value == b.value
+
+    def close(self) -> None:
+        pass
+
+
+def _kind(cls: type) -> Callable[..., Workflow]:
+    def build(settings: CalcFlowsConfig, max_turns: int | None = None, prompt_style: str = "compact",
+              format_bonus: float = 0.1, single_agent: bool = False, **_: Any) -> Workflow:
+        if single_agent:
+            raise ValueError("calc_flows has no single-agent workflow (Split-Calc's is task split_calc, "
+                             "workflow.name: single); workflow.name: voting, evaluator_optimizer, orchestrator_workers or debate")
+        if prompt_style != "compact":
+            raise ValueError("calc_flows has compact prompts only (workflow.prompt_style: compact)")
+        turns = {} if max_turns is None else {"max_turns": max_turns}
+        return cls(CalcDomain(settings), prompt_style=prompt_style, format_bonus=format_bonus, **turns)
+    build.__doc__ = f"{cls.__name__} on Split-Calc content (task calc_flows)."
+    return build
+
+
+CALC_FLOWS: dict[str, Callable[..., Workflow]] = {
+    "voting": _kind(VotingWorkflow),
+    "evaluator_optimizer": _kind(EvaluatorOptimizerWorkflow),
+    "orchestrator_workers": _kind(OrchestratorWorkersWorkflow),
+    "debate": _kind(DebateWorkflow),
+}
+"""The study workflows that `task.name: calc_flows` offers (`workflow.name`); `team` is voting."""

@@ -1,0 +1,86 @@
+"""`teamrl study workflows_calc`: the flows row's regimes, per-role accuracy, matrix, and --quick end to end."""
+
+import json
+from types import SimpleNamespace
+
+import pytest
+
+from teamrl.cli import main
+from teamrl.config import load_config
+from teamrl.study.flow_rows import distinct_regimes, matrix, role_accuracy
+from teamrl.study.rows import select_rows, study
+from teamrl.training.build import build_workflow
+
+
+def workflow(name):
+    return build_workflow(load_config("src/teamrl/configs/calc_flows.yaml", [f"workflow.name={name}"]))
+
+
+def test_only_regimes_that_group_agents_differently():
+    assert distinct_regimes(workflow("voting")) == ["shared", "per_role", "per_agent"]
+    assert distinct_regimes(workflow("evaluator_optimizer")) == ["shared", "per_role"]  # one agent per role
+    assert distinct_regimes(workflow("debate")) == ["shared", "per_agent"]  # one role
+    assert distinct_regimes(workflow("orchestrator_workers")) == ["shared", "per_role", "per_agent"]
+
+
+def test_role_accuracy_from_committed_turns():
+    wf = workflow("voting")
+    turn = lambda agent, **terms: {"agent": agent, "terms": terms}  # noqa: E731
+    episodes = [SimpleNamespace(transcript=[turn("generator_0", correct=1.0), turn("generator_1", correct=0.0),
+                                            turn("generator_2", correct=0.0),
+                                            turn("aggregator", correct=0.0, any_correct=1.0)]),
+                SimpleNamespace(transcript=[turn("generator_0", correct=1.0), turn("generator_1", correct=1.0),
+                                            turn("generator_2", correct=0.0),
+                                            turn("aggregator", correct=1.0, any_correct=1.0)])]
+    assert role_accuracy(wf, episodes) == {"aggregator": 0.5, "aggregator/offered": 1.0, "generator": 0.5}
+    ev = workflow("evaluator_optimizer")
+    episode = SimpleNamespace(transcript=[turn("generator", correct=0.0, format_ok=1.0),
+                                          turn("evaluator", verdict_correct=1.0, format_ok=1.0)])
+    assert role_accuracy(ev, [episode]) == {"evaluator": 1.0, "generator": 0.0}
+
+
+def test_matrix_summarizes_cells_over_seeds():
+    cell = lambda s: {"test_success": s, "roles": {"generator": s}}  # noqa: E731
+    results = {"results": [{"row": "flows", "seed": seed, "cells": {"voting": {"untrained": cell(u), "shared": cell(t)}}}
+                           for seed, u, t in ((0, 0.2, 0.4), (1, 0.4, 0.6))]}
+    table = matrix(results)
+    assert "| voting | untrained | 30.0% ± 14.1 | 2 | generator 30% |" in table
+    assert "| voting | shared | 50.0% ± 14.1 | 2 | generator 50% |" in table
+    with pytest.raises(ValueError, match="no 'flows' row"):
+        matrix({"results": []})
+
+
+def test_flows_row_is_its_own_study():
+    assert [r.key for r in select_rows(None, study("workflows_calc"))] == ["flows"]
+    assert "flows" not in [r.key for r in select_rows(None, study("split_calc"))]
+    with pytest.raises(ValueError, match="flows"):
+        select_rows(["flows"], study("split_calc"))
+
+
+def test_quick_workflows_study_end_to_end(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("TEAMRL_CACHE", str(tmp_path / "cache"))
+    out = tmp_path / "study"
+    code = main(["study", "workflows_calc", "--quick", "--instances", "3", "--out", str(out),
+                 "policy.warmup_sft_steps=2", "train.steps=1", "train.batch_size=2", "algorithm.k=2",
+                 "train.eval_every=1"])
+    assert code == 0, capsys.readouterr().err
+    results = json.loads((out / "results.json").read_text())
+    record, = results["results"]
+    cells = record["cells"]
+    assert {w: list(c) for w, c in cells.items()} == {
+        "voting": ["untrained", "shared", "per_role", "per_agent"],
+        "evaluator_optimizer": ["untrained", "shared", "per_role"],
+        "orchestrator_workers": ["untrained", "shared", "per_role", "per_agent"],
+        "debate": ["untrained", "shared", "per_agent"]}
+    assert record["test_success"] == cells["voting"]["shared"]["test_success"]
+    assert set(cells["voting"]["per_agent"]["roles"]) == {"aggregator", "aggregator/offered", "generator"}
+    assert cells["evaluator_optimizer"]["shared"]["curve"][0][0] == 0
+    # Each workflow starts from its own warm-up; voting's is the runner's (the task's team workflow).
+    bases = {w: c["untrained"]["base"] for w, c in cells.items()}
+    assert len(set(bases.values())) == 4
+    config = (out / "runs" / "flows-debate-per_agent-s0" / "config.yaml").read_text()
+    assert "name: debate" in config and "regime: per_agent" in config and "heldout_split: validation" in config
+    assert "| debate | per_agent |" in matrix(results)
+    orchestra = (out / "runs" / "flows-orchestrator_workers-shared-s0" / "config.yaml").read_text()
+    assert "max_new_tokens: 24" in orchestra  # three formulas fit
+    assert (out / "index.html").is_file()
