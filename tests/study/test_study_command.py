@@ -55,10 +55,12 @@ def test_transfer_rows_need_a_study_with_a_variant():
     from teamrl.study.rows import select_rows, study
 
     assert all(row.kind not in ("transfer", "bases") for row in select_rows(None, study("split_nav")))
-    with pytest.raises(ValueError, match="no transfer variant or heterogeneous pair for row.s. shared_transfer"):
+    with pytest.raises(ValueError, match="has no transfer variant for row.s. shared_transfer; drop them"):
         select_rows(["shared_transfer"], study("split_nav"))
-    with pytest.raises(ValueError, match="for row.s. hetero; drop them"):
+    with pytest.raises(ValueError, match="has no heterogeneous pair for row.s. hetero; drop them"):
         select_rows(["hetero"], study("split_nav"))
+    with pytest.raises(ValueError, match="runs only the workflow matrix, not row.s. shared"):
+        select_rows(["shared"], study("workflows_calc"))
     assert [r.key for r in select_rows(["shared_transfer"], study("split_calc"))] == ["shared", "shared_transfer"]
 
 
