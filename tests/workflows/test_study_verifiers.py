@@ -22,7 +22,7 @@ FEW = settings(max_examples=30, deadline=None)
     "1", " 1 \n", "#1", "\\#1", "Answer: 1", "answer 1", "Choice 1.", "\\boxed{1}", "\\boxed{\\text{1}}",
     "\\boxed{#1}", "Answer 0 and answer 2 disagree; answer 1 checks out.\n\\boxed{1}", "\\boxed{1} and again \\boxed{1}",
     "I choose answer 1 because it checks out.", "My choice is 1.", "I pick candidate 1.", "Select #1",
-    "Answer 0 gives 21 but I choose answer 1.",
+    "Answer 0 gives 21 but I choose answer 1.", "1\n1", "I choose answer 1, and answer 0 is wrong.",
 ])
 def test_parse_choice_accepts(text: str) -> None:
     assert parse_choice(text, 3) == 1
@@ -31,6 +31,7 @@ def test_parse_choice_accepts(text: str) -> None:
 @pytest.mark.parametrize("text", [
     "", "0 or 1", "0 1 2", "\\boxed{0} \\boxed{1}", "\\boxed{0, 1}", "\\boxed{0,1,2}", "\\boxed{1 or 2}",
     "I choose answer 0. On reflection I choose answer 1.", "I choose 2.\n\\boxed{1}\n\\boxed{2}",
+    "I choose 0 or 1", "I pick answer 0 or answer 1.", "I choose 1/2", "Select #0, #1", "0\n1", "Answer: 0\n1",
     "The answer is 1", "\\boxed{3}", "\\boxed{20}", "-1", "one", "answer" + "9" * 5000, "\\boxed{" + "1" * 5000 + "}",
 ])
 def test_parse_choice_refuses(text: str) -> None:

@@ -36,6 +36,9 @@ _CHOICE_RE = re.compile(r"(?:(?:answer|choice|pick|candidate)\b\s*+)?+(?:\\?#|:)
 _DECISION_RE = re.compile(
     r"\b(?:choose|chose|select|pick|choice)\w*+\s*+(?:is\b\s*+)?+(?:(?:answer|candidate|number|option)\b\s*+)?+"
     r"(?:\\?#|:)?+\s*+(\d{1,6}+)\b", re.IGNORECASE)
+# A decision followed by another index ("I choose 0 or 1", "pick answer 1/2", "choose 0, 2"): a hedge.
+_CHOICE_HEDGE_RE = re.compile(r"\s*+(?:,|/|\bor\b|\band\b)\s*+(?:(?:answer|candidate|number|option)\b\s*+)?+(?:\\?#)?+\d",
+                       re.IGNORECASE)
 _VERDICT_WORDS = {"correct": True, "c": True, "ok": True, "yes": True, "right": True,
                   "incorrect": False, "i": False, "wrong": False, "no": False, "bad": False}
 # First words that are a verdict even in a sentence ("Correct, the sum checks"); "Right", "No",
@@ -89,8 +92,9 @@ def parse_choice(text: str, n: int) -> int | None:
 
     One vote per response, stated one way, tried in order: `\\boxed{N}` (every box of the response
     must name the same N: two boxes naming different candidates are no vote); else a last line that
-    is only the choice (`N`, `#N`, `answer: N`: the compact form); else decisions in prose ("I
-    choose answer 0", "my choice is 2"), which must all name the same N. "The answer is 2" is not a
+    is only the choice (`N`, `#N`, `answer: N`: the compact form; other lines that are only a choice
+    must name the same N); else decisions in prose ("I choose answer 0", "my choice is 2"), which
+    must all name the same N and none be followed by another index ("I choose 0 or 1"). "The answer is 2" is not a
     choice (it reads as an answer's value). None also for an index out of range; never raises.
 
     >>> parse_choice("Answer 0 and answer 2 disagree.\\n\\\\boxed{1}", 3), parse_choice("\\\\boxed{0} \\\\boxed{1}", 3)
@@ -104,9 +108,12 @@ def parse_choice(text: str, n: int) -> int | None:
         return None if None in picks else _one(picks, n)  # type: ignore[arg-type]
     lines = text.strip().splitlines()
     last = _choice(lines[-1]) if lines else None
-    if last is not None:
-        return last if last < n else None
-    return _one([int(m.group(1)) for m in _DECISION_RE.finditer(text)], n)
+    if last is not None:  # every line that is only a choice must name the same one ("0\n1" is a hedge)
+        return _one([c for c in map(_choice, lines) if c is not None], n)
+    decisions = list(_DECISION_RE.finditer(text))
+    if any(_CHOICE_HEDGE_RE.match(text, m.end()) for m in decisions):
+        return None
+    return _one([int(m.group(1)) for m in decisions], n)
 
 
 def _head_verdict(text: str) -> tuple[bool | None, str, bool]:
