@@ -11,7 +11,7 @@ from tqdm import tqdm
 
 from teamrl.policies.loading import Policy
 from teamrl.policies.tiny_model import build_char_tokenizer, build_tiny_model
-from teamrl.training import sft, tiny_default
+from teamrl.training import recipe_digest, sft
 from teamrl.training.sft import SFTSettings, supervised_finetune
 from teamrl.training.tiny_default import (BAR_FORMAT, WarmupRecipe, demo_batches, heldout_demos,
                                           progress_bar)
@@ -41,8 +41,8 @@ def test_every_recipe_field_changes_the_cache_key():
 def test_editing_the_training_code_changes_the_cache_key(monkeypatch, module):
     recipe = WarmupRecipe.for_task(TASK, 2)
     before = recipe.digest()
-    real = tiny_default.inspect.getsource
-    monkeypatch.setattr(tiny_default.inspect, "getsource",
+    real = recipe_digest.inspect.getsource
+    monkeypatch.setattr(recipe_digest.inspect, "getsource",
                         lambda obj: real(obj) + ("\n# edited" if getattr(obj, "__name__", "") == module else ""))
     assert recipe.digest() != before
 

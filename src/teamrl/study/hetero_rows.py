@@ -15,7 +15,6 @@ from __future__ import annotations
 import copy
 import random
 import time
-import weakref
 from collections.abc import Callable
 from statistics import mean
 from typing import TYPE_CHECKING, Any
@@ -134,16 +133,12 @@ class HeteroBases:
         return 0.0
 
 
-_SEED_BASES: "weakref.WeakKeyDictionary[SeedRun, HeteroBases]" = weakref.WeakKeyDictionary()
-"""Each live seed run's bases: B is warmed up and the strengths measured once for both rows of a seed."""
-
-
 def produce(seed_run: "SeedRun", row: "Row") -> dict[str, Any]:
     """A `bases` row of one seed: the assignment, then a per-role training run like the `train` rows.
 
     The seed's first such row also warms up base B and measures the strengths: its `seconds` include
     `bases_seconds` (0 in the other row)."""
-    bases = _SEED_BASES.setdefault(seed_run, HeteroBases())
+    bases = seed_run.shared.setdefault("bases", HeteroBases())  # B warmed and measured once per seed
     config = seed_run.config(row)
     spent = bases.make(seed_run, config)
     roles = [a.name for a in build_workflow(config).agents]

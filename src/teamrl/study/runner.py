@@ -108,6 +108,7 @@ class SeedRun:
         self.model_path = warm_base(self.config(Row("team", "eval", "")), protocol.warmup_seed(seed), verbose)
         log(f"seed {seed}: base model {self.model_path}")
         self.trained: dict[str, Path] = {}
+        self.shared: dict[str, Any] = {}  # what several rows of this seed reuse (e.g. the hetero rows' bases)
 
     def config(self, row: Row, extra: tuple[str, ...] = (), split: str = "validation", name: str = "") -> RunConfig:
         return row_config(self.study, self.protocol, [*row.overrides, *extra], self.seed, self.out,

@@ -9,9 +9,6 @@ reuses it, and a changed recipe gets a new folder.
 from __future__ import annotations
 
 import collections
-import hashlib
-import importlib
-import inspect
 import json
 import os
 import time
@@ -24,6 +21,7 @@ from tqdm import tqdm
 
 from teamrl.policies.loading import Policy
 from teamrl.policies.tiny_model import build_char_tokenizer, build_tiny_model
+from teamrl.training.recipe_digest import recipe_digest, task_modules
 from teamrl.training.sft import Demo, SFTSettings, supervised_finetune
 from teamrl.demos.plan_path import TrustedRunner
 from teamrl.workflows.registry import task_entry, task_settings
@@ -75,19 +73,12 @@ class WarmupRecipe:
         from teamrl.policies import tiny_model
         from teamrl.training import packing, sft
 
-        entry = task_entry(dict(self.task)["name"])
         # The training code shapes the checkpoint as much as the model builder does.
-        modules = [tiny_model, sft, packing] + [importlib.import_module(name) for name in entry.sources]
-        for part in (entry.workflow, entry.demos):  # a user's task may list no sources
-            module = inspect.getmodule(part)
-            if module is not None and module not in modules:
-                modules.append(module)
-        code = "".join(inspect.getsource(m) for m in modules)
+        modules = task_modules(dict(self.task)["name"], [tiny_model, sft, packing])
         fields = asdict(self)
         if fields["workflow"] == "team":
             del fields["workflow"]  # recipes from before the field existed keep their cache key
-        payload = json.dumps(fields, sort_keys=True) + code
-        return hashlib.sha256(payload.encode()).hexdigest()[:12]
+        return recipe_digest(fields, modules)
 
 
 def cache_root() -> Path:

@@ -11,9 +11,6 @@ recipe and of the code that makes the demos and the model, so each recipe is tra
 from __future__ import annotations
 
 import collections
-import hashlib
-import importlib
-import inspect
 import itertools
 import json
 import sys
@@ -26,6 +23,7 @@ from typing import Any
 from teamrl.demos.plan_path import TrustedRunner
 from teamrl.policies.loading import Policy
 from teamrl.policies.tiny_variants import build_bpe_tokenizer, build_tiny_qwen2
+from teamrl.training.recipe_digest import recipe_digest, task_modules
 from teamrl.training.sft import Demo, SFTSettings, supervised_finetune
 from teamrl.training.tiny_default import HELDOUT_SEED, cache_root, progress_bar
 from teamrl.workflows.base import Workflow
@@ -85,15 +83,8 @@ class VariantRecipe:
         from teamrl.policies import tiny_model, tiny_variants
         from teamrl.training import packing, sft
 
-        entry = task_entry(dict(self.task)["name"])
-        modules = [tiny_model, tiny_variants, sft, packing, sys.modules[__name__]]
-        modules += [importlib.import_module(name) for name in entry.sources]
-        for part in (entry.workflow, entry.demos):
-            module = inspect.getmodule(part)
-            if module is not None and module not in modules:
-                modules.append(module)
-        payload = json.dumps(asdict(self), sort_keys=True) + "".join(inspect.getsource(m) for m in modules)
-        return hashlib.sha256(payload.encode()).hexdigest()[:12]
+        modules = task_modules(dict(self.task)["name"], [tiny_model, tiny_variants, sft, packing, sys.modules[__name__]])
+        return recipe_digest(asdict(self), modules)
 
 
 def variant_dir(recipe: VariantRecipe) -> Path:
