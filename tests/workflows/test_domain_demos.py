@@ -10,7 +10,7 @@ import pytest
 
 from teamrl.config import load_config
 from teamrl.policies.tiny_model import CHARACTERS
-from teamrl.training import tiny_default
+from teamrl.training import recipe_digest
 from teamrl.training.tiny_default import WarmupRecipe, demo_batches
 
 CONFIGS = Path(__file__).resolve().parents[2] / "src" / "teamrl" / "configs"
@@ -49,7 +49,7 @@ def test_warmup_cache_key_follows_the_task_own_code(monkeypatch, edited, changes
 
     before = digests()
     real = inspect.getsource
-    monkeypatch.setattr(tiny_default.inspect, "getsource",
+    monkeypatch.setattr(recipe_digest.inspect, "getsource",
                         lambda obj: real(obj) + ("\n# edited" if getattr(obj, "__name__", "") == edited else ""))
     after = digests()
     assert after[changes] != before[changes]
