@@ -7,6 +7,7 @@ import pytest
 
 from teamrl.cli import main
 from teamrl.config import load_config
+from teamrl.study import alert_scores, flow_report
 from teamrl.study.flow_rows import distinct_regimes, matrix, role_accuracy
 from teamrl.study.rows import select_rows, study
 from teamrl.training.build import build_workflow
@@ -51,7 +52,7 @@ def test_matrix_summarizes_cells_over_seeds():
 
 
 def test_flows_row_is_its_own_study():
-    assert [r.key for r in select_rows(None, study("workflows_calc"))] == ["flows"]
+    assert [r.key for r in select_rows(None, study("workflows_calc"))] == ["flows", "flows_hot"]
     assert "flows" not in [r.key for r in select_rows(None, study("split_calc"))]
     with pytest.raises(ValueError, match="flows"):
         select_rows(["flows"], study("split_calc"))
@@ -61,26 +62,38 @@ def test_quick_workflows_study_end_to_end(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("TEAMRL_CACHE", str(tmp_path / "cache"))
     out = tmp_path / "study"
     code = main(["study", "workflows_calc", "--quick", "--instances", "3", "--out", str(out),
-                 "policy.warmup_sft_steps=2", "train.steps=1", "train.batch_size=2", "algorithm.k=2",
-                 "train.eval_every=1"])
+                 "policy.warmup_sft_steps=2", "train.steps=2", "train.batch_size=2", "algorithm.k=2",
+                 "train.eval_every=1", "--rows", "flows_hot"])
     assert code == 0, capsys.readouterr().err
     results = json.loads((out / "results.json").read_text())
     record, = results["results"]
+    assert record["row"] == "flows_hot"
     cells = record["cells"]
     assert {w: list(c) for w, c in cells.items()} == {
-        "voting": ["untrained", "shared", "per_role", "per_agent"],
-        "evaluator_optimizer": ["untrained", "shared", "per_role"],
-        "orchestrator_workers": ["untrained", "shared", "per_role", "per_agent"],
-        "debate": ["untrained", "shared", "per_agent"]}
+        "voting": ["untrained", "shared", "per_role", "per_agent", "shared+role_balanced", "shared+damping",
+                   "shared+kl"],
+        "evaluator_optimizer": ["untrained", "shared", "per_role", "shared+role_balanced"],
+        "orchestrator_workers": ["untrained", "shared", "per_role", "per_agent", "shared+role_balanced"],
+        "debate": ["untrained", "shared", "per_agent", "shared+damping"]}
+    assert 0.0 <= cells["voting"]["shared"]["test_final"] <= 1.0  # the last checkpoint is scored too
+    # The study's settings (diagnostics.level full) and the row's (10x lr) reach the runs; the user's
+    # train.steps beats the study's 60; the mitigation's own switch is on.
+    hot = (out / "runs" / "flows_hot-voting-shared-damping-s0" / "config.yaml").read_text()
+    assert "level: full" in hot and "lr: 0.001" in hot and "steps: 2" in hot and "coherence_damping: 0.3" in hot
+    report = flow_report.report(results, plots=tmp_path / "plots")
+    assert "| voting | shared+kl |" in report and "| debate | damping |" in report  # matrix and mitigations
+    assert (tmp_path / "plots" / "curves-flows_hot.png").is_file()
+    scored = alert_scores.cases(results)
+    assert len(scored) == 16 and {c.workflow for c in scored} == set(cells)
     assert record["test_success"] == cells["voting"]["shared"]["test_success"]
     assert set(cells["voting"]["per_agent"]["roles"]) == {"aggregator", "aggregator/offered", "generator"}
     assert cells["evaluator_optimizer"]["shared"]["curve"][0][0] == 0
     # Each workflow starts from its own warm-up; voting's is the runner's (the task's team workflow).
     bases = {w: c["untrained"]["base"] for w, c in cells.items()}
     assert len(set(bases.values())) == 4
-    config = (out / "runs" / "flows-debate-per_agent-s0" / "config.yaml").read_text()
+    config = (out / "runs" / "flows_hot-debate-per_agent-s0" / "config.yaml").read_text()
     assert "name: debate" in config and "regime: per_agent" in config and "heldout_split: validation" in config
-    assert "| debate | per_agent |" in matrix(results)
-    orchestra = (out / "runs" / "flows-orchestrator_workers-shared-s0" / "config.yaml").read_text()
+    assert "| debate | per_agent |" in matrix(results, "flows_hot")
+    orchestra = (out / "runs" / "flows_hot-orchestrator_workers-shared-s0" / "config.yaml").read_text()
     assert "max_new_tokens: 24" in orchestra  # three formulas fit
     assert (out / "index.html").is_file()

@@ -46,6 +46,19 @@ TEAM = "voting"
 """The calc_flows task's `team` workflow: the study runner's own warm-up is this workflow's."""
 HEADLINE = ("voting", "shared")
 """The cell whose test success is the row's number in the study table."""
+MITIGATIONS: dict[str, tuple[tuple[str, tuple[str, ...]], ...]] = {
+    # (cell, overrides) added to the shared cell of each workflow in MITIGATED rows: the mitigation of the
+    # failure mode that workflow can show (a dominant role among several roles on one policy; duplicated
+    # agents that amplify each other) and a KL anchor against a cliff.
+    "voting": (("shared+role_balanced", ("regime=shared", "algorithm.role_balanced=true")),
+               ("shared+damping", ("regime=shared", "algorithm.coherence_damping=0.3")),
+               ("shared+kl", ("regime=shared", "algorithm.kl_coef=0.05"))),
+    "evaluator_optimizer": (("shared+role_balanced", ("regime=shared", "algorithm.role_balanced=true")),),
+    "orchestrator_workers": (("shared+role_balanced", ("regime=shared", "algorithm.role_balanced=true")),),
+    "debate": (("shared+damping", ("regime=shared", "algorithm.coherence_damping=0.3")),),
+}
+MITIGATED = ("flows_hot",)
+"""The rows whose matrix adds the MITIGATIONS cells (where failures are likeliest: the higher lr)."""
 ACCURACY_TERMS = ("verdict_correct", "correct")
 """Per committed turn, the first of these terms present is that role's accuracy (evaluator: its verdict;
 answerers: their answer; aggregator: the answer it picked)."""
@@ -118,7 +131,9 @@ def train_cell(seed_run: "SeedRun", row: "Row", extra: tuple[str, ...], model_pa
         stale.rename(stale.with_name(f"{stale.name}.stopped-{int(time.time())}"))
     run_dir = train(config, model_path=model_path, progress=seed_run.verbose)
     summary = json.loads((run_dir / "summary.json").read_text())
+    final = test_cell(seed_run, row, extra, model_path, run_dir / "checkpoints" / "final")
     return test_cell(seed_run, row, extra, model_path, run_dir / "checkpoints" / "best") | {
+        "test_final": final["test_success"], "roles_final": final["roles"],
         "validation_initial": summary["initial_success"], "validation_best": summary["best_success"],
         "best_step": summary["best_step"], "curve": curve(run_dir), "run_dir": str(run_dir)}
 
@@ -130,10 +145,13 @@ def produce(seed_run: "SeedRun", row: "Row") -> dict[str, Any]:
         extra = (f"workflow.name={name}", *WORKFLOW_OVERRIDES.get(name, ()))
         model_path = warm_base(seed_run, row, name)
         cells[name] = {"untrained": test_cell(seed_run, row, extra, model_path, None) | {"base": model_path}}
-        for regime in distinct_regimes(build_workflow(seed_run.config(row, extra))):
-            cells[name][regime] = train_cell(seed_run, row, (*extra, f"regime={regime}"), model_path,
-                                             f"{row.key}-{name}-{regime}-s{seed_run.seed}")
-            seed_run.log(f"seed {seed_run.seed} {name} {regime}: test {cells[name][regime]['test_success']:.1%} "
+        regimes = [(r, (f"regime={r}",)) for r in distinct_regimes(build_workflow(seed_run.config(row, extra)))]
+        if row.key in MITIGATED:
+            regimes += list(MITIGATIONS.get(name, ()))
+        for cell, overrides in regimes:
+            cells[name][cell] = train_cell(seed_run, row, (*extra, *overrides), model_path,
+                                           f"{row.key}-{name}-{cell.replace('+', '-')}-s{seed_run.seed}")
+            seed_run.log(f"seed {seed_run.seed} {row.key} {name} {cell}: test {cells[name][cell]['test_success']:.1%} "
                          f"(untrained {cells[name]['untrained']['test_success']:.1%})")
     return {"test_success": cells[HEADLINE[0]][HEADLINE[1]]["test_success"], "cells": cells}
 

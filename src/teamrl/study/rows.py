@@ -62,7 +62,10 @@ ROWS: dict[str, Row] = {row.key: row for row in (
     Row("single_grpo_transfer", "transfer", "single agent + GRPO, unseen variant", ("workflow.name=single",),
         source="single_grpo"),
     Row("shared_transfer", "transfer", "AT-GRPO shared, unseen variant", source="shared"),
-    Row("flows", "flows", "study workflows x regimes (voting shared; all: python -m teamrl.study.flow_rows)"),
+    Row("flows", "flows", "study workflows x regimes (voting shared; all: python -m teamrl.study.flow_report)",
+),
+    Row("flows_hot", "flows", "study workflows x regimes at 10x the lr, with mitigations (voting shared)",
+        ("policy.lr=1e-3",)),
 )}
 
 COMPARISONS: tuple[tuple[str, str, str], ...] = (
@@ -100,7 +103,9 @@ class Study:
     """Whether the `bases` rows (a second base of another architecture, `teamrl.study.hetero_rows`) apply:
     base B's tokenizer and warm-up are built for this task."""
     flows: bool = False
-    """Whether this is a study of the study workflows (the `flows` row only; `teamrl.study.flow_rows`)."""
+    """Whether this is a study of the study workflows (the `flows` rows only; `teamrl.study.flow_rows`)."""
+    overrides: tuple[str, ...] = ()
+    """The study's own settings on top of its config (the user's overrides and --quick's come after them)."""
 
 
 STUDIES: dict[str, Study] = {
@@ -109,7 +114,10 @@ STUDIES: dict[str, Study] = {
     # of two digits, which no training (or warm-up) instance has. No test instance is a training one.
     "split_calc": Study("split_calc", CONFIGS / "split_calc_team.yaml", transfer=("task.max_operand=15",),
                         transfer_label="operands 1..15 (trained on 1..9)", heterogeneous=True),
-    "workflows_calc": Study("workflows_calc", CONFIGS / "calc_flows.yaml", flows=True),
+    # The matrix runs 60 steps (late behaviour), evaluates every 5 (a cliff's onset and an alert's lead time
+    # are known to 5 steps) and logs gradient cosines and output diversity (the echo-chamber alert's inputs).
+    "workflows_calc": Study("workflows_calc", CONFIGS / "calc_flows.yaml", flows=True,
+                            overrides=("train.steps=60", "train.eval_every=5", "diagnostics.level=full")),
 }
 
 

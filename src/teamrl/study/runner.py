@@ -33,7 +33,7 @@ Log = Callable[[str], None]
 
 def row_config(study: Study, protocol: Protocol, row_overrides: list[str] | tuple[str, ...], seed: int,
                out: Path, run_name: str, overrides: list[str], split: str = "validation") -> RunConfig:
-    """The run config of one row and seed: the study's config, the user's overrides, the row's own.
+    """The run config of one row and seed: the study's config and settings, the user's overrides, the row's own.
 
     Every held-out evaluation of a trained row scores all `protocol.validation_instances` (the training
     loop's default scores the first 50 between the first and the last evaluation): the best checkpoint is
@@ -41,7 +41,7 @@ def row_config(study: Study, protocol: Protocol, row_overrides: list[str] | tupl
     """
     fixed = [f"seed={seed}", f"output_dir={out / 'runs'}", f"run_name={run_name}", f"task.heldout_split={split}",
              f"train.eval_instances={protocol.validation_instances}", "train.midway_eval_instances=0"]
-    return load_config(study.config, [*overrides, *row_overrides, *fixed])
+    return load_config(study.config, [*study.overrides, *overrides, *row_overrides, *fixed])
 
 
 def warm_base(config: RunConfig, warmup_seed: int, verbose: bool) -> str:

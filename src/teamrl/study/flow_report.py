@@ -1,0 +1,264 @@
+"""The report of `teamrl study workflows_calc`: the matrix with its late behaviour, the policy-sharing
+paper's findings checked one by one, the mitigations with and without, and plots.
+
+    python -m teamrl.study.flow_report OUT/results.json [--markdown FILE] [--plots DIR]
+
+Per trained cell it reads the run's metrics.jsonl (the run folders the results file names):
+  test best / final:  test success of the best checkpoint (picked on validation) and of the last one;
+  peak, final:        validation success at its best and at the last evaluation;
+  cliffs:             seeds whose validation curve ended `run_outcomes.CLIFF_DROP` below its peak;
+  top share:          in a policy shared by several roles, the largest role's gradient share (run mean);
+  dup cos:            mean pairwise gradient cosine of duplicated agents (run mean; voting, debate);
+  diversity:          duplicated agents' output diversity, first steps -> last steps;
+  adherence:          each role's format adherence, first steps -> last steps.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from statistics import fmean
+from typing import Any
+
+from teamrl.report.plots import Line, Panel, save_figure
+from teamrl.report.runs import load_metrics
+from teamrl.study.protocol import Paired, paired, summarize
+from teamrl.study.run_outcomes import CLIFF_DROP, cliff, logged_roles, series_mean, start_end, training_series
+
+SEPARATE = ("per_role", "per_agent")
+"""Regimes that give roles (or agents) policies of their own."""
+
+
+@dataclass
+class RunSummary:
+    """One trained cell of one seed, summarized."""
+
+    seed: int
+    test: float
+    test_final: float | None
+    peak: float
+    final: float
+    best_step: int
+    cliff: bool
+    top_share: float | None
+    top_role: str | None
+    dup_cos: float | None
+    diversity: tuple[float, float] | None
+    adherence: dict[str, tuple[float, float]]
+    curve: list[tuple[int, float]]
+
+
+def summarize_run(seed: int, cell: dict[str, Any]) -> RunSummary:
+    rows = load_metrics(Path(cell["run_dir"]) / "metrics.jsonl")
+    curve = [(int(s), float(v)) for s, v in cell["curve"]]
+    roles = logged_roles(rows)
+    shares = {r: m for r in roles if (m := series_mean(rows, f"diag/role/{r}/grad_share")) is not None}
+    top = max(shares, key=shares.get) if shares else None
+    cos = [m for r in roles if (m := series_mean(rows, f"diag/role/{r}/dup_grad_cos")) is not None]
+    diversity = [e for r in roles if (e := start_end(training_series(rows, f"diag/role/{r}/diversity")))]
+    adherence = {r: e for r in roles if (e := start_end(training_series(rows, f"diag/role/{r}/format_ok")))}
+    return RunSummary(seed, cell["test_success"], cell.get("test_final"), max(v for _, v in curve), curve[-1][1],
+                      int(cell["best_step"]), cliff(curve) is not None, shares.get(top), top,
+                      fmean(cos) if cos else None,
+                      (fmean(d[0] for d in diversity), fmean(d[1] for d in diversity)) if diversity else None,
+                      adherence, curve)
+
+
+def collect(results: dict[str, Any]) -> tuple[dict[tuple[str, str, str], list[RunSummary]],
+                                              dict[tuple[str, str], dict[int, float]]]:
+    """(row, workflow, cell) -> per-seed summaries of trained cells; (row, workflow) -> seed -> untrained test."""
+    trained: dict[tuple[str, str, str], list[RunSummary]] = defaultdict(list)
+    untrained: dict[tuple[str, str], dict[int, float]] = defaultdict(dict)
+    for record in results["results"]:
+        for workflow, cells in record.get("cells", {}).items():
+            for name, cell in cells.items():
+                if name == "untrained":
+                    untrained[(record["row"], workflow)][record["seed"]] = cell["test_success"]
+                elif "run_dir" in cell:
+                    trained[(record["row"], workflow, name)].append(summarize_run(record["seed"], cell))
+    if not trained:
+        raise ValueError("no trained flows cells in these results: run `teamrl study workflows_calc` first")
+    return trained, untrained
+
+
+def _pct(values: list[float]) -> str:
+    s = summarize(values)
+    return f"{s.mean:.1%}" + ("" if s.std is None else f" ± {100 * s.std:.1f}")
+
+
+def _mean_or_dash(values: list[float | None], fmt: str = "{:.2f}") -> str:
+    kept = [v for v in values if v is not None]
+    return fmt.format(fmean(kept)) if kept else "—"
+
+
+def _span(pairs: list[tuple[float, float] | None]) -> str:
+    kept = [p for p in pairs if p is not None]
+    return f"{fmean(p[0] for p in kept):.2f} → {fmean(p[1] for p in kept):.2f}" if kept else "—"
+
+
+def matrix_table(trained: dict, untrained: dict, row: str) -> str:
+    lines = ["| workflow | cell | test (best ckpt) | test (last ckpt) | val peak → last | cliffs | best step | "
+             "top role share | dup grad cos | diversity | format adherence |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for (r, workflow), seeds in untrained.items():
+        if r != row:
+            continue
+        lines.append(f"| {workflow} | untrained | {_pct(list(seeds.values()))} | | | | | | | | |")
+        for (r2, w2, name), runs in trained.items():
+            if (r2, w2) != (row, workflow):
+                continue
+            finals = [x.test_final for x in runs if x.test_final is not None]
+            tops = {x.top_role for x in runs if x.top_role}
+            roles = sorted({role for x in runs for role in x.adherence})
+            adherence = "; ".join(f"{role} {_span([x.adherence.get(role) for x in runs])}" for role in roles)
+            lines.append(
+                f"| {workflow} | {name} | {_pct([x.test for x in runs])} | {_pct(finals) if finals else '—'} | "
+                f"{fmean(x.peak for x in runs):.0%} → {fmean(x.final for x in runs):.0%} | "
+                f"{sum(x.cliff for x in runs)}/{len(runs)} | {fmean(x.best_step for x in runs):.0f} | "
+                f"{_mean_or_dash([x.top_share for x in runs], '{:.0%}')}{' (' + '/'.join(sorted(tops)) + ')' if tops else ''} | "
+                f"{_mean_or_dash([x.dup_cos for x in runs])} | {_span([x.diversity for x in runs])} | {adherence or '—'} |")
+    return "\n".join(lines)
+
+
+def _paired_text(result: Paired) -> str:
+    d = result.diff
+    interval = "" if d.low is None else f" [{100 * d.low:+.1f}, {100 * d.high:+.1f}]"
+    return f"{100 * d.mean:+.1f} points{interval} (ahead on {result.wins}, behind on {result.losses}, tied {result.ties} of {d.n})"
+
+
+def _by(trained: dict, row: str, name: str, attr: str) -> dict[tuple[str, int], float]:
+    return {(w, x.seed): getattr(x, attr) for (r, w, n), runs in trained.items() if r == row and n == name
+            for x in runs if getattr(x, attr) is not None}
+
+
+def _separate(trained: dict, row: str, attr: str) -> dict[tuple[str, int], float]:
+    """Per (workflow, seed): the value of the first separate-policy cell the workflow has."""
+    out: dict[tuple[str, int], float] = {}
+    for name in SEPARATE:
+        for key, value in _by(trained, row, name, attr).items():
+            out.setdefault(key, value)
+    return out
+
+
+def findings(trained: dict, row: str) -> list[str]:
+    """The policy-sharing paper's qualitative findings, each checked on this row's cells."""
+    out = []
+    shared_test, separate_test = _by(trained, row, "shared", "test"), _separate(trained, row, "test")
+    shared_peak, separate_peak = _by(trained, row, "shared", "peak"), _separate(trained, row, "peak")
+    if set(shared_test) & set(separate_test):
+        out.append("- **Separate policies peak higher than a shared one** (best checkpoint on test, separate − "
+                   f"shared, pooled over workflows and seeds): {_paired_text(paired(separate_test, shared_test))}; "
+                   f"validation peak: {_paired_text(paired(separate_peak, shared_peak))}.")
+    runs = {n: [x for (r, _, n2), xs in trained.items() if r == row and n2 == n for x in xs]
+            for n in ("shared", *SEPARATE)}
+    sep = runs["per_role"] + runs["per_agent"]
+    if runs["shared"] and sep:
+        drop = {k: fmean(x.peak - x.final for x in v) for k, v in (("shared", runs["shared"]), ("separate", sep))}
+        out.append(f"- **Separate policies fall off late cliffs, shared ones are stable**: cliffs (validation ends "
+                   f"≥ {CLIFF_DROP:.0%} below its peak) in {sum(x.cliff for x in sep)} of {len(sep)} separate-policy "
+                   f"runs and {sum(x.cliff for x in runs['shared'])} of {len(runs['shared'])} shared runs; mean drop "
+                   f"from peak to last evaluation {drop['separate']:.1%} vs {drop['shared']:.1%}.")
+        falls = {k: [a[0] - a[1] for x in v for a in x.adherence.values()] for k, v in
+                 (("shared", runs["shared"]), ("separate", sep))}
+        if falls["shared"] and falls["separate"]:
+            out.append(f"- **Shared policies quietly lose role adherence**: mean fall in a role's format adherence "
+                       f"(first steps → last) {fmean(falls['shared']):+.2f} in shared runs vs "
+                       f"{fmean(falls['separate']):+.2f} with separate policies; roles whose adherence fell by 0.15 "
+                       f"or more: {sum(f >= 0.15 for f in falls['shared'])} of {len(falls['shared'])} (shared) vs "
+                       f"{sum(f >= 0.15 for f in falls['separate'])} of {len(falls['separate'])} (separate).")
+    dup = [x for (r, w, n), xs in trained.items() if r == row and n == "shared" for x in xs if x.dup_cos is not None]
+    alone = [x for (r, w, n), xs in trained.items() if r == row and n == "per_agent" for x in xs
+             if x.diversity is not None]
+    if dup:
+        fall = [x.diversity[0] - x.diversity[1] for x in dup if x.diversity]
+        alone_fall = [x.diversity[0] - x.diversity[1] for x in alone]
+        out.append(f"- **Duplicated roles amplify each other** (voting's generators, debate's debaters on one "
+                   f"policy): mean gradient cosine between duplicated agents {fmean(x.dup_cos for x in dup):.2f}; "
+                   f"their output diversity fell by {fmean(fall):+.2f} on a shared policy"
+                   + (f" and by {fmean(alone_fall):+.2f} with a policy per agent." if alone_fall else "."))
+    tops = [x for x in runs["shared"] if x.top_share is not None]
+    if tops:
+        out.append(f"- **One role dominates a shared policy**: the largest role's gradient share averaged "
+                   f"{fmean(x.top_share for x in tops):.0%} over the shared runs; at least 60% (the alert's "
+                   f"default) in {sum(x.top_share >= 0.6 for x in tops)} of {len(tops)} runs "
+                   f"(roles: {', '.join(sorted({x.top_role for x in tops}))}).")
+    return out
+
+
+def mitigation_table(trained: dict, row: str) -> str:
+    lines = ["| workflow | mitigation | test (best) − shared | test (last) − shared | cliffs with / without | "
+             "top share with / without | diversity fall with / without |", "|---|---|---|---|---|---|---|"]
+    for (r, workflow, name), runs in trained.items():
+        if r != row or "+" not in name:
+            continue
+        base = {x.seed: x for x in trained.get((row, workflow, "shared"), [])}
+        mine = {x.seed: x for x in runs if x.seed in base}
+        if not mine:
+            continue
+        best = paired({s: x.test for s, x in mine.items()}, {s: base[s].test for s in mine})
+        last_pairs = {s: x.test_final for s, x in mine.items() if x.test_final is not None and base[s].test_final is not None}
+        last = (_paired_text(paired(last_pairs, {s: base[s].test_final for s in last_pairs})) if last_pairs else "—")
+
+        def fall(x: RunSummary) -> float | None:
+            return None if x.diversity is None else x.diversity[0] - x.diversity[1]
+
+        lines.append(
+            f"| {workflow} | {name.split('+', 1)[1]} | {_paired_text(best)} | {last} | "
+            f"{sum(x.cliff for x in mine.values())} / {sum(base[s].cliff for s in mine)} | "
+            f"{_mean_or_dash([x.top_share for x in mine.values()], '{:.0%}')} / "
+            f"{_mean_or_dash([base[s].top_share for s in mine], '{:.0%}')} | "
+            f"{_mean_or_dash([fall(x) for x in mine.values()])} / {_mean_or_dash([fall(base[s]) for s in mine])} |")
+    return "\n".join(lines) if len(lines) > 2 else ""
+
+
+def curve_panels(trained: dict, row: str) -> list[Panel]:
+    """One panel per workflow: each cell's validation curve, mean over seeds at each evaluation step."""
+    panels: dict[str, Panel] = {}
+    for (r, workflow, name), runs in trained.items():
+        if r != row:
+            continue
+        by_step: dict[int, list[float]] = defaultdict(list)
+        for x in runs:
+            for step, value in x.curve:
+                by_step[step].append(value)
+        points = [(s, fmean(v)) for s, v in sorted(by_step.items())]
+        panels.setdefault(workflow, Panel(f"{workflow} ({row})", "validation success", fraction=True)
+                          ).lines.append(Line(f"{name} ({len(runs)} seeds)", points))
+    return list(panels.values())
+
+
+def report(results: dict[str, Any], plots: Path | None = None) -> str:
+    trained, untrained = collect(results)
+    rows = sorted({r for r, _, _ in trained})
+    parts = []
+    for row in rows:
+        parts += [f"## Row `{row}`", "", matrix_table(trained, untrained, row), "", "Findings:", "",
+                  *findings(trained, row), ""]
+        mitigations = mitigation_table(trained, row)
+        if mitigations:
+            parts += ["Mitigations (paired over seeds against the same row's shared cell):", "", mitigations, ""]
+        if plots is not None:
+            plots.mkdir(parents=True, exist_ok=True)
+            path = plots / f"curves-{row}.png"
+            if save_figure(path, curve_panels(trained, row)):
+                parts += [f"![validation curves, {row}]({path.name})", ""]
+    return "\n".join(parts)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("results", type=Path)
+    parser.add_argument("--markdown", type=Path, help="write the report here as well as printing it")
+    parser.add_argument("--plots", type=Path, help="folder for the validation-curve figures")
+    args = parser.parse_args(argv)
+    text = report(json.loads(args.results.read_text()), args.plots)
+    if args.markdown:
+        args.markdown.write_text(text + "\n")
+    print(text)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,74 @@
+"""Outcomes read from a run's metrics (cliffs, adherence) and the alerts scored against them."""
+
+from pathlib import Path
+
+import pytest
+
+from teamrl.diagnostics.alerts import Alert
+from teamrl.study.alert_scores import Case, adherence_onset, fired_units, score
+from teamrl.study.run_outcomes import Cliff, adherence_fall, cliff, start_end, training_series
+
+
+def test_cliff_needs_a_drop_that_does_not_recover():
+    assert cliff([(0, 0.2), (5, 0.5), (10, 0.5)]) is None
+    assert cliff([(0, 0.2), (5, 0.5), (10, 0.3), (15, 0.36)]) is None  # 0.14 below: under 0.15
+    assert cliff([(0, 0.2), (5, 0.5), (10, 0.3), (15, 0.35)]) == Cliff(0.5, 5, 0.35, 10)  # exactly 0.15
+    # A partial recovery above peak - drop restarts the onset at the last fall.
+    assert cliff([(0, 0.2), (5, 0.6), (10, 0.4), (15, 0.5), (20, 0.3), (25, 0.35)]) == Cliff(0.6, 5, 0.35, 20)
+    # Equal peaks: the first one counts, so the drop is measured from the earliest best.
+    assert cliff([(0, 0.6), (5, 0.6), (10, 0.1)]).peak_step == 0
+    assert cliff([(0, 0.6), (5, 0.3)], drop=0.4) is None
+    with pytest.raises(ValueError, match="at least one"):
+        cliff([])
+
+
+def rows_with(role, values):
+    rows = [{"step": 0, "eval/success": 0.1}]
+    for step, value in enumerate(values, start=1):
+        rows.append({"step": step, "train/success": 0.5, f"diag/role/{role}/format_ok": value})
+    return rows
+
+
+def test_adherence_compares_the_first_steps_with_the_last():
+    rows = rows_with("aggregator", [1.0, 1.0, 0.7, 0.9, 0.8, 0.6, 0.5, 0.4, 0.5, 0.5])
+    assert training_series(rows, "diag/role/aggregator/format_ok")[0] == (1, 1.0)
+    start, end = start_end(training_series(rows, "diag/role/aggregator/format_ok"))
+    assert start == pytest.approx(0.9) and end == pytest.approx(0.5)
+    assert adherence_fall(rows, "aggregator") == pytest.approx(0.4)
+    assert adherence_fall(rows, "generator") is None  # not logged
+    assert adherence_fall(rows_with("aggregator", [1.0] * 7), "aggregator") is None  # too short to tell
+    # Baseline 0.9 (steps 1-3); the first window after it, steps 4-8, averages 0.64: onset at step 8.
+    assert adherence_onset(rows, "aggregator") == 8
+    # A fall that comes later: the windows ending at steps 8 and 9 stay within 0.15, step 10's does not.
+    late = rows_with("aggregator", [1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 0.9, 0.9, 0.8, 0.3])
+    assert adherence_onset(late, "aggregator") == 10
+
+
+def case(seed, cliff_happened, onset=None, roles=None):
+    c = Case(seed, "flows_hot", "voting", "shared", Path(f"/runs/{seed}-{cliff_happened}-{roles}"))
+    c.outcomes = {"cliff": {"run": cliff_happened}, "adherence": roles or {}, "no gain": {}}
+    c.onsets = {"cliff": {"run": onset} if onset is not None else {}, "adherence": {}, "no gain": {}}
+    return c
+
+
+def alert(step, kind, subject="x"):
+    return Alert(step, kind, subject, "")
+
+
+def test_alerts_score_as_detectors_per_unit_with_lead_time():
+    cases = [case(0, True, onset=30), case(1, True, onset=20), case(2, False), case(3, False)]
+    fired = {cases[0].run_dir: [alert(10, "echo_chamber"), alert(25, "echo_chamber")],  # first firing counts
+             cases[1].run_dir: [], cases[2].run_dir: [alert(5, "echo_chamber")], cases[3].run_dir: []}
+    replayed = {(c.run_dir, ("s",)): fired[c.run_dir] for c in cases}
+    s = score("echo_chamber", ("s",), cases, replayed)
+    assert (s.tp, s.fp, s.fn, s.tn) == (1, 1, 1, 1)
+    assert s.precision == 0.5 and s.recall == 0.5 and s.f1 == 0.5 and s.leads == (20,)
+    # Dominant-role alerts are about the role they say drifts ('top>other'), one unit per role.
+    assert fired_units([alert(7, "dominant_role", "generator>aggregator"), alert(9, "collapse")],
+                       "dominant_role") == {"aggregator": 7}
+    roles = case(0, False, roles={"aggregator": True, "generator": False})
+    replayed = {(roles.run_dir, ("s",)): [alert(4, "dominant_role", "aggregator>generator")]}
+    s = score("dominant_role", ("s",), [roles], replayed)
+    assert (s.tp, s.fp, s.fn, s.tn) == (0, 1, 1, 0) and s.precision == 0.0 and s.recall == 0.0
+    empty = score("collapse", ("s",), [case(5, False)], {(Path("/runs/5-False-None"), ("s",)): []})
+    assert empty.precision is None and empty.recall is None and empty.f1 == 0.0
