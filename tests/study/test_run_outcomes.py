@@ -37,6 +37,13 @@ def test_adherence_compares_the_first_steps_with_the_last():
     assert adherence_fall(rows, "aggregator") == pytest.approx(0.4)
     assert adherence_fall(rows, "generator") is None  # not logged
     assert adherence_fall(rows_with("aggregator", [1.0] * 7), "aggregator") is None  # too short to tell
+    # A role that stays well formed but stops doing its job lost adherence too: the larger fall counts.
+    job = rows_with("evaluator", [1.0] * 10)
+    for row, verdict in zip(job[1:], [0.8, 0.8, 0.8, 0.8, 0.7, 0.6, 0.5, 0.5, 0.5, 0.5]):
+        row["diag/role/evaluator/verdict_correct"] = verdict
+        row["diag/role/evaluator/correct"] = 1.0  # a verifier's job is its verdict, not this
+    assert adherence_fall(job, "evaluator") == pytest.approx(0.8 - 0.52)
+    assert adherence_onset(job, "evaluator") == 8  # steps 4-8 average 0.62: 0.18 below 0.8
     # Baseline 0.9 (steps 1-3); the first window after it, steps 4-8, averages 0.64: onset at step 8.
     assert adherence_onset(rows, "aggregator") == 8
     # A fall that comes later: the windows ending at steps 8 and 9 stay within 0.15, step 10's does not.

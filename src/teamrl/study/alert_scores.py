@@ -3,7 +3,7 @@
 Each alert predicts an outcome (`run_outcomes`), judged per unit:
   collapse, echo_chamber -> cliff        per run: held-out success ended CLIFF_DROP below its peak;
   dominant_role          -> adherence    per (run, role of a shared multi-role policy): that role's
-                                         format adherence fell ADHERENCE_DROP (the alert's subject
+                                         format adherence or job accuracy fell ADHERENCE_DROP (subject
                                          'top>other' names the role it says is drifting: other);
   stalled_role           -> no gain      per (run, role): the role's test accuracy rose by at most
                                          NO_GAIN over the untrained base's.
@@ -30,8 +30,8 @@ from typing import Any
 from teamrl.diagnostics.alerts import Alert
 from teamrl.diagnostics.replay import replay_alerts
 from teamrl.report.runs import load_metrics
-from teamrl.study.run_outcomes import (ADHERENCE_DROP, BASELINE_STEPS, WINDOW, adherence_fall, cliff,
-                                       training_series)
+from teamrl.study.run_outcomes import (ADHERENCE_DROP, BASELINE_STEPS, WINDOW, adherence_fall, adherence_keys,
+                                       cliff, training_series)
 
 NO_GAIN = 0.02
 """A role did not learn when its test accuracy rose by at most this much over the untrained base's."""
@@ -65,9 +65,8 @@ class Case:
     """outcome -> unit -> step it began (cliff, adherence)."""
 
 
-def adherence_onset(rows: list[dict[str, Any]], role: str, drop: float = ADHERENCE_DROP) -> int | None:
-    """First step at which the role's trailing-window format adherence is `drop` below its baseline."""
-    series = training_series(rows, f"diag/role/{role}/format_ok")
+def fall_onset(series: list[tuple[int, float]], drop: float = ADHERENCE_DROP) -> int | None:
+    """First step at which the trailing-window mean of a series is `drop` below its baseline."""
     if len(series) < BASELINE_STEPS + WINDOW:
         return None
     base = fmean(v for _, v in series[:BASELINE_STEPS])
@@ -75,6 +74,13 @@ def adherence_onset(rows: list[dict[str, Any]], role: str, drop: float = ADHEREN
         if base - fmean(v for _, v in series[i - WINDOW + 1:i + 1]) >= drop - 1e-12:
             return series[i][0]
     return None
+
+
+def adherence_onset(rows: list[dict[str, Any]], role: str, drop: float = ADHERENCE_DROP) -> int | None:
+    """First step at which the role's format adherence or job accuracy (trailing window) is `drop` below
+    its baseline."""
+    onsets = [s for key in adherence_keys(rows, role) if (s := fall_onset(training_series(rows, key), drop)) is not None]
+    return min(onsets) if onsets else None
 
 
 def shared_roles(rows: list[dict[str, Any]]) -> list[str]:

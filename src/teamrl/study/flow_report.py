@@ -10,7 +10,8 @@ Per trained cell it reads the run's metrics.jsonl (the run folders the results f
   top share:          in a policy shared by several roles, the largest role's gradient share (run mean);
   dup cos:            mean pairwise gradient cosine of duplicated agents (run mean; voting, debate);
   diversity:          duplicated agents' output diversity, first steps -> last steps;
-  adherence:          each role's format adherence, first steps -> last steps.
+  adherence:          each role's format adherence, first steps -> last steps;
+  job accuracy:       each role's accuracy at its job (verdict or answer; all candidates), first -> last.
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ from typing import Any
 from teamrl.report.plots import Line, Panel, save_figure
 from teamrl.report.runs import load_metrics
 from teamrl.study.protocol import Paired, paired, summarize
-from teamrl.study.run_outcomes import CLIFF_DROP, cliff, logged_roles, series_mean, start_end, training_series
+from teamrl.study.run_outcomes import (ADHERENCE_DROP, CLIFF_DROP, JOB_TERMS, adherence_keys, cliff, logged_roles,
+                                       series_mean, start_end, training_series)
 
 SEPARATE = ("per_role", "per_agent")
 """Regimes that give roles (or agents) policies of their own."""
@@ -48,7 +50,14 @@ class RunSummary:
     dup_cos: float | None
     diversity: tuple[float, float] | None
     adherence: dict[str, tuple[float, float]]
+    job: dict[str, tuple[float, float]]
     curve: list[tuple[int, float]]
+    series: dict[str, list[tuple[int, float]]]
+    """'<stat>/<role>' -> its per-step values, for the stats in SERIES."""
+
+
+SERIES = ("grad_share", "dup_grad_cos", "diversity", "format_ok", *JOB_TERMS)
+"""Per-role diagnostics drawn over time."""
 
 
 def summarize_run(seed: int, cell: dict[str, Any]) -> RunSummary:
@@ -60,11 +69,15 @@ def summarize_run(seed: int, cell: dict[str, Any]) -> RunSummary:
     cos = [m for r in roles if (m := series_mean(rows, f"diag/role/{r}/dup_grad_cos")) is not None]
     diversity = [e for r in roles if (e := start_end(training_series(rows, f"diag/role/{r}/diversity")))]
     adherence = {r: e for r in roles if (e := start_end(training_series(rows, f"diag/role/{r}/format_ok")))}
+    job = {r: e for r in roles for key in adherence_keys(rows, r)[-1:] if not key.endswith("/format_ok")
+           if (e := start_end(training_series(rows, key)))}
     return RunSummary(seed, cell["test_success"], cell.get("test_final"), max(v for _, v in curve), curve[-1][1],
                       int(cell["best_step"]), cliff(curve) is not None, shares.get(top), top,
                       fmean(cos) if cos else None,
                       (fmean(d[0] for d in diversity), fmean(d[1] for d in diversity)) if diversity else None,
-                      adherence, curve)
+                      adherence, job, curve,
+                      {f"{stat}/{r}": points for stat in SERIES for r in roles
+                       if (points := training_series(rows, f"diag/role/{r}/{stat}"))})
 
 
 def collect(results: dict[str, Any]) -> tuple[dict[tuple[str, str, str], list[RunSummary]],
@@ -101,12 +114,12 @@ def _span(pairs: list[tuple[float, float] | None]) -> str:
 
 def matrix_table(trained: dict, untrained: dict, row: str) -> str:
     lines = ["| workflow | cell | test (best ckpt) | test (last ckpt) | val peak → last | cliffs | best step | "
-             "top role share | dup grad cos | diversity | format adherence |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "top role share | dup grad cos | diversity | format adherence | job accuracy |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for (r, workflow), seeds in untrained.items():
         if r != row:
             continue
-        lines.append(f"| {workflow} | untrained | {_pct(list(seeds.values()))} | | | | | | | | |")
+        lines.append(f"| {workflow} | untrained | {_pct(list(seeds.values()))} | | | | | | | | | |")
         for (r2, w2, name), runs in trained.items():
             if (r2, w2) != (row, workflow):
                 continue
@@ -114,12 +127,14 @@ def matrix_table(trained: dict, untrained: dict, row: str) -> str:
             tops = {x.top_role for x in runs if x.top_role}
             roles = sorted({role for x in runs for role in x.adherence})
             adherence = "; ".join(f"{role} {_span([x.adherence.get(role) for x in runs])}" for role in roles)
+            job = "; ".join(f"{role} {_span([x.job.get(role) for x in runs])}"
+                            for role in sorted({role for x in runs for role in x.job}))
             lines.append(
                 f"| {workflow} | {name} | {_pct([x.test for x in runs])} | {_pct(finals) if finals else '—'} | "
                 f"{fmean(x.peak for x in runs):.0%} → {fmean(x.final for x in runs):.0%} | "
                 f"{sum(x.cliff for x in runs)}/{len(runs)} | {fmean(x.best_step for x in runs):.0f} | "
                 f"{_mean_or_dash([x.top_share for x in runs], '{:.0%}')}{' (' + '/'.join(sorted(tops)) + ')' if tops else ''} | "
-                f"{_mean_or_dash([x.dup_cos for x in runs])} | {_span([x.diversity for x in runs])} | {adherence or '—'} |")
+                f"{_mean_or_dash([x.dup_cos for x in runs])} | {_span([x.diversity for x in runs])} | {adherence or '—'} | {job or '—'} |")
     return "\n".join(lines)
 
 
@@ -161,14 +176,16 @@ def findings(trained: dict, row: str) -> list[str]:
                    f"≥ {CLIFF_DROP:.0%} below its peak) in {sum(x.cliff for x in sep)} of {len(sep)} separate-policy "
                    f"runs and {sum(x.cliff for x in runs['shared'])} of {len(runs['shared'])} shared runs; mean drop "
                    f"from peak to last evaluation {drop['separate']:.1%} vs {drop['shared']:.1%}.")
-        falls = {k: [a[0] - a[1] for x in v for a in x.adherence.values()] for k, v in
-                 (("shared", runs["shared"]), ("separate", sep))}
-        if falls["shared"] and falls["separate"]:
-            out.append(f"- **Shared policies quietly lose role adherence**: mean fall in a role's format adherence "
-                       f"(first steps → last) {fmean(falls['shared']):+.2f} in shared runs vs "
-                       f"{fmean(falls['separate']):+.2f} with separate policies; roles whose adherence fell by 0.15 "
-                       f"or more: {sum(f >= 0.15 for f in falls['shared'])} of {len(falls['shared'])} (shared) vs "
-                       f"{sum(f >= 0.15 for f in falls['separate'])} of {len(falls['separate'])} (separate).")
+        for label, attr in (("format adherence", "adherence"), ("job accuracy", "job")):
+            falls = {k: [a[0] - a[1] for x in v for a in getattr(x, attr).values()] for k, v in
+                     (("shared", runs["shared"]), ("separate", sep))}
+            if falls["shared"] and falls["separate"]:
+                out.append(f"- **Shared policies quietly lose role adherence** ({label}, first steps → last, per "
+                           f"role and run): mean fall {fmean(falls['shared']):+.2f} on shared policies vs "
+                           f"{fmean(falls['separate']):+.2f} on separate ones (negative: it rose); fell by "
+                           f"{ADHERENCE_DROP:.2f} or more in {sum(f >= ADHERENCE_DROP for f in falls['shared'])} of "
+                           f"{len(falls['shared'])} (shared) vs {sum(f >= ADHERENCE_DROP for f in falls['separate'])} "
+                           f"of {len(falls['separate'])} (separate).")
     dup = [x for (r, w, n), xs in trained.items() if r == row and n == "shared" for x in xs if x.dup_cos is not None]
     alone = [x for (r, w, n), xs in trained.items() if r == row and n == "per_agent" for x in xs
              if x.diversity is not None]
@@ -230,6 +247,38 @@ def curve_panels(trained: dict, row: str) -> list[Panel]:
     return list(panels.values())
 
 
+def _mean_series(runs: list[RunSummary], key: str) -> list[tuple[int, float]]:
+    by_step: dict[int, list[float]] = defaultdict(list)
+    for x in runs:
+        for step, value in x.series.get(key, []):
+            by_step[step].append(value)
+    return [(s, fmean(v)) for s, v in sorted(by_step.items())]
+
+
+def diagnostic_panels(trained: dict, row: str) -> list[Panel]:
+    """Per workflow, over training steps (mean over seeds): each role's gradient share on the shared policy,
+    the duplicated agents' output diversity per cell, and each role's format adherence per cell."""
+    panels = []
+    for workflow in dict.fromkeys(w for r, w, _ in trained if r == row):
+        cells = {n: runs for (r, w, n), runs in trained.items() if (r, w) == (row, workflow)}
+        share = Panel(f"{workflow}: gradient share, shared policy", "share of gradient norm", fraction=True)
+        for key in sorted({k for x in cells.get("shared", []) for k in x.series if k.startswith("grad_share/")}):
+            share.lines.append(Line(key.split("/", 1)[1], _mean_series(cells["shared"], key)))
+        diversity = Panel(f"{workflow}: duplicated agents' diversity", "diversity")
+        adherence = Panel(f"{workflow}: format adherence", "well-formed share", fraction=True)
+        job = Panel(f"{workflow}: job accuracy (all candidates)", "accuracy", fraction=True)
+        for name, runs in cells.items():
+            for key in sorted({k for x in runs for k in x.series}):
+                if key.startswith("diversity/"):
+                    diversity.lines.append(Line(name, _mean_series(runs, key)))
+                elif key.startswith("format_ok/"):
+                    adherence.lines.append(Line(f"{name}: {key.split('/', 1)[1]}", _mean_series(runs, key)))
+                elif key.split("/", 1)[0] in JOB_TERMS:
+                    job.lines.append(Line(f"{name}: {key.split('/', 1)[1]}", _mean_series(runs, key)))
+        panels += [share, diversity, adherence, job]
+    return panels
+
+
 def report(results: dict[str, Any], plots: Path | None = None) -> str:
     trained, untrained = collect(results)
     rows = sorted({r for r, _, _ in trained})
@@ -245,6 +294,9 @@ def report(results: dict[str, Any], plots: Path | None = None) -> str:
             path = plots / f"curves-{row}.png"
             if save_figure(path, curve_panels(trained, row)):
                 parts += [f"![validation curves, {row}]({path.name})", ""]
+            path = plots / f"diagnostics-{row}.png"
+            if save_figure(path, diagnostic_panels(trained, row), ncols=4):
+                parts += [f"![per-role diagnostics over training, {row}]({path.name})", ""]
     return "\n".join(parts)
 
 

@@ -3,9 +3,10 @@
 Pure functions over a run's logged rows (`teamrl.report.runs.load_metrics`):
   cliff:      held-out success fell at least `drop` below its peak and never came back above
               `peak - drop` (the collapse that the `collapse` and `echo_chamber` alerts warn of);
-  adherence:  a role's format adherence (`diag/role/<role>/format_ok`, all candidates of a step) over the
-              last `window` training steps against its first `baseline` steps (the loss of role adherence
-              the `dominant_role` alert warns of);
+  adherence:  a role doing its job, over the last `window` training steps against its first `baseline`
+              steps (all candidates of a step): its format adherence (`diag/role/<role>/format_ok`) and its
+              accuracy at its own job (`verdict_correct` for a verifier, else `correct`); the larger fall of
+              the two is the loss of role adherence the `dominant_role` alert warns of;
   summaries of a per-step series (start, end, mean) for the report.
 """
 
@@ -71,11 +72,24 @@ def start_end(series: list[tuple[int, float]], baseline: int = BASELINE_STEPS, w
     return fmean(values[:baseline]), fmean(values[-window:])
 
 
-def adherence_fall(rows: list[dict[str, Any]], role: str, drop: float = ADHERENCE_DROP) -> float | None:
-    """How far a role's format adherence fell from its start to its end (positive: it fell), or None when
-    the run did not log it. The role lost adherence when this is at least `drop`."""
-    ends = start_end(training_series(rows, f"diag/role/{role}/format_ok"))
-    return None if ends is None else ends[0] - ends[1]
+JOB_TERMS = ("verdict_correct", "correct")
+"""A role's accuracy at its own job: the first of these a run logged for it."""
+
+
+def adherence_keys(rows: list[dict[str, Any]], role: str) -> list[str]:
+    """The metrics that say whether a role does its job: format adherence and its job's accuracy."""
+    logged = {k for r in rows for k in r}
+    keys = [f"diag/role/{role}/format_ok"] if f"diag/role/{role}/format_ok" in logged else []
+    job = next((f"diag/role/{role}/{t}" for t in JOB_TERMS if f"diag/role/{role}/{t}" in logged), None)
+    return keys + ([job] if job else [])
+
+
+def adherence_fall(rows: list[dict[str, Any]], role: str) -> float | None:
+    """How far a role's adherence fell from its start to its end (positive: it fell; the larger fall of
+    its format adherence and its job accuracy), or None when the run did not log either long enough. The
+    role lost adherence when this is at least ADHERENCE_DROP."""
+    falls = [e[0] - e[1] for key in adherence_keys(rows, role) if (e := start_end(training_series(rows, key)))]
+    return max(falls) if falls else None
 
 
 def logged_roles(rows: list[dict[str, Any]]) -> list[str]:
