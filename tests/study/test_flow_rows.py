@@ -97,3 +97,11 @@ def test_quick_workflows_study_end_to_end(tmp_path, monkeypatch, capsys):
     orchestra = (out / "runs" / "flows_hot-orchestrator_workers-shared-s0" / "config.yaml").read_text()
     assert "max_new_tokens: 24" in orchestra  # three formulas fit
     assert (out / "index.html").is_file()
+    assert "| voting | shared+kl |" in (out / "flows.md").read_text()  # the study writes the matrix report
+    # Alerts scored by replaying the real runs: tuned on one seed, scored on another (a copy of it here).
+    twin = dict(record, seed=1)
+    scored = alert_scores.evaluate({"results": [record, twin]}, tune_seeds={0})
+    assert [e["kind"] for e in scored] == ["collapse", "echo_chamber", "dominant_role", "stalled_role"]
+    for entry in scored:  # the same runs on both sides: the tuned setting fits the held-out seed alike
+        assert entry["held_out_tuned"].f1 == entry["tune_fit"].f1
+    assert "| collapse (default) | cliff |" in alert_scores.table(scored)

@@ -8,8 +8,9 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+from teamrl.study import flow_report
 from teamrl.study.protocol import Protocol
-from teamrl.study.rows import select_rows, study
+from teamrl.study.rows import Study, select_rows, study
 from teamrl.study.runner import run_study
 from teamrl.study.table import write_report
 
@@ -38,9 +39,17 @@ def run_command(name: str, quick: bool, seeds: list[int] | None, rows: list[str]
         groups = [list(protocol.seeds[i::jobs]) for i in range(min(jobs, len(protocol.seeds)))]
         select_rows(rows, chosen)  # a bad row name fails here, not in every job
         _run_jobs(name, quick, groups, rows, folder, overrides, instances)
-        return write_report(folder / "results.json")
+        return _report(chosen, folder / "results.json")
     results = run_study(chosen, protocol, select_rows(rows, chosen), folder, all_overrides, verbose=verbose)
-    return write_report(results)
+    return _report(chosen, results)
+
+
+def _report(chosen: Study, results: Path) -> Path:
+    """The study's page; a workflow matrix also gets its report (flows.md, with the alerts scored)."""
+    page = write_report(results)
+    if chosen.flows:
+        print(f"workflow matrix report: {flow_report.write(results)}")
+    return page
 
 
 def _run_jobs(name: str, quick: bool, groups: list[list[int]], rows: list[str] | None, folder: Path,

@@ -300,6 +300,24 @@ def report(results: dict[str, Any], plots: Path | None = None) -> str:
     return "\n".join(parts)
 
 
+def write(results_file: Path, tune_seeds: int = 1) -> Path:
+    """flows.md (and its figures) beside a results file: the report, then the alerts scored as detectors
+    with their thresholds tuned on the first `tune_seeds` seeds and reported on the rest (when the run
+    has seeds on both sides). Returns the markdown file."""
+    from teamrl.study import alert_scores  # replays every run: only when a report is written
+
+    results = json.loads(results_file.read_text())
+    text = report(results, results_file.parent)
+    seeds = sorted({r["seed"] for r in results["results"] if "cells" in r})
+    if len(seeds) > tune_seeds:
+        tuned = set(seeds[:tune_seeds])
+        text += (f"\n## Alerts as detectors (thresholds tuned on seed(s) {sorted(tuned)}, scored on "
+                 f"{seeds[tune_seeds:]})\n\n{alert_scores.table(alert_scores.evaluate(results, tuned))}\n")
+    path = results_file.parent / "flows.md"
+    path.write_text(text + "\n")
+    return path
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("results", type=Path)
