@@ -79,3 +79,26 @@ def test_alerts_score_as_detectors_per_unit_with_lead_time():
     assert (s.tp, s.fp, s.fn, s.tn) == (0, 1, 1, 0) and s.precision == 0.0 and s.recall == 0.0
     empty = score("collapse", ("s",), [case(5, False)], {(Path("/runs/5-False-None"), ("s",)): []})
     assert empty.precision is None and empty.recall is None and empty.f1 == 0.0
+
+
+def summary(seed, test, peak, final, share=None, diversity=None, adherence=None):
+    from teamrl.study.flow_report import RunSummary
+    return RunSummary(seed, test, test - 0.1, peak, final, 10, peak - final >= 0.15, share, "generator" if share else None,
+                      None, diversity, adherence or {}, {}, [(0, 0.1), (10, peak), (60, final)], {})
+
+
+def test_findings_and_mitigations_from_hand_made_cells():
+    from teamrl.study.flow_report import findings, mitigation_table
+    trained = {("hot", "voting", "shared"): [summary(0, 0.5, 0.6, 0.55, 0.9, (0.5, 0.1)), summary(1, 0.4, 0.5, 0.5, 0.7)],
+               ("hot", "voting", "per_role"): [summary(0, 0.6, 0.7, 0.4), summary(1, 0.6, 0.6, 0.58)],
+               ("hot", "voting", "shared+damping"): [summary(0, 0.45, 0.5, 0.5, 0.8, (0.5, 0.3))]}
+    text = "\n".join(findings(trained, "hot"))
+    # per_role - shared on test: +0.10 and +0.20 -> mean +15.0 points, ahead on both seeds
+    assert "+15.0 points" in text and "ahead on 2, behind on 0, tied 0 of 2" in text
+    assert "in 1 of 2 separate-policy runs and 0 of 2 shared runs" in text  # seed 0 per_role fell 0.30
+    assert "from peak to last evaluation 16.0% vs 2.5%" in text  # (0.30 + 0.02) / 2 vs (0.05 + 0) / 2
+    assert "averaged 80% over the shared runs; at least 60% (the alert's default) in 2 of 2" in text
+    table = mitigation_table(trained, "hot")
+    # one seed in common: damping - shared = -5.0 points; diversity fell 0.20 with, 0.40 without
+    assert "| voting | damping | -5.0 points (ahead on 0, behind on 1, tied 0 of 1) |" in table
+    assert "| 0.20 / 0.40 |" in table
