@@ -21,6 +21,7 @@ from tqdm import tqdm
 
 from teamrl.policies.loading import Policy
 from teamrl.policies.tiny_model import build_char_tokenizer, build_tiny_model
+from teamrl.training.cache_folder import publish
 from teamrl.training.recipe_digest import recipe_digest, task_modules
 from teamrl.training.sft import Demo, SFTSettings, supervised_finetune
 from teamrl.demos.plan_path import TrustedRunner
@@ -187,14 +188,14 @@ def warm_up(recipe: WarmupRecipe, force: bool = False, verbose: bool = True) -> 
                                      heldout_demos(recipe), log)
     finally:
         bar.close()
-    # Write to a temporary folder and rename, so an interrupted warm-up never looks cached.
-    partial = target.with_name(target.name + ".partial")
-    partial.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(partial)
-    tokenizer.save_pretrained(partial)
-    (partial / "warmup.json").write_text(json.dumps(
-        {"recipe": asdict(recipe), "final_loss": result.losses[-1], "steps_done": len(result.losses),
-         "stopped_early": result.stopped_early, "heldout_loss": result.heldout,
-         "seconds": time.time() - started, "cpu_seconds": time.process_time() - cpu_started}, indent=2))
-    partial.rename(target)
-    return target
+    record = {"recipe": asdict(recipe), "final_loss": result.losses[-1], "steps_done": len(result.losses),
+              "stopped_early": result.stopped_early, "heldout_loss": result.heldout,
+              "seconds": time.time() - started, "cpu_seconds": time.process_time() - cpu_started}
+
+    def write(folder: Path) -> None:
+        model.save_pretrained(folder)
+        tokenizer.save_pretrained(folder)
+        (folder / "warmup.json").write_text(json.dumps(record, indent=2))
+
+    # Written aside and renamed when complete: an interrupted warm-up never looks cached.
+    return publish(target, write, force=force)

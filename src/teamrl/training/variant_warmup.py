@@ -23,6 +23,7 @@ from typing import Any
 from teamrl.demos.plan_path import TrustedRunner
 from teamrl.policies.loading import Policy
 from teamrl.policies.tiny_variants import build_bpe_tokenizer, build_tiny_qwen2
+from teamrl.training.cache_folder import publish
 from teamrl.training.recipe_digest import recipe_digest, task_modules
 from teamrl.training.sft import Demo, SFTSettings, supervised_finetune
 from teamrl.training.tiny_default import HELDOUT_SEED, cache_root, progress_bar
@@ -166,12 +167,12 @@ def warm_up_variant(recipe: VariantRecipe, force: bool = False, verbose: bool = 
                                      lambda step, loss: bar.update(1))
     finally:
         bar.close()
-    partial = target.with_name(target.name + ".partial")  # renamed when complete: never half cached
-    partial.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(partial)
-    tokenizer.save_pretrained(partial)
-    (partial / "warmup.json").write_text(json.dumps(
-        {"recipe": asdict(recipe), "final_loss": result.losses[-1], "heldout_loss": result.heldout,
-         "seconds": time.time() - started, "cpu_seconds": time.process_time() - cpu_started}, indent=2))
-    partial.rename(target)
-    return target
+    record = {"recipe": asdict(recipe), "final_loss": result.losses[-1], "heldout_loss": result.heldout,
+              "seconds": time.time() - started, "cpu_seconds": time.process_time() - cpu_started}
+
+    def write(folder: Path) -> None:
+        model.save_pretrained(folder)
+        tokenizer.save_pretrained(folder)
+        (folder / "warmup.json").write_text(json.dumps(record, indent=2))
+
+    return publish(target, write, force=force)  # renamed when complete: never half cached
