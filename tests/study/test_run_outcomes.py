@@ -102,3 +102,18 @@ def test_findings_and_mitigations_from_hand_made_cells():
     # one seed in common: damping - shared = -5.0 points; diversity fell 0.20 with, 0.40 without
     assert "| voting | damping | -5.0 points (ahead on 0, behind on 1, tied 0 of 1) |" in table
     assert "| 0.20 / 0.40 |" in table
+
+
+def test_agreement_compares_offered_answers_with_independent_ones():
+    from teamrl.study.flow_report import agreement, duplicated_agents
+    rows = [{"step": 1, "diag/agent/generator_0/x": 1, "diag/agent/generator_1/x": 1, "diag/agent/generator_2/x": 1,
+             "diag/agent/aggregator/x": 1}]
+    assert duplicated_agents(rows, ["generator", "aggregator"]) == {"generator": 3}
+    x = summary(0, 0.5, 0.6, 0.6)
+    x.test_roles, x.agents = {"generator": 0.5, "aggregator": 0.55, "aggregator/offered": 0.6}, {"generator": 3}
+    lines = agreement({("r", "voting", "shared"): [x]}, "r",
+                      {("r", "voting"): {0: {"generator": 0.2, "aggregator/offered": 0.4}}})
+    # independent: 1 - 0.5^3 = 87.5% (shown 88%); untrained: 1 - 0.8^3 = 48.8% (49%)
+    assert lines[1] == ("  - voting untrained: generator accuracy 20%; a right answer among the 3 offered in 40% "
+                        "of test episodes, where independent generators would offer 49%")
+    assert lines[2].endswith("offered in 60% of test episodes, where independent generators would offer 88%")

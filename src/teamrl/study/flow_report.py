@@ -19,7 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import fmean
 from typing import Any
@@ -54,6 +54,10 @@ class RunSummary:
     curve: list[tuple[int, float]]
     series: dict[str, list[tuple[int, float]]]
     """'<stat>/<role>' -> its per-step values, for the stats in SERIES."""
+    test_roles: dict[str, float] = field(default_factory=dict)
+    """Each role's accuracy on the test episodes of the best checkpoint (`flow_rows.role_accuracy`)."""
+    agents: dict[str, int] = field(default_factory=dict)
+    """Duplicated roles: how many agents play each (agents named `<role>_<i>`)."""
 
 
 SERIES = ("grad_share", "dup_grad_cos", "diversity", "format_ok", *JOB_TERMS)
@@ -77,24 +81,36 @@ def summarize_run(seed: int, cell: dict[str, Any]) -> RunSummary:
                       (fmean(d[0] for d in diversity), fmean(d[1] for d in diversity)) if diversity else None,
                       adherence, job, curve,
                       {f"{stat}/{r}": points for stat in SERIES for r in roles
-                       if (points := training_series(rows, f"diag/role/{r}/{stat}"))})
+                       if (points := training_series(rows, f"diag/role/{r}/{stat}"))},
+                      dict(cell.get("roles", {})), duplicated_agents(rows, roles))
+
+
+def duplicated_agents(rows: list[dict[str, Any]], roles: list[str]) -> dict[str, int]:
+    """role -> number of its agents, for roles whose agents log their own stats as `<role>_<i>`."""
+    agents = {k.split("/")[2] for r in rows for k in r if k.startswith("diag/agent/")}
+    counts = {role: sum(a.startswith(f"{role}_") and a[len(role) + 1:].isdigit() for a in agents) for role in roles}
+    return {role: n for role, n in counts.items() if n > 1}
 
 
 def collect(results: dict[str, Any]) -> tuple[dict[tuple[str, str, str], list[RunSummary]],
-                                              dict[tuple[str, str], dict[int, float]]]:
-    """(row, workflow, cell) -> per-seed summaries of trained cells; (row, workflow) -> seed -> untrained test."""
+                                              dict[tuple[str, str], dict[int, float]],
+                                              dict[tuple[str, str], dict[int, dict[str, float]]]]:
+    """(row, workflow, cell) -> per-seed summaries of trained cells; (row, workflow) -> seed -> the untrained
+    base's test success, and its per-role test accuracy."""
     trained: dict[tuple[str, str, str], list[RunSummary]] = defaultdict(list)
     untrained: dict[tuple[str, str], dict[int, float]] = defaultdict(dict)
+    untrained_roles: dict[tuple[str, str], dict[int, dict[str, float]]] = defaultdict(dict)
     for record in results["results"]:
         for workflow, cells in record.get("cells", {}).items():
             for name, cell in cells.items():
                 if name == "untrained":
                     untrained[(record["row"], workflow)][record["seed"]] = cell["test_success"]
+                    untrained_roles[(record["row"], workflow)][record["seed"]] = cell.get("roles", {})
                 elif "run_dir" in cell:
                     trained[(record["row"], workflow, name)].append(summarize_run(record["seed"], cell))
     if not trained:
         raise ValueError("no trained flows cells in these results: run `teamrl study workflows_calc` first")
-    return trained, untrained
+    return trained, untrained, untrained_roles
 
 
 def _pct(values: list[float]) -> str:
@@ -158,7 +174,7 @@ def _separate(trained: dict, row: str, attr: str) -> dict[tuple[str, int], float
     return out
 
 
-def findings(trained: dict, row: str) -> list[str]:
+def findings(trained: dict, row: str, untrained_roles: dict | None = None) -> list[str]:
     """The policy-sharing paper's qualitative findings, each checked on this row's cells."""
     out = []
     shared_test, separate_test = _by(trained, row, "shared", "test"), _separate(trained, row, "test")
@@ -196,12 +212,43 @@ def findings(trained: dict, row: str) -> list[str]:
                    f"policy): mean gradient cosine between duplicated agents {fmean(x.dup_cos for x in dup):.2f}; "
                    f"their output diversity fell by {fmean(fall):+.2f} on a shared policy"
                    + (f" and by {fmean(alone_fall):+.2f} with a policy per agent." if alone_fall else "."))
+    out += agreement(trained, row, untrained_roles)
     tops = [x for x in runs["shared"] if x.top_share is not None]
     if tops:
         out.append(f"- **One role dominates a shared policy**: the largest role's gradient share averaged "
                    f"{fmean(x.top_share for x in tops):.0%} over the shared runs; at least 60% (the alert's "
                    f"default) in {sum(x.top_share >= 0.6 for x in tops)} of {len(tops)} runs "
                    f"(roles: {', '.join(sorted({x.top_role for x in tops}))}).")
+    return out
+
+
+def agreement(trained: dict, row: str, untrained_roles: dict | None = None) -> list[str]:
+    """Whether duplicated answerers fail together: per cell of a workflow whose picker logs `<role>/offered`
+    (voting's aggregator: a right answer was among the generators'), the answerers' test accuracy p, the
+    share of episodes where a right answer was offered, and what n independent answerers of accuracy p
+    would offer, 1 - (1 - p)^n. Offered far below that: their errors coincide (they echo each other).
+    untrained_roles: (row, workflow) -> seed -> the untrained base's test role accuracy, shown first."""
+    out = []
+    workflows = dict.fromkeys(w for r, w, _ in trained if r == row)
+    for workflow in workflows:
+        cells = {n: runs for (r, w, n), runs in trained.items() if (r, w) == (row, workflow)}
+        counts = {role: n for runs in cells.values() for x in runs for role, n in x.agents.items()}
+        pickers = {k.split("/")[0] for runs in cells.values() for x in runs for k in x.test_roles if k.endswith("/offered")}
+        if not counts or len(pickers) != 1:
+            continue
+        (answerer, n), picker = next(iter(counts.items())), pickers.pop()
+        by_cell = {"untrained": list((untrained_roles or {}).get((row, workflow), {}).values())}
+        by_cell |= {name: [x.test_roles for x in runs] for name, runs in cells.items()}
+        for name, role_maps in by_cell.items():
+            triples = [(m[answerer], m[f"{picker}/offered"], 1 - (1 - m[answerer]) ** n) for m in role_maps
+                       if answerer in m and f"{picker}/offered" in m]
+            if triples:
+                p, offered, independent = (fmean(t[i] for t in triples) for i in range(3))
+                out.append(f"  - {workflow} {name}: {answerer} accuracy {p:.0%}; a right answer among the {n} "
+                           f"offered in {offered:.0%} of test episodes, where independent {answerer}s would offer "
+                           f"{independent:.0%}")
+    if out:
+        out.insert(0, "- **Do duplicated answerers fail together?** (test episodes, mean over seeds)")
     return out
 
 
@@ -280,12 +327,12 @@ def diagnostic_panels(trained: dict, row: str) -> list[Panel]:
 
 
 def report(results: dict[str, Any], plots: Path | None = None) -> str:
-    trained, untrained = collect(results)
+    trained, untrained, untrained_roles = collect(results)
     rows = sorted({r for r, _, _ in trained})
     parts = []
     for row in rows:
         parts += [f"## Row `{row}`", "", matrix_table(trained, untrained, row), "", "Findings:", "",
-                  *findings(trained, row), ""]
+                  *findings(trained, row, untrained_roles), ""]
         mitigations = mitigation_table(trained, row)
         if mitigations:
             parts += ["Mitigations (paired over seeds against the same row's shared cell):", "", mitigations, ""]
