@@ -101,7 +101,9 @@ def test_quick_workflows_study_end_to_end(tmp_path, monkeypatch, capsys):
     # Alerts scored by replaying the real runs: tuned on one seed, scored on another (a copy of it here).
     twin = dict(record, seed=1)
     scored = alert_scores.evaluate({"results": [record, twin]}, tune_seeds={0})
-    assert [e["kind"] for e in scored] == ["collapse", "echo_chamber", "dominant_role", "stalled_role"]
+    assert [(e["kind"], e["predicts"]) for e in scored] == [
+        ("collapse", "cliff"), ("echo_chamber", "cliff"), ("echo_chamber", "errors coincide"),
+        ("dominant_role", "adherence"), ("stalled_role", "no gain")]
     for entry in scored:  # the same runs on both sides: the tuned setting fits the held-out seed alike
         assert entry["held_out_tuned"].f1 == entry["tune_fit"].f1
     assert "| collapse (default) | cliff |" in alert_scores.table(scored)

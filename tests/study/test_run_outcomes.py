@@ -67,17 +67,17 @@ def test_alerts_score_as_detectors_per_unit_with_lead_time():
     fired = {cases[0].run_dir: [alert(10, "echo_chamber"), alert(25, "echo_chamber")],  # first firing counts
              cases[1].run_dir: [], cases[2].run_dir: [alert(5, "echo_chamber")], cases[3].run_dir: []}
     replayed = {(c.run_dir, ("s",)): fired[c.run_dir] for c in cases}
-    s = score("echo_chamber", ("s",), cases, replayed)
+    s = score("echo_chamber", "cliff", ("s",), cases, replayed)
     assert (s.tp, s.fp, s.fn, s.tn) == (1, 1, 1, 1)
-    assert s.precision == 0.5 and s.recall == 0.5 and s.f1 == 0.5 and s.leads == (20,)
+    assert s.precision == 0.5 and s.recall == 0.5 and s.f1 == 0.5 and s.leads == (20,) and s.base_rate == 0.5
     # Dominant-role alerts are about the role they say drifts ('top>other'), one unit per role.
     assert fired_units([alert(7, "dominant_role", "generator>aggregator"), alert(9, "collapse")],
-                       "dominant_role") == {"aggregator": 7}
+                       "dominant_role", "adherence") == {"aggregator": 7}
     roles = case(0, False, roles={"aggregator": True, "generator": False})
     replayed = {(roles.run_dir, ("s",)): [alert(4, "dominant_role", "aggregator>generator")]}
-    s = score("dominant_role", ("s",), [roles], replayed)
+    s = score("dominant_role", "adherence", ("s",), [roles], replayed)
     assert (s.tp, s.fp, s.fn, s.tn) == (0, 1, 1, 0) and s.precision == 0.0 and s.recall == 0.0
-    empty = score("collapse", ("s",), [case(5, False)], {(Path("/runs/5-False-None"), ("s",)): []})
+    empty = score("collapse", "cliff", ("s",), [case(5, False)], {(Path("/runs/5-False-None"), ("s",)): []})
     assert empty.precision is None and empty.recall is None and empty.f1 == 0.0
 
 
@@ -105,7 +105,8 @@ def test_findings_and_mitigations_from_hand_made_cells():
 
 
 def test_agreement_compares_offered_answers_with_independent_ones():
-    from teamrl.study.flow_report import agreement, duplicated_agents
+    from teamrl.study.flow_report import agreement
+    from teamrl.study.run_outcomes import duplicated_agents, errors_coincide
     rows = [{"step": 1, "diag/agent/generator_0/x": 1, "diag/agent/generator_1/x": 1, "diag/agent/generator_2/x": 1,
              "diag/agent/aggregator/x": 1}]
     assert duplicated_agents(rows, ["generator", "aggregator"]) == {"generator": 3}
@@ -117,3 +118,6 @@ def test_agreement_compares_offered_answers_with_independent_ones():
     assert lines[1] == ("  - voting untrained: generator accuracy 20%; a right answer among the 3 offered in 40% "
                         "of test episodes, where independent generators would offer 49%")
     assert lines[2].endswith("offered in 60% of test episodes, where independent generators would offer 88%")
+    assert errors_coincide(x.test_roles, x.agents) is True  # 60% <= 87.5% - 5
+    assert errors_coincide({"generator": 0.5, "aggregator/offered": 0.83}, {"generator": 3}) is False
+    assert errors_coincide({"debater": 0.5}, {"debater": 3}) is None  # no picker: not judged

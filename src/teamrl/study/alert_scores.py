@@ -2,6 +2,10 @@
 
 Each alert predicts an outcome (`run_outcomes`), judged per unit:
   collapse, echo_chamber -> cliff        per run: held-out success ended CLIFF_DROP below its peak;
+  echo_chamber           -> errors coincide  per run of a workflow with a picker over duplicated answerers
+                                         (voting, orchestrator-workers): on the test episodes a right answer
+                                         was offered COINCIDE_GAP less often than independent answerers of
+                                         the same accuracy would offer one (`run_outcomes.errors_coincide`);
   dominant_role          -> adherence    per (run, role of a shared multi-role policy): that role's
                                          format adherence or job accuracy fell ADHERENCE_DROP (subject
                                          'top>other' names the role it says is drifting: other);
@@ -21,33 +25,48 @@ default) and reported on the others:
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import fmean
 from typing import Any
 
+from teamrl.config import DiagnosticsConfig
 from teamrl.diagnostics.alerts import Alert
 from teamrl.diagnostics.replay import replay_alerts
 from teamrl.report.runs import load_metrics
 from teamrl.study.run_outcomes import (ADHERENCE_DROP, BASELINE_STEPS, WINDOW, adherence_fall, adherence_keys,
-                                       cliff, training_series)
+                                       cliff, duplicated_agents, errors_coincide, logged_roles, training_series)
 
 NO_GAIN = 0.02
 """A role did not learn when its test accuracy rose by at most this much over the untrained base's."""
 
-PREDICTS = {"collapse": "cliff", "echo_chamber": "cliff", "dominant_role": "adherence", "stalled_role": "no gain"}
+SCORED = (("collapse", "cliff"), ("echo_chamber", "cliff"), ("echo_chamber", "errors coincide"),
+          ("dominant_role", "adherence"), ("stalled_role", "no gain"))
+"""(alert, the outcome it is scored against)."""
+RUN_OUTCOMES = ("cliff", "errors coincide")
+"""Outcomes judged once per run (the others per role)."""
 
-GRIDS: dict[str, list[tuple[str, ...]]] = {
-    # The default first: ties go to it.
-    "collapse": [("diagnostics.collapse_drop=0.2",), ("diagnostics.collapse_drop=0.1",),
-                 ("diagnostics.collapse_drop=0.15",), ("diagnostics.collapse_drop=0.25",)],
-    "echo_chamber": [(f"diagnostics.echo_cosine={c}", f"diagnostics.diversity_drop={d}")
-                     for c in (0.8, 0.5, 0.6, 0.7, 0.9) for d in (0.3, 0.1, 0.2)],
-    "dominant_role": [(f"diagnostics.dominant_share={s}", f"diagnostics.format_drop={f}")
-                      for s in (0.6, 0.4, 0.5, 0.7) for f in (0.2, 0.1, 0.3)],
-    "stalled_role": [(f"diagnostics.stall_adv={a}",) for a in (1e-3, 1e-2, 3e-2, 1e-1)],
+CANDIDATES: dict[str, dict[str, tuple[float, ...]]] = {
+    "collapse": {"collapse_drop": (0.1, 0.15, 0.2, 0.25)},
+    "echo_chamber": {"echo_cosine": (0.5, 0.6, 0.7, 0.8, 0.9), "diversity_drop": (0.1, 0.2, 0.3)},
+    "dominant_role": {"dominant_share": (0.4, 0.5, 0.6, 0.7), "format_drop": (0.1, 0.2, 0.3)},
+    "stalled_role": {"stall_adv": (1e-3, 1e-2, 3e-2, 1e-1)},
 }
+"""Each alert's thresholds tried when tuning (every combination)."""
+
+
+def grid(kind: str) -> list[tuple[str, ...]]:
+    """The settings tried for one alert as override tuples, `DiagnosticsConfig`'s defaults first (ties
+    go to them)."""
+    names = list(CANDIDATES[kind])
+    defaults = tuple(getattr(DiagnosticsConfig(), n) for n in names)
+    combos = [defaults] + [c for c in itertools.product(*CANDIDATES[kind].values()) if c != defaults]
+    return [tuple(f"diagnostics.{n}={v}" for n, v in zip(names, combo)) for combo in combos]
+
+
+GRIDS: dict[str, list[tuple[str, ...]]] = {kind: grid(kind) for kind in CANDIDATES}
 
 
 @dataclass
@@ -104,6 +123,9 @@ def case_of(seed: int, row: str, workflow: str, regime: str, cell: dict[str, Any
     case.outcomes["no gain"] = {r: after[r] - before[r] <= NO_GAIN for r in after
                                 if r in before and "/" not in r}
     case.onsets["no gain"] = {}
+    coincide = errors_coincide(after, duplicated_agents(rows, logged_roles(rows)))
+    case.outcomes["errors coincide"] = {} if coincide is None else {"run": coincide}
+    case.onsets["errors coincide"] = {}
     return case
 
 
@@ -122,13 +144,13 @@ def cases(results: dict[str, Any]) -> list[Case]:
     return out
 
 
-def fired_units(alerts: list[Alert], kind: str) -> dict[str, int]:
-    """unit -> first step an alert of `kind` fired about it."""
+def fired_units(alerts: list[Alert], kind: str, outcome: str) -> dict[str, int]:
+    """unit -> first step an alert of `kind` fired about it (the unit of `outcome`)."""
     out: dict[str, int] = {}
     for alert in alerts:
         if alert.kind != kind:
             continue
-        unit = ("run" if PREDICTS[kind] == "cliff" else
+        unit = ("run" if outcome in RUN_OUTCOMES else
                 alert.subject.split(">", 1)[1] if kind == "dominant_role" else alert.subject)
         out.setdefault(unit, alert.step)
     return out
@@ -137,6 +159,7 @@ def fired_units(alerts: list[Alert], kind: str) -> dict[str, int]:
 @dataclass(frozen=True)
 class Score:
     kind: str
+    outcome: str
     setting: tuple[str, ...]
     tp: int
     fp: int
@@ -153,25 +176,30 @@ class Score:
         return self.tp / (self.tp + self.fn) if self.tp + self.fn else None
 
     @property
+    def base_rate(self) -> float | None:
+        """The share of units where the outcome happened: what an alert firing at random would reach in precision."""
+        n = self.tp + self.fp + self.fn + self.tn
+        return (self.tp + self.fn) / n if n else None
+
+    @property
     def f1(self) -> float:
         p, r = self.precision or 0.0, self.recall or 0.0
         return 2 * p * r / (p + r) if p + r else 0.0
 
 
-def score(kind: str, setting: tuple[str, ...], chosen: list[Case],
+def score(kind: str, outcome: str, setting: tuple[str, ...], chosen: list[Case],
           replayed: dict[tuple[Path, tuple[str, ...]], list[Alert]]) -> Score:
-    outcome = PREDICTS[kind]
     tp = fp = fn = tn = 0
     leads = []
     for case in chosen:
-        fired = fired_units(replayed[(case.run_dir, setting)], kind)
+        fired = fired_units(replayed[(case.run_dir, setting)], kind, outcome)
         for unit, happened in case.outcomes[outcome].items():
             alerted = unit in fired
             tp, fp, fn, tn = tp + (alerted and happened), fp + (alerted and not happened), \
                 fn + (happened and not alerted), tn + (not alerted and not happened)
             if alerted and happened and unit in case.onsets[outcome]:
                 leads.append(case.onsets[outcome][unit] - fired[unit])
-    return Score(kind, setting, tp, fp, fn, tn, tuple(leads))
+    return Score(kind, outcome, setting, tp, fp, fn, tn, tuple(leads))
 
 
 def replay_all(all_cases: list[Case]) -> dict[tuple[Path, tuple[str, ...]], list[Alert]]:
@@ -191,11 +219,13 @@ def evaluate(results: dict[str, Any], tune_seeds: set[int]) -> list[dict[str, An
                          f"{sorted({c.seed for c in all_cases})} on each side")
     replayed = replay_all(all_cases)
     out = []
-    for kind, grid in GRIDS.items():
-        tuned = max(grid, key=lambda s: (score(kind, s, tune, replayed).f1, s == grid[0]))
-        out.append({"kind": kind, "predicts": PREDICTS[kind], "tuned": tuned,
-                    "default": score(kind, grid[0], held, replayed), "held_out_tuned": score(kind, tuned, held, replayed),
-                    "tune_fit": score(kind, tuned, tune, replayed)})
+    for kind, outcome in SCORED:
+        grid = GRIDS[kind]
+        tuned = max(grid, key=lambda s: (score(kind, outcome, s, tune, replayed).f1, s == grid[0]))
+        out.append({"kind": kind, "predicts": outcome, "tuned": tuned,
+                    "default": score(kind, outcome, grid[0], held, replayed),
+                    "held_out_tuned": score(kind, outcome, tuned, held, replayed),
+                    "tune_fit": score(kind, outcome, tuned, tune, replayed)})
     return out
 
 
@@ -204,14 +234,14 @@ def _percent(value: float | None) -> str:
 
 
 def table(scored: list[dict[str, Any]]) -> str:
-    lines = ["| alert | predicts | thresholds | TP | FP | FN | TN | precision | recall | lead (steps) |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| alert | predicts | thresholds | TP | FP | FN | TN | base rate | precision | recall | lead (steps) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for entry in scored:
         for label, s in (("default", entry["default"]), ("tuned", entry["held_out_tuned"])):
             lead = (f"{fmean(s.leads):+.1f} (min {min(s.leads)}, max {max(s.leads)})" if s.leads else "—")
             setting = ", ".join(x.split(".", 1)[1] for x in s.setting)
             lines.append(f"| {entry['kind']} ({label}) | {entry['predicts']} | {setting} | {s.tp} | {s.fp} | "
-                         f"{s.fn} | {s.tn} | {_percent(s.precision)} | {_percent(s.recall)} | {lead} |")
+                         f"{s.fn} | {s.tn} | {_percent(s.base_rate)} | {_percent(s.precision)} | {_percent(s.recall)} | {lead} |")
     return "\n".join(lines)
 
 

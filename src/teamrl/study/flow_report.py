@@ -27,8 +27,8 @@ from typing import Any
 from teamrl.report.plots import Line, Panel, save_figure
 from teamrl.report.runs import load_metrics
 from teamrl.study.protocol import Paired, paired, summarize
-from teamrl.study.run_outcomes import (ADHERENCE_DROP, CLIFF_DROP, JOB_TERMS, adherence_keys, cliff, logged_roles,
-                                       series_mean, start_end, training_series)
+from teamrl.study.run_outcomes import (ADHERENCE_DROP, CLIFF_DROP, JOB_TERMS, adherence_keys, cliff, duplicated_agents, logged_roles,
+                                       independent_offer, series_mean, start_end, training_series)
 
 SEPARATE = ("per_role", "per_agent")
 """Regimes that give roles (or agents) policies of their own."""
@@ -83,13 +83,6 @@ def summarize_run(seed: int, cell: dict[str, Any]) -> RunSummary:
                       {f"{stat}/{r}": points for stat in SERIES for r in roles
                        if (points := training_series(rows, f"diag/role/{r}/{stat}"))},
                       dict(cell.get("roles", {})), duplicated_agents(rows, roles))
-
-
-def duplicated_agents(rows: list[dict[str, Any]], roles: list[str]) -> dict[str, int]:
-    """role -> number of its agents, for roles whose agents log their own stats as `<role>_<i>`."""
-    agents = {k.split("/")[2] for r in rows for k in r if k.startswith("diag/agent/")}
-    counts = {role: sum(a.startswith(f"{role}_") and a[len(role) + 1:].isdigit() for a in agents) for role in roles}
-    return {role: n for role, n in counts.items() if n > 1}
 
 
 def collect(results: dict[str, Any]) -> tuple[dict[tuple[str, str, str], list[RunSummary]],
@@ -240,7 +233,7 @@ def agreement(trained: dict, row: str, untrained_roles: dict | None = None) -> l
         by_cell = {"untrained": list((untrained_roles or {}).get((row, workflow), {}).values())}
         by_cell |= {name: [x.test_roles for x in runs] for name, runs in cells.items()}
         for name, role_maps in by_cell.items():
-            triples = [(m[answerer], m[f"{picker}/offered"], 1 - (1 - m[answerer]) ** n) for m in role_maps
+            triples = [(m[answerer], m[f"{picker}/offered"], independent_offer(m[answerer], n)) for m in role_maps
                        if answerer in m and f"{picker}/offered" in m]
             if triples:
                 p, offered, independent = (fmean(t[i] for t in triples) for i in range(3))

@@ -7,6 +7,8 @@ Pure functions over a run's logged rows (`teamrl.report.runs.load_metrics`):
               steps (all candidates of a step): its format adherence (`diag/role/<role>/format_ok`) and its
               accuracy at its own job (`verdict_correct` for a verifier, else `correct`); the larger fall of
               the two is the loss of role adherence the `dominant_role` alert warns of;
+  coinciding errors: duplicated answerers offered a right answer much less often than independent ones of
+              their accuracy would (the echo chamber's "confidently wrong together");
   summaries of a per-step series (start, end, mean) for the report.
 """
 
@@ -21,6 +23,8 @@ CLIFF_DROP = 0.15
 deviation of a difference of two evaluations near 40% is about 7 points, so 15 is about two of them)."""
 ADHERENCE_DROP = 0.15
 """A role lost adherence when its well-formed share fell by at least this much."""
+COINCIDE_GAP = 0.05
+"""Errors coincide when a right answer was offered at least this much less often than independently."""
 BASELINE_STEPS = 3
 WINDOW = 5
 
@@ -100,3 +104,32 @@ def logged_roles(rows: list[dict[str, Any]]) -> list[str]:
 def series_mean(rows: list[dict[str, Any]], key: str) -> float | None:
     values = [v for _, v in training_series(rows, key)]
     return fmean(values) if values else None
+
+
+def duplicated_agents(rows: list[dict[str, Any]], roles: list[str]) -> dict[str, int]:
+    """role -> number of its agents, for roles whose agents log their own stats as `<role>_<i>`."""
+    agents = {k.split("/")[2] for r in rows for k in r if k.startswith("diag/agent/")}
+    counts = {role: sum(a.startswith(f"{role}_") and a[len(role) + 1:].isdigit() for a in agents) for role in roles}
+    return {role: n for role, n in counts.items() if n > 1}
+
+
+def independent_offer(accuracy: float, n: int) -> float:
+    """How often at least one of n independent answerers of this accuracy is right.
+
+    >>> independent_offer(0.5, 3)
+    0.875
+    """
+    return 1 - (1 - accuracy) ** n
+
+
+def errors_coincide(role_accuracy: dict[str, float], duplicates: dict[str, int], gap: float = COINCIDE_GAP
+                    ) -> bool | None:
+    """Whether duplicated answerers' errors coincided on the test episodes: a picker's `<role>/offered`
+    share (a right answer among theirs) at least `gap` below `independent_offer`; None when the workflow
+    has no picker over duplicated answerers."""
+    pickers = [k for k in role_accuracy if k.endswith("/offered")]
+    answerers = [r for r in duplicates if r in role_accuracy]
+    if len(pickers) != 1 or len(answerers) != 1:
+        return None
+    expected = independent_offer(role_accuracy[answerers[0]], duplicates[answerers[0]])
+    return role_accuracy[pickers[0]] <= expected - gap + 1e-12
