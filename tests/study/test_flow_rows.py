@@ -73,18 +73,20 @@ def test_quick_workflows_study_end_to_end(tmp_path, monkeypatch, capsys):
         "voting": ["untrained", "shared", "per_role", "per_agent", "shared+role_balanced", "shared+damping",
                    "shared+kl"],
         "evaluator_optimizer": ["untrained", "shared", "per_role", "shared+role_balanced"],
-        "orchestrator_workers": ["untrained", "shared", "per_role", "per_agent", "shared+role_balanced"],
-        "debate": ["untrained", "shared", "per_agent", "shared+damping"]}
+        "orchestrator_workers": ["untrained", "shared", "per_role", "per_agent", "shared+role_balanced", "shared+kl"],
+        "debate": ["untrained", "shared", "per_agent", "shared+damping", "shared+lr_matched"]}
     assert 0.0 <= cells["voting"]["shared"]["test_final"] <= 1.0  # the last checkpoint is scored too
     # The study's settings (diagnostics.level full) and the row's (10x lr) reach the runs; the user's
     # train.steps beats the study's 60; the mitigation's own switch is on.
     hot = (out / "runs" / "flows_hot-voting-shared-damping-s0" / "config.yaml").read_text()
     assert "level: full" in hot and "lr: 0.001" in hot and "steps: 2" in hot and "coherence_damping: 0.3" in hot
+    control = (out / "runs" / "flows_hot-debate-shared-lr_matched-s0" / "config.yaml").read_text()
+    assert "lr: 0.000988" in control  # the cell's own lr beats the row's
     report = flow_report.report(results, plots=tmp_path / "plots")
     assert "| voting | shared+kl |" in report and "| debate | damping |" in report  # matrix and mitigations
     assert (tmp_path / "plots" / "curves-flows_hot.png").is_file()
     scored = alert_scores.cases(results)
-    assert len(scored) == 16 and {c.workflow for c in scored} == set(cells)
+    assert len(scored) == 18 and {c.workflow for c in scored} == set(cells)
     assert record["test_success"] == cells["voting"]["shared"]["test_success"]
     assert set(cells["voting"]["per_agent"]["roles"]) == {"aggregator", "aggregator/offered", "generator"}
     assert cells["evaluator_optimizer"]["shared"]["curve"][0][0] == 0
