@@ -38,7 +38,7 @@ def main() -> None:
     cells: dict[str, dict] = {}
     for item in args.cells:
         workflow, regime = item.split(":")
-        extra = (f"workflow.name={workflow}", *flow_rows.WORKFLOW_OVERRIDES.get(workflow, ()), f"regime={regime}")
+        extra = (*flow_rows.workflow_overrides(workflow), f"regime={regime}")
         model_path = flow_rows.warm_base(seed_run, row, workflow)
         if workflow not in cells:
             cells[workflow] = {"untrained": flow_rows.test_cell(seed_run, row, extra[:-1], model_path, None)}

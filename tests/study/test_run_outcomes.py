@@ -5,8 +5,8 @@ from pathlib import Path
 import pytest
 
 from teamrl.diagnostics.alerts import Alert
-from teamrl.study.alert_scores import Case, adherence_onset, fired_units, score
-from teamrl.study.run_outcomes import Cliff, adherence_fall, cliff, start_end, training_series
+from teamrl.study.alert_scores import Case, fired_units, score
+from teamrl.study.run_outcomes import Cliff, adherence_fall, adherence_onset, cliff, start_end, training_series
 
 
 def test_cliff_needs_a_drop_that_does_not_recover():

@@ -36,8 +36,8 @@ from teamrl.config import DiagnosticsConfig
 from teamrl.diagnostics.alerts import Alert
 from teamrl.diagnostics.replay import replay_alerts
 from teamrl.report.runs import load_metrics
-from teamrl.study.run_outcomes import (ADHERENCE_DROP, BASELINE_STEPS, WINDOW, adherence_fall, adherence_keys,
-                                       cliff, duplicated_agents, errors_coincide, logged_roles, training_series)
+from teamrl.study.run_outcomes import (ADHERENCE_DROP, adherence_fall, adherence_onset, cliff, duplicated_agents,
+                                       errors_coincide, logged_roles, shared_roles)
 
 NO_GAIN = 0.02
 """A role did not learn when its test accuracy rose by at most this much over the untrained base's."""
@@ -82,29 +82,6 @@ class Case:
     """outcome -> unit -> happened ('run' for the per-run cliff, a role name otherwise)."""
     onsets: dict[str, dict[str, int]] = field(default_factory=dict)
     """outcome -> unit -> step it began (cliff, adherence)."""
-
-
-def fall_onset(series: list[tuple[int, float]], drop: float = ADHERENCE_DROP) -> int | None:
-    """First step at which the trailing-window mean of a series is `drop` below its baseline."""
-    if len(series) < BASELINE_STEPS + WINDOW:
-        return None
-    base = fmean(v for _, v in series[:BASELINE_STEPS])
-    for i in range(BASELINE_STEPS + WINDOW - 1, len(series)):
-        if base - fmean(v for _, v in series[i - WINDOW + 1:i + 1]) >= drop - 1e-12:
-            return series[i][0]
-    return None
-
-
-def adherence_onset(rows: list[dict[str, Any]], role: str, drop: float = ADHERENCE_DROP) -> int | None:
-    """First step at which the role's format adherence or job accuracy (trailing window) is `drop` below
-    its baseline."""
-    onsets = [s for key in adherence_keys(rows, role) if (s := fall_onset(training_series(rows, key), drop)) is not None]
-    return min(onsets) if onsets else None
-
-
-def shared_roles(rows: list[dict[str, Any]]) -> list[str]:
-    """Roles that shared a policy with another role (only they log a gradient share)."""
-    return sorted({k.split("/")[2] for r in rows for k in r if k.startswith("diag/role/") and k.endswith("/grad_share")})
 
 
 def case_of(seed: int, row: str, workflow: str, regime: str, cell: dict[str, Any],

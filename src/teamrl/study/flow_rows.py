@@ -42,6 +42,13 @@ FLOW_WORKFLOWS = ("voting", "evaluator_optimizer", "orchestrator_workers", "deba
 FLOW_REGIMES = ("shared", "per_role", "per_agent")
 WORKFLOW_OVERRIDES = {"orchestrator_workers": ("rollout.by_role={orchestrator: {max_new_tokens: 24}}",)}
 """Config overrides of one workflow's cells (three formulas need more than the config's 10 characters)."""
+
+
+def workflow_overrides(name: str) -> tuple[str, ...]:
+    """The overrides that select workflow `name` for a cell (with its own settings, WORKFLOW_OVERRIDES)."""
+    return (f"workflow.name={name}", *WORKFLOW_OVERRIDES.get(name, ()))
+
+
 TEAM = "voting"
 """The calc_flows task's `team` workflow: the study runner's own warm-up is this workflow's."""
 HEADLINE = ("voting", "shared")
@@ -146,7 +153,7 @@ def produce(seed_run: "SeedRun", row: "Row") -> dict[str, Any]:
     """Every cell of the matrix for one seed: {workflow: {'untrained' | regime: cell}}."""
     cells: dict[str, dict[str, Any]] = {}
     for name in FLOW_WORKFLOWS:
-        extra = (f"workflow.name={name}", *WORKFLOW_OVERRIDES.get(name, ()))
+        extra = workflow_overrides(name)
         model_path = warm_base(seed_run, row, name)
         cells[name] = {"untrained": test_cell(seed_run, row, extra, model_path, None) | {"base": model_path}}
         regimes = [(r, (f"regime={r}",)) for r in distinct_regimes(build_workflow(seed_run.config(row, extra)))]

@@ -7,6 +7,7 @@ Pure functions over a run's logged rows (`teamrl.report.runs.load_metrics`):
               steps (all candidates of a step): its format adherence (`diag/role/<role>/format_ok`) and its
               accuracy at its own job (`verdict_correct` for a verifier, else `correct`); the larger fall of
               the two is the loss of role adherence the `dominant_role` alert warns of;
+  onsets:     the first step a role's adherence had fallen (`adherence_onset`), for an alert's lead time;
   coinciding errors: duplicated answerers offered a right answer much less often than independent ones of
               their accuracy would (the echo chamber's "confidently wrong together");
   summaries of a per-step series (start, end, mean) for the report.
@@ -94,6 +95,29 @@ def adherence_fall(rows: list[dict[str, Any]], role: str) -> float | None:
     role lost adherence when this is at least ADHERENCE_DROP."""
     falls = [e[0] - e[1] for key in adherence_keys(rows, role) if (e := start_end(training_series(rows, key)))]
     return max(falls) if falls else None
+
+
+def fall_onset(series: list[tuple[int, float]], drop: float = ADHERENCE_DROP) -> int | None:
+    """First step at which the trailing-window mean of a series is `drop` below its baseline."""
+    if len(series) < BASELINE_STEPS + WINDOW:
+        return None
+    base = fmean(v for _, v in series[:BASELINE_STEPS])
+    for i in range(BASELINE_STEPS + WINDOW - 1, len(series)):
+        if base - fmean(v for _, v in series[i - WINDOW + 1:i + 1]) >= drop - 1e-12:
+            return series[i][0]
+    return None
+
+
+def adherence_onset(rows: list[dict[str, Any]], role: str, drop: float = ADHERENCE_DROP) -> int | None:
+    """First step at which the role's format adherence or job accuracy (trailing window) is `drop` below
+    its baseline."""
+    onsets = [s for key in adherence_keys(rows, role) if (s := fall_onset(training_series(rows, key), drop)) is not None]
+    return min(onsets) if onsets else None
+
+
+def shared_roles(rows: list[dict[str, Any]]) -> list[str]:
+    """Roles that shared a policy with another role (only they log a gradient share)."""
+    return sorted({k.split("/")[2] for r in rows for k in r if k.startswith("diag/role/") and k.endswith("/grad_share")})
 
 
 def logged_roles(rows: list[dict[str, Any]]) -> list[str]:
