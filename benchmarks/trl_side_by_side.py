@@ -27,6 +27,12 @@ the batch (TRL's "dapo" in one micro-batch), group-std-scaled advantages, no eva
 checkpoints, a metrics line per step. Timed: the wall and CPU seconds (process and descendants,
 `resource.getrusage` and /proc) between the ends of consecutive steps, after warm-up steps that are
 not counted. Differences that remain are printed with the results (DIFFERENCES below).
+
+The report ends with each single-agent side's arithmetic floor (benchmarks/grpo_work.py): the
+matmul FLOPs its step cannot avoid (prompts once per prompt for teamrl, once per row for TRL) at
+this machine's fp32 matmul peak, measured in the same run on the CPU clock with one thread; the
+side's measured CPU seconds as a share of that peak; and the most teamrl could be faster than
+this TRL, were every teamrl step to run at the peak (TRL's measured CPU s / teamrl's floor).
 """
 
 from __future__ import annotations
@@ -42,6 +48,8 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import grpo_work
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results" / "trl_side_by_side.txt"
@@ -278,6 +286,82 @@ def summarise(rounds: list[dict[str, float]]) -> dict[str, tuple[float, float, f
                   max(r[key] for r in rounds)) for key in keys}
 
 
+# ---------------------------------------------------------------------------- the arithmetic floor
+@dataclass(frozen=True)
+class Floor:
+    """Each single-agent side's unavoidable matmul work per step, and the peak it is measured against."""
+
+    peak_gflops: float  # fp32, one thread, CPU clock
+    gflop: dict[str, float]  # side -> GFLOP per step (median over rounds of the side's own tokens)
+    cpu_s: dict[str, float]  # side -> measured CPU s per step (median over rounds)
+
+    def floor_s(self, side: str) -> float:
+        return grpo_work.floor_seconds(self.gflop[side] * 1e9, self.peak_gflops)
+
+    def share(self, side: str) -> float:
+        """The side's measured CPU seconds as a share of the peak (its floor / its time)."""
+        return self.floor_s(side) / self.cpu_s[side]
+
+    @property
+    def ceiling(self) -> float:
+        """How many times faster than this TRL a teamrl step at 100% of the peak would be."""
+        return self.cpu_s["trl"] / self.floor_s("teamrl")
+
+
+def prompt_lengths(setup: Setup) -> list[int]:
+    """Token counts of the prompts of every step of the run (train instances 0 .. steps*P - 1)."""
+    from teamrl.config import load_config
+    from teamrl.training.build import build_workflow
+    from transformers import AutoTokenizer
+
+    workflow = build_workflow(load_config(None, teamrl_overrides(setup, team=False)))
+    tokenizer = AutoTokenizer.from_pretrained(setup.model)
+    count = setup.prompts * (setup.warmup_steps + setup.steps)
+    return [len(tokenizer(workflow.render("plan", workflow.new_state("train", i)), add_special_tokens=False)["input_ids"])
+            for i in range(count)]
+
+
+def arithmetic_floor(setup: Setup, rounds: list[dict[str, SideResult]], lengths: list[int], peak_gflops: float,
+                     shape: grpo_work.ModelShape) -> Floor:
+    """The floor of the teamrl and trl sides from their measured tokens per step."""
+    per_step = setup.prompts / len(lengths)  # the lengths cover every step's prompts: scale to one step
+    gflop, cpu = {}, {}
+    for side, shared in (("teamrl", True), ("trl", False)):
+        tokens = statistics.median(statistics.mean(r[side].tokens) for r in rounds)
+        flops = grpo_work.grpo_step_flops(shape, lengths, setup.k, tokens / per_step, shared_prompt=shared)
+        gflop[side] = flops * per_step / 1e9
+        cpu[side] = statistics.median(r[side].cpu_per_step for r in rounds)
+    return Floor(peak_gflops, gflop, cpu)
+
+
+def measure_peak() -> float:
+    """fp32 matmul peak, one thread, CPU clock (as the sides' CPU seconds are)."""
+    import torch
+    from matmul_peak import measure_matmul_peak
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return measure_matmul_peak(clock=time.process_time)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def format_floor(floor: Floor) -> list[str]:
+    """The report's floor section."""
+    lines = ["", f"Arithmetic floor (benchmarks/grpo_work.py: the matmul FLOPs a step cannot avoid, at this run's "
+             f"fp32 matmul peak of {floor.peak_gflops:.1f} GFLOP per CPU second, 1 thread):",
+             "| side | prompts fed | GFLOP/step | floor CPU s/step | measured CPU s/step | share of peak |",
+             "|---|---|---|---|---|---|"]
+    for side, layout in (("teamrl", "once per prompt"), ("trl", "once per row")):
+        lines.append(f"| {side} | {layout} | {floor.gflop[side]:.1f} | {floor.floor_s(side):.3f} | "
+                     f"{floor.cpu_s[side]:.3f} | {floor.share(side):.0%} |")
+    lines.append(f"- TRL's step does {floor.gflop['trl'] / floor.gflop['teamrl']:.2f}x teamrl's unavoidable arithmetic")
+    lines.append(f"- a teamrl step at 100% of the peak would be {floor.ceiling:.2f}x faster than TRL as measured "
+                 f"(TRL's CPU s / teamrl's floor): the most any teamrl could reach on this setup")
+    return lines
+
+
 # ---------------------------------------------------------------------------- the run
 MISSING_TRL = """TRL is not importable by {python}.
 TRL 1.16 is a benchmark dependency only; give it its own venv that sees this interpreter's torch
@@ -325,7 +409,8 @@ def machine_line() -> str:
             f"transformers {transformers.__version__}, python {sys.version.split()[0]}")
 
 
-def format_report(setup: Setup, rounds: list[dict[str, SideResult]], started: str, machine: tuple[str, str]) -> str:
+def format_report(setup: Setup, rounds: list[dict[str, SideResult]], started: str, machine: tuple[str, str],
+                  floor: Floor | None = None) -> str:
     """The text written to benchmarks/results/trl_side_by_side.txt."""
     ratios = [round_ratios(r) for r in rounds]
     from provenance import provenance
@@ -357,6 +442,8 @@ def format_report(setup: Setup, rounds: list[dict[str, SideResult]], started: st
     for key, (mid, low, high) in summarise(ratios).items():
         lines.append(f"- {names[key]}: {mid:.2f}x ({low:.2f}-{high:.2f})")
     lines.append("- goal of issue 15: >= 8x per trained sample (single-agent GRPO)")
+    if floor is not None:
+        lines += format_floor(floor)
     lines += ["", "Differences of setup that remain:"] + [f"- {d}" for d in DIFFERENCES]
     return "\n".join(lines) + "\n"
 
@@ -397,7 +484,7 @@ def main() -> None:
         setup = Setup(model=model, prompts=args.prompts, k=args.k, max_new_tokens=args.max_new_tokens,
                       warmup_steps=args.warmup_steps, steps=args.steps, drop_zero_signal=args.teamrl_default_filter)
         sides = [s for s in SIDES if not (args.no_team and s == "team")]
-        rounds = []
+        rounds, peaks = [], [measure_peak()]
         for n in range(args.rounds):
             order = sides if n % 2 == 0 else sides[::-1]
             result = {}
@@ -405,9 +492,14 @@ def main() -> None:
                 result[side] = run_side(side, setup, args.trl_python if side == "trl" else sys.executable, Path(tmp))
                 print(f"round {n + 1} {side}: {result[side].s_per_step:.3f} s/step", flush=True)
             rounds.append({side: result[side] for side in sides})
+            peaks.append(measure_peak())
+        from transformers import AutoModelForCausalLM
+
+        shape = grpo_work.ModelShape.of(AutoModelForCausalLM.from_pretrained(model))
+        floor = arithmetic_floor(setup, rounds, prompt_lengths(setup), max(peaks), shape)
     if not args.model:
         setup = dataclasses.replace(setup, model="random tiny-default Llama (hidden 128, 4 layers, seed 0)")
-    report = format_report(setup, rounds, started, (before, machine_line()))
+    report = format_report(setup, rounds, started, (before, machine_line()), floor)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(report)
     print(report)

@@ -117,3 +117,19 @@ def test_report_shows_the_ratios_phases_and_differences():
     assert "teamrl: rollout + update, median wall s/step from its metrics.jsonl, by round: 0.60 + 0.30" in report
     assert "two-agent AT-GRPO team vs TRL" not in report  # the team's ratio only with a team side
     assert all(d in report for d in sbs.DIFFERENCES)
+
+
+def test_arithmetic_floor_and_its_report_by_hand():
+    shape = sbs.grpo_work.ModelShape(decoder_weights=10, head_weights=4, hidden=2, layers=1)
+    setup = sbs.Setup(model="m", prompts=1, k=2, warmup_steps=0, steps=2)
+    ours = sbs.parse_side(_output("teamrl", [1.0], [0.5], [0.4]))  # 4 sampled tokens per step
+    trl = sbs.parse_side(_output("trl", [1.0], [2.0], [0.4]))
+    # two steps' prompts of 3 tokens: per step, 4 x (108 + 2 x 68) shared, 4 x (2 x 108 + 2 x 68) per row
+    floor = sbs.arithmetic_floor(setup, [{"teamrl": ours, "trl": trl}], [3, 3], peak_gflops=1e-6, shape=shape)
+    assert floor.gflop == pytest.approx({"teamrl": 976e-9, "trl": 1408e-9})
+    assert floor.floor_s("teamrl") == pytest.approx(976e-3)  # 976 FLOP at 1000 FLOP/s
+    assert floor.share("teamrl") == pytest.approx(0.976 / 0.5)
+    assert floor.ceiling == pytest.approx(2.0 / 0.976)
+    report = "\n".join(sbs.format_floor(floor))
+    assert "TRL's step does 1.44x teamrl's unavoidable arithmetic" in report
+    assert "would be 2.05x faster than TRL as measured" in report
