@@ -17,7 +17,7 @@ Phases per step, wall seconds (medians over the timed steps, from `metrics.jsonl
 of benchmarks/teamrl_steps.py): generate = rollout - score; score = verifiers (score - sandbox);
 sandbox = the tool's sandboxed programs; update = update and diagnostics; eval = the run's final
 held-out evaluation of `--eval-instances` (the default config's 200 unless told otherwise), charged
-per step at the default config's schedule (one every 10 steps); other = the rest of the step
+per step at the default config's schedule (its train.eval_every); other = the rest of the step
 (advantages, metrics, logging). The step's CPU seconds (process tree) are reported beside its wall
 seconds: on a machine shared with other jobs the CPU seconds are the figure that load moves least.
 
@@ -47,7 +47,17 @@ MODELS = {  # name -> (hidden, layers, heads, intermediate)
     "27M": (512, 8, 8, 1536),
     "104M": (768, 11, 12, 3072),
 }
-EVAL_EVERY = 10  # plan_path_team.yaml's train.eval_every
+
+
+def default_eval_every() -> int:
+    """The default config's evaluation period (plan_path_team.yaml's train.eval_every)."""
+    from teamrl.cli import DEFAULT_CONFIG
+    from teamrl.config import load_config
+
+    return load_config(DEFAULT_CONFIG, []).train.eval_every
+
+
+EVAL_EVERY = default_eval_every()
 PHASES = ("generate", "score", "sandbox", "update", "eval", "other")
 FULL_GRID = [("tiny", 4, 8), ("tiny", 8, 8), ("tiny", 16, 8), ("tiny", 8, 4), ("tiny", 8, 16),
              ("27M", 4, 8), ("27M", 8, 8), ("104M", 2, 8), ("104M", 4, 8)]
