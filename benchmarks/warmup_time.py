@@ -3,7 +3,8 @@
 Run: OMP_NUM_THREADS=1 python benchmarks/warmup_time.py [--configs plan_path_team math_team]
          [--seeds 0] [--instances 200] [--quick] [--scale 1.0] [--set KEY=VALUE ...] [--out benchmarks/results/warmup_time.txt]
      (--quick: timings and held-out demo losses only, no evaluation of the untrained team;
-      --scale 0.1: both recipes for a tenth of their steps, for the time ratio on a busy machine)
+      --scale 0.1: both recipes for a tenth of their steps, for the time ratio on a busy machine;
+      --skip-first: only the second recipe, for a candidate's quality without the time ratio)
 
 For each config (a shipped `src/teamrl/configs/*.yaml` using the tiny default) and warm-up seed,
 both recipes are warmed up from scratch in a throwaway cache, one after the other, and timed in
@@ -121,6 +122,8 @@ def main() -> None:
                         help="run both recipes for this share of their steps (a reduced run: time ratios only)")
     parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
                         help="a candidate recipe instead of the current default (e.g. steps=120 lr=4e-3 pack_tokens=256)")
+    parser.add_argument("--skip-first", action="store_true",
+                        help="warm up only the second recipe (a candidate's quality, no side-by-side time ratio)")
     parser.add_argument("--out", type=Path, default=None, help="also write the table to this file")
     args = parser.parse_args()
     candidate = parse_sets(args.set)
@@ -140,6 +143,8 @@ def main() -> None:
                     printed = True
                 rows = {}
                 for label, recipe in pair.items():  # one after the other: the same load for both
+                    if args.skip_first and label == "first":
+                        continue
                     folder, row = measure(recipe, Path(scratch) / f"{name}-{seed}-{label}")
                     row["demo_loss"] = demo_loss_of(folder, pair["first"])  # the same demos for both
                     if not args.quick:
@@ -151,6 +156,8 @@ def main() -> None:
                         text += f" {row['team']:6.1%} {row['single']:6.1%}"
                     lines.append(text)
                     print(text, flush=True)
+                if args.skip_first:
+                    continue
                 new, old = list(rows.values())[1], rows["first"]
                 ratio = (f"{name:15s} {seed:4d} {list(rows)[1]}/first: wall {new['wall_s'] / old['wall_s']:.2f}x, "
                          f"cpu {new['cpu_s'] / old['cpu_s']:.2f}x")
