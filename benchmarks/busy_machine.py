@@ -9,7 +9,7 @@ measured step starts from the same weights, optimizer state and sampling seed, s
 differ only in their threads. Two blocks, side by side in one run: the machine as it is, then with
 one extra process burning a core; within a block the three settings take turns (the order rotates
 each round). `auto` is the loop's own ThreadGovernor, re-decided before each of its steps from the
-load average. Wall seconds and this process's CPU seconds per step are printed, with the load.
+load average and the other processes' CPU use (/proc/stat). Wall seconds and this process's CPU seconds per step are printed, with the load.
 """
 
 from __future__ import annotations

@@ -4,6 +4,9 @@ a tiny run logs (the thread count, and the smaller evaluations between the first
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+import time
 
 import pytest
 import torch
@@ -17,6 +20,8 @@ from teamrl.training.threads import ThreadGovernor, auto_threads, resolve_thread
 @pytest.fixture(autouse=True)
 def keep_torch_threads(monkeypatch):
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)  # `auto` would take it as given
+    # The machine's real CPU use must not enter the hand-computed cases (tests below set their own).
+    monkeypatch.setattr(threads_module, "_busy_now", lambda: None)
     before = torch.get_num_threads()
     yield
     torch.set_num_threads(before)
@@ -82,6 +87,74 @@ def test_the_governor_drops_at_once_and_grows_one_thread_a_step(monkeypatch):
     fixed = ThreadGovernor(2)
     load[0] = 9.0
     assert fixed.apply() == 2
+
+
+STAT = """cpu  1 2 3 4 5 6 7 8 0 0
+cpu0 100 5 20 900 40 1 2 3 50 0
+cpu1 10 0 10 500 0 0 0 0 0 0
+cpu2 7 0 0 0 0 0 0 0 0 0
+intr 12345
+"""
+
+
+def test_busy_cpu_seconds_reads_only_our_cores_and_counts_all_but_idle_and_iowait():
+    # cpu0: 100 + 5 + 20 + 1 + 2 + 3 = 131 busy ticks (idle 900, iowait 40 and guest 50 left out)
+    assert threads_module.busy_cpu_seconds(STAT, {0}, 100) == pytest.approx(1.31)
+    assert threads_module.busy_cpu_seconds(STAT, {0, 1}, 100) == pytest.approx(1.51)
+    assert threads_module.busy_cpu_seconds(STAT, {5}, 100) == 0.0  # not on this machine: nothing
+    assert threads_module.other_cores(10.0, 9.0, 0.0, 1.0) == 0.0  # never negative
+    assert threads_module.other_cores(10.0, 14.0, 1.0, 0.0) == 0.0  # no interval: no reading
+    assert threads_module.other_cores(10.0, 14.0, 1.0, 2.0) == pytest.approx(1.5)
+
+
+def test_measured_cpu_use_of_others_beats_a_lagging_load_average(monkeypatch):
+    monkeypatch.setattr(threads_module, "usable_cores", lambda: 2)
+    monkeypatch.setattr(threads_module.os, "getloadavg", lambda: (0.1, 0.0, 0.0))  # not risen yet
+    assert resolve_threads("auto", others_now=0.0) == 2
+    assert resolve_threads("auto", others_now=1.0) == 1  # a new busy process: one thread at once
+    monkeypatch.setattr(threads_module.os, "getloadavg", lambda: (1.2, 0.0, 0.0))  # not fallen yet
+    assert resolve_threads("auto", others_now=0.0) == 1  # the larger reading decides: grow later
+
+
+def test_the_first_decision_samples_the_others_and_later_ones_read_the_last_interval(monkeypatch):
+    busy, clock = [0.0], [0.0, 0.0]  # busy CPU seconds of our cores; (our CPU seconds, wall seconds)
+    monkeypatch.setattr(threads_module, "usable_cores", lambda: 2)
+    monkeypatch.setattr(threads_module.os, "getloadavg", lambda: (0.0, 0.0, 0.0))  # lags: says idle
+    monkeypatch.setattr(threads_module, "_busy_now", lambda: busy[0])
+    monkeypatch.setattr(threads_module.time, "process_time", lambda: clock[0])
+    monkeypatch.setattr(threads_module.time, "monotonic", lambda: clock[1])
+    slept = []
+
+    def sleep(seconds):  # the first decision's sample: another process kept a core busy meanwhile
+        slept.append(seconds)
+        busy[0] += seconds
+        clock[1] += seconds
+    monkeypatch.setattr(threads_module.time, "sleep", sleep)
+    governor = ThreadGovernor("auto")
+    assert governor.apply() == 1 and slept == [threads_module.FIRST_SAMPLE_S]
+
+    def step(own_cpu_s: float, others_cpu_s: float, wall_s: float = 10.0) -> int:
+        clock[0] += own_cpu_s
+        clock[1] += wall_s
+        busy[0] += own_cpu_s + others_cpu_s
+        return governor.apply()
+    assert step(10.0, 0.0) == 2  # the other process left: both cores (no more sampling)
+    assert step(15.0, 3.0) == 1  # one came back (3 of its CPU seconds while we took 15): at once
+    assert slept == [threads_module.FIRST_SAMPLE_S]
+
+
+def test_a_core_burning_process_is_seen_in_the_cpu_readings(monkeypatch):
+    monkeypatch.undo()  # the real /proc/stat
+    if threads_module._busy_now() is None:
+        pytest.skip("no per-CPU /proc/stat for this process's cores here")
+    burner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(0.3)
+        # Every busy tick of our cores while we sleep is another process's: the burner's or any other job's.
+        assert threads_module.sample_other_cores(0.5) >= 0.5
+    finally:
+        burner.kill()
+        burner.wait()
 
 
 def test_bad_thread_settings_fail_at_config_load():

@@ -301,7 +301,8 @@ class TrainConfig:
     """Stop training after this many seconds (0 = no limit); the final eval still runs."""
     threads: int | str = "auto"
     """Torch threads of the training and eval process: a number, or auto: the cores other processes leave
-    free (CPU affinity and cgroup quota minus the load average's share of others, rounded down, 1 to 4),
+    free (CPU affinity and cgroup quota minus the others' load: the larger of the load average's share of
+    others and their CPU use on these cores since the last decision, from /proc/stat; rounded down, 1 to 4),
     decided again before every step, so a busy machine never makes a step slower than one thread would
     (docs/performance/busy-machine.md). Each step logs the count as time/threads. A different count changes the
     last bits of the arithmetic: set a number for runs (and resumes) that must repeat exactly."""
