@@ -168,8 +168,7 @@ def worker_trl(setup: Setup, out: Path) -> None:
     from trl import GRPOConfig, GRPOTrainer
 
     workflow = build_workflow(load_config(None, teamrl_overrides(setup, team=False)))
-    count = setup.prompts * (setup.warmup_steps + setup.steps)
-    rows = [{"prompt": workflow.render("plan", workflow.new_state("train", i)), "instance": i} for i in range(count)]
+    rows = [{"prompt": prompt, "instance": i} for i, prompt in enumerate(run_prompts(setup, workflow))]
 
     def plan_path_reward(prompts: list[str], completions: list[str], instance: list[int], **_: object) -> list[float]:
         outcomes = [workflow.apply("plan", workflow.new_state("train", i), text)
@@ -308,28 +307,34 @@ class Floor:
         return self.cpu_s["trl"] / self.floor_s("teamrl")
 
 
+def run_prompts(setup: Setup, workflow=None) -> list[str]:
+    """The single agent's prompts of every step of the run: train instances 0 .. steps*P - 1."""
+    if workflow is None:
+        from teamrl.config import load_config
+        from teamrl.training.build import build_workflow
+
+        workflow = build_workflow(load_config(None, teamrl_overrides(setup, team=False)))
+    count = setup.prompts * (setup.warmup_steps + setup.steps)
+    return [workflow.render("plan", workflow.new_state("train", i)) for i in range(count)]
+
+
 def prompt_lengths(setup: Setup) -> list[int]:
-    """Token counts of the prompts of every step of the run (train instances 0 .. steps*P - 1)."""
-    from teamrl.config import load_config
-    from teamrl.training.build import build_workflow
+    """Token counts of `run_prompts` (as TRL and teamrl encode them: no special tokens)."""
     from transformers import AutoTokenizer
 
-    workflow = build_workflow(load_config(None, teamrl_overrides(setup, team=False)))
     tokenizer = AutoTokenizer.from_pretrained(setup.model)
-    count = setup.prompts * (setup.warmup_steps + setup.steps)
-    return [len(tokenizer(workflow.render("plan", workflow.new_state("train", i)), add_special_tokens=False)["input_ids"])
-            for i in range(count)]
+    return [len(tokenizer(p, add_special_tokens=False)["input_ids"]) for p in run_prompts(setup)]
 
 
 def arithmetic_floor(setup: Setup, rounds: list[dict[str, SideResult]], lengths: list[int], peak_gflops: float,
                      shape: grpo_work.ModelShape) -> Floor:
     """The floor of the teamrl and trl sides from their measured tokens per step."""
-    per_step = setup.prompts / len(lengths)  # the lengths cover every step's prompts: scale to one step
+    steps = len(lengths) / setup.prompts  # the lengths are every step's prompts: count them all, then per step
     gflop, cpu = {}, {}
     for side, shared in (("teamrl", True), ("trl", False)):
-        tokens = statistics.median(statistics.mean(r[side].tokens) for r in rounds)
-        flops = grpo_work.grpo_step_flops(shape, lengths, setup.k, tokens / per_step, shared_prompt=shared)
-        gflop[side] = flops * per_step / 1e9
+        tokens = statistics.median(statistics.mean(r[side].tokens) for r in rounds)  # per step
+        flops = grpo_work.grpo_step_flops(shape, lengths, setup.k, tokens * steps, shared_prompt=shared)
+        gflop[side] = flops / steps / 1e9
         cpu[side] = statistics.median(r[side].cpu_per_step for r in rounds)
     return Floor(peak_gflops, gflop, cpu)
 

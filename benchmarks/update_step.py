@@ -37,6 +37,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from grpo_work import ModelShape  # noqa: E402
 from matmul_peak import matmul_flops, measure_matmul_peak, share_of_peak  # noqa: E402
 
 from teamrl.config import AlgorithmConfig, load_config  # noqa: E402
@@ -77,25 +78,18 @@ def quickstart_samples(instances: int) -> tuple[list, Policy]:
     return trainable(samples, config.algorithm.drop_zero_signal), next(iter(policies.values()))
 
 
-def matmul_params(model: torch.nn.Module) -> tuple[int, int, int, int]:
-    """(decoder linear weights, hidden size, vocabulary, layers) of a Llama-style causal LM."""
-    cfg = model.config
-    decoder = sum(m.weight.numel() for name, m in model.named_modules()
-                  if isinstance(m, torch.nn.Linear) and ".layers." in f".{name}")
-    return decoder, cfg.hidden_size, cfg.vocab_size, cfg.num_hidden_layers
-
-
 def update_flops(model: torch.nn.Module, samples: list, epochs: int = 1) -> float:
     """Useful FLOPs of one update over `samples` (see the module docstring for what is counted)."""
-    decoder, hidden, vocab, layers = matmul_params(model)
+    shape = ModelShape.of(model)
+    linear, head, attention = 2 * shape.decoder_weights, 2 * shape.head_weights, 4 * shape.hidden * shape.layers
     forward = 0.0
     for prompt in {tuple(s.generation.prompt_ids) for s in samples}:
         p = len(prompt)
-        forward += 2 * decoder * p + 2 * hidden * vocab + 4 * hidden * layers * p * (p + 1) / 2
+        forward += linear * p + head + attention * p * (p + 1) / 2
     for s in samples:
         p, t = len(s.generation.prompt_ids), len(s.generation.response_ids)
         keys = sum(p + j + 1 for j in range(t))
-        forward += 2 * decoder * t + 2 * hidden * vocab * t + 4 * hidden * layers * keys
+        forward += linear * t + head * t + attention * keys
     return 3 * forward * epochs
 
 
@@ -209,7 +203,7 @@ def main() -> None:
     lines.append("shares: useful FLOPs / median CPU s / the fp32 CPU-time peak (wall: / median wall s / wall peak)")
     for name, (policy, batch) in models.items():
         policy.model.load_state_dict(initial[name])
-        decoder, *_ = matmul_params(policy.model)
+        decoder = ModelShape.of(policy.model).decoder_weights
         flops = update_flops(policy.model, batch)
         mean_gap, max_gap = bf16_logprob_error(policy, batch)
         lines.append(f"{name}: {decoder / 1e6:.1f}M decoder matmul parameters, {len(batch)} samples, "

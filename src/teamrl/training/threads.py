@@ -188,8 +188,9 @@ class ThreadGovernor:
         if self.count and busy is not None and self._busy is not None:
             others = other_cores(self._busy, busy, cpu - self._cpu, wall - self._wall)
         count = resolve_threads(self.setting, own, self.cap, others_now=others)
-        # the next interval starts after this decision (a first decision's sample is not in it)
-        self._cpu, self._wall, self._busy = time.process_time(), time.monotonic(), _busy_now()
+        if others is None:  # this decision may have sampled: the next interval starts after it
+            cpu, wall, busy = time.process_time(), time.monotonic(), _busy_now()
+        self._cpu, self._wall, self._busy = cpu, wall, busy
         if self.setting == "auto" and self.count:
             count = min(count, self.count + 1)
         if count != self.count:
