@@ -5,8 +5,15 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
+import os
+
 from teamrl.config.building import build_dataclass
 from teamrl.config.checks import ConfigError, require
+
+# Upper bounds of counts that a machine must hold or do: past them a run cannot start or never ends.
+MAX_NEW_TOKENS = 1_000_000  # each sampled row keeps a key/value buffer of this many positions
+MAX_STEPS = 1_000_000_000  # decades of steps: a run meant to stop on time sets train.time_budget_s
+THREADS_PER_CORE = 4  # more threads than that on a core only makes torch slower
 
 
 @dataclass
@@ -36,15 +43,22 @@ class PolicyConfig:
     """Where a policy's weights come from and how it is optimised."""
 
     model: str = "tiny-default"
-    """A local folder written by save_pretrained, a hub name, or 'tiny-default' (built and warmed up by teamrl)."""
+    """A local folder written by save_pretrained, a hub name, a .gguf file (converted once to a cached HF folder),
+    a shipped checkpoint's name (smollm2-135m-instruct, gemma-3-270m: `teamrl models list`), or 'tiny-default'
+    (built and warmed up by teamrl)."""
     tokenizer: str = ""
     """Tokenizer folder or hub name; empty: the model's own."""
     dtype: str = "float32"
-    """float32, bfloat16 or float16."""
+    """float32, bfloat16 or float16: the weights' own dtype. Training in bfloat16 or float16 has no float32 master
+    copy, so most small updates round away (warned at load); for fast bf16 arithmetic keep float32 here and set
+    algorithm.autocast: bf16."""
     device: str = "cpu"
     """Torch device, e.g. cpu or cuda:0."""
     chat_template: str = "auto"
     """auto (use the tokenizer's template if any), on, or off."""
+    system_prompt: str = ""
+    """A system message put before every prompt of this policy's agents. Empty: teamrl adds none, and a chat
+    template may insert its own default (SmolLM2's does). Without a chat template it is the prompt's first paragraph."""
     lr: float = 2e-4
     """Peak learning rate of this policy's AdamW."""
     weight_decay: float = 0.01
@@ -135,6 +149,8 @@ class RolloutConfig:
         require(0 < self.top_p <= 1, "top_p", self.top_p, "0 < top_p <= 1 (1 = off)")
         require(self.top_k >= 0, "top_k", self.top_k, "an integer >= 0 (0 = off)")
         require(self.max_new_tokens >= 1, "max_new_tokens", self.max_new_tokens, "an integer >= 1")
+        require(self.max_new_tokens <= MAX_NEW_TOKENS, "max_new_tokens", self.max_new_tokens,
+                f"at most {MAX_NEW_TOKENS:_} tokens (and fewer than the model's context)")
         require(all(isinstance(s, str) and s for s in self.stop), "stop", self.stop,
                 'a list of non-empty strings, e.g. ["\\n\\n"]')
         require(self.eval_temperature >= 0, "eval_temperature", self.eval_temperature, ">= 0 (0 = greedy)")
@@ -314,6 +330,8 @@ class TrainConfig:
     def __post_init__(self) -> None:
         # Keys are bare: build_dataclass prefixes the section ("train.") to a field check's message.
         require(self.steps >= 0, "steps", self.steps, "an integer >= 0")
+        require(self.steps <= MAX_STEPS, "steps", self.steps,
+                f"at most {MAX_STEPS:_} steps (to stop on time instead, set train.time_budget_s)")
         require(self.batch_size >= 1, "batch_size", self.batch_size, "an integer >= 1")
         require(self.warmup_steps >= 0, "warmup_steps", self.warmup_steps, "an integer >= 0")
         require(self.grad_clip >= 0, "grad_clip", self.grad_clip, ">= 0 (0 turns clipping off)")
@@ -326,9 +344,11 @@ class TrainConfig:
         require(self.checkpoint_every >= 0, "checkpoint_every", self.checkpoint_every,
                 ">= 0 (0 writes no resumable checkpoint)")
         require(self.time_budget_s >= 0, "time_budget_s", self.time_budget_s, ">= 0 seconds (0 = no limit)")
+        most = THREADS_PER_CORE * (os.cpu_count() or 1)
         require(self.threads == "auto" or (isinstance(self.threads, int) and not isinstance(self.threads, bool)
-                                           and self.threads >= 1), "threads", self.threads,
-                "auto or a whole number of threads >= 1, e.g. train.threads=1")
+                                           and 1 <= self.threads <= most), "threads", self.threads,
+                f"auto or a whole number of threads from 1 to {most} ({THREADS_PER_CORE} per core of this "
+                "machine), e.g. train.threads=1")
         require(self.adamw in ("fused", "foreach", "for-loop"), "adamw", self.adamw, "fused, foreach or for-loop")
 
 

@@ -49,10 +49,12 @@ def load_policies(settings: Mapping[str, PolicyConfig]) -> dict[str, Policy]:
         tokenizer = load_tokenizer(names[0], first.tokenizer or base)
         use_template = uses_chat_template(names[0], tokenizer, first.chat_template, first.tokenizer or base)
         for name in names:
-            policies[name] = Policy(name, network, tokenizer, use_template, adapter=name)
+            policies[name] = Policy(name, network, tokenizer, use_template, adapter=name,
+                                    system_prompt=settings[name].system_prompt)
     for name, cfg in settings.items():
         if cfg.lora is None:
-            policies[name] = load_policy(name, cfg.model, cfg.dtype, cfg.device, cfg.chat_template, cfg.tokenizer)
+            policies[name] = load_policy(name, cfg.model, cfg.dtype, cfg.device, cfg.chat_template, cfg.tokenizer,
+                                         cfg.system_prompt)
         if cfg.activation_checkpointing:
             enable_activation_checkpointing(policies[name].network)  # once per shared base: it is idempotent
     return {name: policies[name] for name in settings}

@@ -10,6 +10,7 @@ from torch.utils.checkpoint import checkpoint
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from teamrl.config import ConfigError
+from teamrl.policies.chat_encoding import Messages, encode_chat
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 _RECOMPUTED: dict[type, type] = {}  # MLP class -> its recomputing subclass (one per class)
@@ -29,6 +30,7 @@ class Policy:
     tokenizer: PreTrainedTokenizerBase
     use_chat_template: bool
     adapter: str | None = None  # the PEFT adapter of this policy; None: the whole network is the policy
+    system_prompt: str = ""  # a system message before every prompt ("": the template's own default, if any)
 
     @property
     def model(self) -> PreTrainedModel:
@@ -43,16 +45,12 @@ class Policy:
     def device(self) -> torch.device:
         return next(self.model.parameters()).device
 
-    def encode_prompt(self, text: str) -> list[int]:
-        """Token ids of a role prompt, wrapped in the chat template when the tokenizer has one."""
-        if self.use_chat_template:
-            messages = [{"role": "user", "content": text}]
-            # enable_thinking is read by Qwen3 templates and ignored by the others.
-            rendered = self.tokenizer.apply_chat_template(
-                messages, tokenize=False, add_generation_prompt=True, enable_thinking=False
-            )
-            return self.tokenizer(rendered, add_special_tokens=False)["input_ids"]
-        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
+    def encode_prompt(self, prompt: str | Messages) -> list[int]:
+        """Token ids of a role prompt (text, or chat messages for a multi-turn history), wrapped in the
+        chat template when the tokenizer has one; message content is always tokenized as plain text
+        (`teamrl.policies.chat_encoding`), so no agent can write special tokens into another's prompt."""
+        return encode_chat(self.tokenizer, prompt, use_template=self.use_chat_template,
+                           system_prompt=self.system_prompt)
 
     def stop_token_ids(self) -> list[int]:
         """Token ids that end a response: EOS, plus the chat template's end-of-turn token."""
@@ -145,6 +143,12 @@ def load_model(name: str, path: str, dtype: str = "float32", device: str = "cpu"
         model = AutoModelForCausalLM.from_pretrained(_local_or_hub(path), dtype=DTYPES[dtype])
     except (OSError, ValueError) as err:  # ValueError: e.g. a config.json of an unknown architecture
         raise _not_found(name, "model", path, err) from err
+    if getattr(model, "is_quantized", False) or getattr(model.config, "quantization_config", None):
+        method = getattr(getattr(model.config, "quantization_config", None), "quant_method", "a quantizer")
+        raise ConfigError(
+            f"policy {name!r}: the model in {path!r} is quantised ({getattr(method, 'value', method)}), so it can be "
+            "neither trained nor saved; for a GGUF file give the .gguf itself as policy.model (teamrl converts it "
+            "once to a plain model), otherwise a float model folder")
     return model.to(device)
 
 
@@ -165,6 +169,7 @@ def load_policy(
     device: str = "cpu",
     chat_template: str = "auto",
     tokenizer_path: str = "",
+    system_prompt: str = "",
 ) -> Policy:
     """Load a full (every weight trainable) policy from `model_path`, a local folder or a hub name.
 
@@ -175,7 +180,8 @@ def load_policy(
     check_device(f"policy {name!r}: device", device)
     tokenizer = load_tokenizer(name, tokenizer_path or model_path)
     use_template = uses_chat_template(name, tokenizer, chat_template, tokenizer_path or model_path)
-    return Policy(name, load_model(name, model_path, dtype, device), tokenizer, use_template)
+    return Policy(name, load_model(name, model_path, dtype, device), tokenizer, use_template,
+                  system_prompt=system_prompt)
 
 
 def decoder_layers(network: torch.nn.Module) -> list[torch.nn.Module]:

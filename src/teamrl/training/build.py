@@ -13,6 +13,7 @@ from teamrl.policies.mapping import agent_policy_mapping
 from teamrl.policies.storage import load_policy_weights
 from teamrl.rollout.engines import serve_with_vllm
 from teamrl.training.checkpoint import MARKER
+from teamrl.training.model_sources import check_named_source, is_gguf_path, named_checkpoint, resolve_model_source
 from teamrl.training.tiny_default import WarmupRecipe, warm_up
 from teamrl.workflows.base import Workflow
 from teamrl.workflows.registry import task_entry
@@ -32,7 +33,7 @@ def resolve_model_path(config: RunConfig, model: str | None = None) -> str:
     (or taken from the cache) for this task."""
     model = model or config.policy.model
     if model != TINY_DEFAULT:
-        return model
+        return resolve_model_source(model)  # a shipped checkpoint or a .gguf: its converted, cached folder
     kind = "team" if config.workflow.name == "single" else config.workflow.name
     return str(warm_up(WarmupRecipe.for_task(config.task, config.workflow.max_turns, kind,
                                              steps=config.policy.warmup_sft_steps)))
@@ -67,7 +68,9 @@ def check_policy_sources(config: RunConfig, names: list[str]) -> None:
         cfg = config.policy_config(name)
         section = f"policies.{name}." if name in config.policies else "policy."
         check_device(section + "device", cfg.device)
-        if cfg.model != TINY_DEFAULT:
+        if named_checkpoint(cfg.model) or is_gguf_path(cfg.model):
+            check_named_source(section + "model", cfg.model)
+        elif cfg.model != TINY_DEFAULT:
             check_model_source(section + "model", cfg.model)
         if cfg.tokenizer and Path(cfg.tokenizer).expanduser().is_file():
             raise FileNotFoundError(f"{section}tokenizer = {cfg.tokenizer!r} is a file; give a tokenizer folder")

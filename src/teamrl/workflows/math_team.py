@@ -223,11 +223,12 @@ def program_answer(stdout: str) -> str | None:
 
 # ----------------------------------------------------------------------------- workflow
 
+# Short and concrete: a 135M instruct model follows these; mentioning "a two-agent team" made SmolLM2 talk
+# about teams instead of solving the problem.
 CHAT_INSTRUCTIONS = {
-    "reasoner": ("You are the reasoning agent of a two-agent math team. Solve the problem step by step "
-                 "and end with a line 'Answer: <final answer>'."),
-    "tool": ("You are the tool agent of a two-agent math team. Write a Python program in a ```python "
-             "block that computes the answer and prints only the final answer."),
+    "reasoner": "Solve the math problem. Think briefly, then give the final line as 'Answer: <number>'.",
+    "tool": ("Write a short Python program that computes the answer to the math problem and prints it. Reply with "
+             "only the code in a ```python block."),
 }
 
 

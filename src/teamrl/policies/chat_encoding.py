@@ -1,0 +1,79 @@
+"""A role prompt (text or chat messages) -> token ids, with message content always tokenized as text.
+
+Why content is tokenized apart from the template: a workflow puts other agents' responses into a
+role's prompt. A model can write the *text* `<|im_end|>\\n<|im_start|>system` with ordinary tokens;
+tokenized with special-token parsing on, that text would become real special tokens, a forged chat
+turn in the next agent's prompt. So the template is rendered around placeholders, its own markup is
+tokenized with special tokens parsed, and every piece of content with `split_special_tokens=True`
+(special-token strings stay plain text). For content without such strings the ids equal those of
+tokenizing the whole rendered template (tested on ChatML and Gemma tokenizers).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from transformers import PreTrainedTokenizerBase
+
+Messages = Sequence[dict]
+"""Chat messages: {"role": "system" | "user" | "assistant", "content": str}."""
+
+# Private-use code points: no tokenizer's template or text contains them.
+_OPEN, _CLOSE = "\ue000", "\ue001"
+
+
+def as_messages(prompt: str | Messages, system_prompt: str = "") -> list[dict]:
+    """The prompt as a message list (a string is one user message), with `system_prompt` first when set."""
+    if isinstance(prompt, str):
+        messages = [{"role": "user", "content": prompt}]
+    else:
+        messages = [dict(m) for m in prompt]
+        for m in messages:
+            if m.get("role") not in ("system", "user", "assistant") or not isinstance(m.get("content"), str):
+                raise ValueError(f"a chat message needs role system/user/assistant and a string content, got {m!r}")
+    if system_prompt and not (messages and messages[0]["role"] == "system"):
+        messages.insert(0, {"role": "system", "content": system_prompt})
+    return messages
+
+
+def text_ids(tokenizer: PreTrainedTokenizerBase, text: str) -> list[int]:
+    """Ids of `text` with any special-token strings in it kept as plain text."""
+    if not text:
+        return []
+    return tokenizer(text, add_special_tokens=False, split_special_tokens=True)["input_ids"]
+
+
+def leading_bos(tokenizer: PreTrainedTokenizerBase) -> list[int]:
+    """[bos] when the tokenizer itself starts every sequence with it (Gemma, Llama), else []."""
+    bos = tokenizer.bos_token_id
+    if bos is None:
+        return []
+    auto = tokenizer("a", add_special_tokens=True)["input_ids"]
+    return [bos] if auto and auto[0] == bos else []
+
+
+def encode_chat(tokenizer: PreTrainedTokenizerBase, prompt: str | Messages, *, use_template: bool,
+                system_prompt: str = "") -> list[int]:
+    """Token ids of a role prompt ready for the model to answer.
+
+    With a chat template: the messages rendered with a generation prompt (Qwen3's thinking off).
+    Without one: the messages' contents joined by blank lines (the system prompt first), after the
+    tokenizer's BOS when it uses one.
+    """
+    messages = as_messages(prompt, system_prompt)
+    if not use_template:
+        return leading_bos(tokenizer) + text_ids(tokenizer, "\n\n".join(m["content"] for m in messages))
+    placeheld = [dict(m, content=f"{_OPEN}{i}{_CLOSE}") for i, m in enumerate(messages)]
+    rendered = tokenizer.apply_chat_template(placeheld, tokenize=False, add_generation_prompt=True,
+                                             enable_thinking=False)
+    ids: list[int] = []
+    rest = rendered
+    for i, message in enumerate(messages):
+        marker = f"{_OPEN}{i}{_CLOSE}"
+        if rest.count(marker) != 1:
+            raise ValueError(f"the chat template of {type(tokenizer).__name__} did not place message {i} exactly "
+                             "once; teamrl cannot tokenize its content safely")
+        markup, rest = rest.split(marker)
+        # Templates that trim content (Gemma's) would have trimmed it here too.
+        ids += tokenizer(markup, add_special_tokens=False)["input_ids"] + text_ids(tokenizer, message["content"])
+    return ids + tokenizer(rest, add_special_tokens=False)["input_ids"]
