@@ -23,6 +23,7 @@ FEW = settings(max_examples=30, deadline=None)
     "\\boxed{#1}", "Answer 0 and answer 2 disagree; answer 1 checks out.\n\\boxed{1}", "\\boxed{1} and again \\boxed{1}",
     "I choose answer 1 because it checks out.", "My choice is 1.", "I pick candidate 1.", "Select #1",
     "Answer 0 gives 21 but I choose answer 1.", "1\n1", "I choose answer 1, and answer 0 is wrong.",
+    "I choose answer 1 because answer 0 is incorrect. Answer 2 is wrong too.", "My choice is 1 (answer 1 checks out).",
 ])
 def test_parse_choice_accepts(text: str) -> None:
     assert parse_choice(text, 3) == 1
@@ -33,6 +34,10 @@ def test_parse_choice_accepts(text: str) -> None:
     "I choose answer 0. On reflection I choose answer 1.", "I choose 2.\n\\boxed{1}\n\\boxed{2}",
     "I choose 0 or 1", "I pick answer 0 or answer 1.", "I choose 1/2", "Select #0, #1", "0\n1", "Answer: 0\n1",
     "The answer is 1", "\\boxed{3}", "\\boxed{20}", "-1", "one", "answer" + "9" * 5000, "\\boxed{" + "1" * 5000 + "}",
+    # a decision followed by another candidate offered as acceptable: a hedged vote (issue 24, item 7)
+    "I pick 0, but answer 2 is also fine", "my choice is 2 (or 0)", "I choose answer 1; answer 2 would work too.",
+    "I pick 1 (2 is also fine).", "My choice is 2, or maybe 0.", "I choose answer 0, though candidate 1 is equally good.",
+    "I choose answer 1. Answer 0 is not wrong either.", "I select #2. Then again #0.",
 ])
 def test_parse_choice_refuses(text: str) -> None:
     assert parse_choice(text, 3) is None

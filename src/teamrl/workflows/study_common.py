@@ -39,6 +39,19 @@ _DECISION_RE = re.compile(
 # A decision followed by another index ("I choose 0 or 1", "pick answer 1/2", "choose 0, 2"): a hedge.
 _CHOICE_HEDGE_RE = re.compile(r"\s*+(?:,|/|\bor\b|\band\b)\s*+(?:(?:answer|candidate|number|option)\b\s*+)?+(?:\\?#)?+\d",
                        re.IGNORECASE)
+# After a decision, another candidate named ("answer 2", "#0", "(or 0)", "(2 is also fine)", "or 0"): an
+# alternative offered unless it is plainly rejected. Bounded repeats only, so 200k characters stay linear.
+_MENTION_RE = re.compile(
+    r"(?:\b(?:answer|candidate|option|number|choice)\b\s{0,20}+(?:\\?#)?+|\\?#|\(\s{0,20}+(?:or\b\s{0,20}+)?+|\bor\b[^\d.;!?\n]{0,30}+)"
+    r"(\d{1,6}+)\b|\b(\d{1,6}+)\s{1,20}+(?=(?:is|are|would|could|works?|also|too)\b)", re.IGNORECASE)
+# "answer 0 is wrong": the one way to name another candidate after a decision without offering it.
+_REJECTION_RE = re.compile(r"\s{0,20}+(?:is|was)\s{1,20}+(?:wrong|incorrect)\b", re.IGNORECASE)
+# Words that turn a rejection back into an alternative ("not wrong", "wrong but also fine").
+_ALTERNATIVE_WORDS = frozenset(
+    "also fine good ok okay correct right valid acceptable works work equally either or maybe perhaps "
+    "possibly not isn't no but though however could might would plausible possible again".split())
+_CLAUSE_END_RE = re.compile(r"[.;!?\n]")
+_WORD_RE = re.compile(r"[a-z]++(?:'[a-z]++)?+", re.IGNORECASE)
 _VERDICT_WORDS = {"correct": True, "c": True, "ok": True, "yes": True, "right": True,
                   "incorrect": False, "i": False, "wrong": False, "no": False, "bad": False}
 # First words that are a verdict even in a sentence ("Correct, the sum checks"); "Right", "No",
@@ -94,7 +107,9 @@ def parse_choice(text: str, n: int) -> int | None:
     must name the same N: two boxes naming different candidates are no vote); else a last line that
     is only the choice (`N`, `#N`, `answer: N`: the compact form; other lines that are only a choice
     must name the same N); else decisions in prose ("I choose answer 0", "my choice is 2"), which
-    must all name the same N and none be followed by another index ("I choose 0 or 1"). "The answer is 2" is not a
+    must all name the same N and none be followed by another index ("I choose 0 or 1"), nor by another
+    candidate named after it unless plainly rejected ("I pick 0, but answer 2 is also fine", "my choice is
+    2 (or 0)" are hedges; "I choose answer 1, and answer 0 is wrong" is a vote). "The answer is 2" is not a
     choice (it reads as an answer's value). None also for an index out of range; never raises.
 
     >>> parse_choice("Answer 0 and answer 2 disagree.\\n\\\\boxed{1}", 3), parse_choice("\\\\boxed{0} \\\\boxed{1}", 3)
@@ -113,7 +128,27 @@ def parse_choice(text: str, n: int) -> int | None:
     decisions = list(_DECISION_RE.finditer(text))
     if any(_CHOICE_HEDGE_RE.match(text, m.end()) for m in decisions):
         return None
-    return _one([int(m.group(1)) for m in decisions], n)
+    picked = _one([int(m.group(1)) for m in decisions], n)
+    if picked is not None and _offers_another(text, decisions[0].end(), picked):
+        return None
+    return picked
+
+
+def _offers_another(text: str, start: int, picked: int) -> bool:
+    """Whether text after a prose decision names another candidate without plainly rejecting it.
+
+    "I pick 0, but answer 2 is also fine" and "my choice is 2 (or 0)" offer a second vote; "I choose
+    answer 1, and answer 0 is wrong" does not. Each clause (up to . ; ! ? or a newline) is read once.
+    """
+    for clause in _CLAUSE_END_RE.split(text[start:]):
+        others = [m for m in _MENTION_RE.finditer(clause) if int(m.group(1) or m.group(2)) != picked]
+        if not others:
+            continue
+        if any(_REJECTION_RE.match(clause, m.end()) is None for m in others):
+            return True
+        if {w.lower() for w in _WORD_RE.findall(clause)} & _ALTERNATIVE_WORDS:
+            return True
+    return False
 
 
 def _head_verdict(text: str) -> tuple[bool | None, str, bool]:
