@@ -1,11 +1,14 @@
-"""One writer per run directory (an OS lock on RUN_DIR/.lock), Ctrl-C that says how to resume, and
+"""One writer per run directory (an OS lock on RUN_DIR itself), Ctrl-C that says how to resume, and
 runs that fail before their first step leaving nothing that blocks the re-run."""
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import os
 import shlex
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -64,6 +67,10 @@ def test_second_writer_is_refused_and_ctrl_c_says_how_to_resume(tmp_path, model_
         err = capsys.readouterr().err.strip()
         assert err.startswith("teamrl: error: run directory") and f"pid {first.pid}" in err, err
         assert len(err.splitlines()) == 1  # refused before loading anything (no progress bar either)
+        (run / LOCK_FILE).unlink()  # the pid file only: the lock is on the run directory itself
+        assert cli_main(["train", str(config_file), "--resume", str(run)]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("teamrl: error: run directory") and "being written by another" in err, err
         assert first.poll() is None, "the refused writer must not have stopped the first one"
         first.send_signal(signal.SIGINT)
         _, stderr = first.communicate(timeout=120)
@@ -94,10 +101,10 @@ def test_lock_names_the_holder_and_dies_with_it(tmp_path):
     RunLock(path).release()  # free again once released
     # A holder killed with SIGKILL never releases anything itself: the kernel drops its lock. (The
     # holder takes the lock as RunLock does, without importing teamrl: a second off a slow start.)
-    script = ("import fcntl, os, sys, time; fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT); "
-              "fcntl.flock(fd, fcntl.LOCK_EX); os.pwrite(fd, str(os.getpid()).encode(), 0); "
+    script = ("import fcntl, os, sys, time; fd = os.open(sys.argv[1], os.O_RDONLY); "
+              "fcntl.flock(fd, fcntl.LOCK_EX); open(os.path.join(sys.argv[1], '.lock'), 'w').write(str(os.getpid())); "
               "print('locked', flush=True); time.sleep(600)")
-    holder = subprocess.Popen([sys.executable, "-c", script, str(path / LOCK_FILE)], stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen([sys.executable, "-c", script, str(path)], stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "locked"
         with pytest.raises(RunLockedError, match=f"pid {holder.pid}"):
@@ -106,6 +113,33 @@ def test_lock_names_the_holder_and_dies_with_it(tmp_path):
         holder.kill()
         holder.wait()
     assert (path / LOCK_FILE).exists()  # the stale file stays, and blocks nobody
+    RunLock(path).release()
+
+
+def test_deleting_the_lock_file_lets_no_second_writer_in(tmp_path):
+    path = tmp_path / "run"
+    held = RunLock(path)
+    (path / LOCK_FILE).unlink()  # the lock is on the directory: the pid file only names the holder
+    with pytest.raises(RunLockedError, match=f"pid unknown: {LOCK_FILE} was deleted"):
+        RunLock(path)
+    held.release()
+    RunLock(path).release()
+
+
+def test_a_file_system_that_cannot_lock_directories_locks_the_file(tmp_path, monkeypatch):
+    real = fcntl.flock
+
+    def nfs_flock(fd, operation):  # NFS: an exclusive flock needs a descriptor open for writing
+        if stat.S_ISDIR(os.fstat(fd).st_mode):
+            raise OSError(errno.EBADF, "Bad file descriptor")
+        return real(fd, operation)
+
+    monkeypatch.setattr(fcntl, "flock", nfs_flock)
+    path = tmp_path / "run"
+    held = RunLock(path)
+    with pytest.raises(RunLockedError, match=f"pid {os.getpid()}"):
+        RunLock(path)
+    held.release()
     RunLock(path).release()
 
 

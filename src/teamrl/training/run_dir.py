@@ -1,12 +1,13 @@
 """The run directory: resolved config, metrics.jsonl (+ the `report_to` trackers), checkpoints.
 
-Also what keeps it consistent: one writer at a time (`RunLock` on RUN_DIR/.lock, taken by
+Also what keeps it consistent: one writer at a time (`RunLock`, a lock on RUN_DIR itself, taken by
 `claim_run` before anything is read), a new run that fails before its first step leaves no
 directory behind, and a stopped run is described with the command that resumes it.
 """
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import math
@@ -42,13 +43,19 @@ class TrainingInterrupted(KeyboardInterrupt):
 
 
 LOCK_FILE = ".lock"
+# flock errors that mean "this file system cannot lock a directory" (NFS emulates flock with POSIX
+# locks, which need a file open for writing), not "somebody holds it".
+_NO_DIRECTORY_LOCKS = (errno.EBADF, errno.ENOLCK, errno.EINVAL, errno.EOPNOTSUPP)
 
 
 class RunLock:
-    """An exclusive OS lock (`flock`) on RUN_DIR/.lock, so two processes never write one run directory.
+    """An exclusive OS lock (`flock`) on the run directory itself, so two processes never write one run directory.
 
+    The lock is taken on the directory (opened read-only), not on a file inside it: deleting
+    RUN_DIR/.lock, which only holds the holder's pid to name it in the error, lets nobody in. (On
+    a file system that cannot lock directories, such as NFS, the .lock file is locked instead.)
     The kernel drops the lock when the holder dies, however it dies (kill -9 included), so a stale
-    .lock file never blocks anybody; the file holds the holder's pid only to name it in the error.
+    .lock file never blocks anybody.
     """
 
     def __init__(self, path: Path, create: bool = True) -> None:
@@ -59,27 +66,20 @@ class RunLock:
         if create:
             path.mkdir(parents=True, exist_ok=True)
         while True:
-            fd = os.open(path / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
-                os.close(fd)
-                raise RunLockedError(
-                    f"run directory {path} is being written by another teamrl process (pid {holder}); wait "
-                    "for it to end or stop it, or pick another run_name") from None
+            fd, target = _lock(path)
             # A holder that removed the directory (a run that failed before its first step) may have
-            # unlinked the file we locked: then lock the new file instead.
+            # deleted what we locked: then lock the new directory instead.
             try:
-                same = os.fstat(fd).st_ino == os.stat(path / LOCK_FILE).st_ino
+                locked, now = os.fstat(fd), os.stat(target)
+                same = (locked.st_dev, locked.st_ino) == (now.st_dev, now.st_ino)
             except FileNotFoundError:
                 same = False
             if same:
                 break
             os.close(fd)
             path.mkdir(parents=True, exist_ok=True)
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        with open(path / LOCK_FILE, "w") as pid_file:
+            pid_file.write(f"{os.getpid()}\n")
         self._fd: int | None = fd
 
     def release(self, discard: bool = False) -> None:
@@ -95,6 +95,41 @@ class RunLock:
                     break
         os.close(self._fd)
         self._fd = None
+
+
+def _lock(path: Path) -> tuple[int, Path]:
+    """(an fd holding an exclusive flock, what it locks): the directory `path`, or path/.lock where
+    the file system cannot lock directories. RunLockedError when another process holds it."""
+    try:
+        return _flock(os.open(path, os.O_RDONLY), path), path
+    except OSError as err:
+        if err.errno not in _NO_DIRECTORY_LOCKS:
+            raise
+    target = path / LOCK_FILE
+    return _flock(os.open(target, os.O_RDWR | os.O_CREAT, 0o644), path), target
+
+
+def _flock(fd: int, path: Path) -> int:
+    """`fd`, exclusively locked; else it is closed (RunLockedError when a process holds run `path`)."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise RunLockedError(
+            f"run directory {path} is being written by another teamrl process (pid {_holder(path)}); wait "
+            "for it to end or stop it, or pick another run_name") from None
+    except OSError:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _holder(path: Path) -> str:
+    """The pid the holder wrote to path/.lock, or why it is not known."""
+    try:
+        return (path / LOCK_FILE).read_text(errors="replace").strip()[:32] or "unknown"
+    except OSError:
+        return f"unknown: {LOCK_FILE} was deleted"
 
 
 def claim_run(config: RunConfig) -> "tuple[RunLock | None, ResumePoint | None]":
@@ -228,14 +263,18 @@ class RunDirectory:
         is then removed (when its lock created the directory), so that re-running the same command
         is not refused for a directory holding nothing worth keeping.
         """
-        self._metrics.close()
-        self._log.close()
-        # summary.json is the loop's last write: a run closed without one stopped early, and its
-        # tracker runs are marked failed.
-        self._trackers.close(failed=failed or not (self.path / "summary.json").exists())
-        discard = failed and self._fresh and not self._stepped
-        if self._lock is not None:
-            self._lock.release(discard=discard)
+        try:
+            self._metrics.close()
+            self._log.close()
+            # summary.json is the loop's last write: a run closed without one stopped early, and its
+            # tracker runs are marked failed.
+            self._trackers.close(failed=failed or not (self.path / "summary.json").exists())
+        except OSError:
+            if not failed:  # a failing run (a full disk, say) keeps its own error, not this echo of it
+                raise
+        finally:
+            if self._lock is not None:
+                self._lock.release(discard=failed and self._fresh and not self._stepped)
 
 
 def describe_stopped_run(path: Path, how: str = "interrupted") -> str:
