@@ -271,7 +271,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Run one command; every failure ends in one line on stderr and a non-zero exit code.
 
-    Exit codes: 2 bad input (config, files, a locked run directory), 130 Ctrl-C, 1 anything else
+    Exit codes: 2 bad input (config, files, a locked run directory) or a full disk, 130 Ctrl-C, 1 anything else
     (its traceback goes to a file the line names). --debug or TEAMRL_DEBUG=1 re-raise instead.
     """
     parser = build_parser()
@@ -318,7 +318,13 @@ def _user_errors() -> tuple[type[BaseException], ...]:
 
 
 def _report_error(err: Exception) -> int:
+    from teamrl.training.disk_full import disk_full_message
+
     message = " ".join(str(err).split()) or type(err).__name__
+    full = disk_full_message(err)  # before the traceback file below: it would not fit on a full disk either
+    if full is not None:
+        print(full, file=sys.stderr)
+        return 2
     if isinstance(err, _user_errors()):
         print(f"teamrl: error: {message}", file=sys.stderr)
         return 2

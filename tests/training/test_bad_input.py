@@ -179,3 +179,66 @@ def test_a_new_run_over_an_existing_one_is_refused_before_the_warm_up(tmp_path, 
     assert code == 2
     _assert_one_clear_line(err, f"run directory {run} already holds a run", "--resume")
     assert sorted(p.name for p in run.iterdir()) == sorted([*before, ".lock"])  # untouched but for the lock file
+
+
+DEEP = "[" * 10_000 + "]" * 10_000  # deeper than the YAML parser can recurse
+
+
+@pytest.mark.parametrize("override, needles", [
+    ("policy.lr=.inf", ["policy.lr = inf is invalid", "finite number"]),
+    ("policy.weight_decay=.nan", ["policy.weight_decay = nan", "finite number"]),
+    ("policy.lr=1e999", ["policy.lr = inf", "finite number"]),  # YAML leaves "1e999" a string: float() overflows
+    ("rollout.temperature=.inf", ["rollout.temperature = inf", "finite number"]),
+    ("algorithm.clip_high=.inf", ["algorithm.clip_high = inf", "finite number"]),
+    ("algorithm.kl_coef_by_role={tool: .inf}", ["algorithm.kl_coef_by_role.tool = inf", "finite number"]),
+    (f"train.steps={10**30}", [f"train.steps = {10**30} is too large", "64-bit"]),
+    (f"seed={2**64}", [f"seed = {2**64} is too large", "at most 9223372036854775807"]),
+    (f"train.time_budget_s={10**400}", ["train.time_budget_s = an integer of about 401 digits is too large"]),
+    ("policy.lr=" + "9" * 5000, ["override policy.lr", "digits"]),
+    (f"train.steps={2 * 10**9}", ["train.steps = 2000000000 is invalid", "at most 1_000_000_000 steps"]),
+    (f"rollout.max_new_tokens={10**9}", ["rollout.max_new_tokens = 1000000000 is invalid", "at most 1_000_000"]),
+    (f"train.threads={10**6}", ["train.threads = 1000000 is invalid", "per core of this machine"]),
+    ("policy.lora={r: 16", ["override policy.lora is not valid YAML", "line 1, column 7", "policy.lora='...'"]),
+    (f"x={DEEP}", ["override x nests brackets too deeply", "check its brackets"]),
+    ("task.size=" + "[" * 100 + "]" * 100, ["task.size[0][0]", "nests more than 32 levels"]),
+], ids=["lr-inf", "nan", "lr-1e999", "temperature-inf", "clip-inf", "coef-by-role-inf", "steps-10**30", "seed-2**64",
+        "401-digits", "5000-digits", "steps-2e9", "max-new-tokens-1e9", "threads-1e6", "yaml-error", "deep-brackets",
+        "deep-value"])
+def test_impossible_values_fail_before_any_work(tmp_path, capsys, no_warm_up, override, needles):
+    code, err = _run_cli(capsys, "train", f"{CONFIGS}/plan_path_team.yaml", *SMALL, override,
+                         f"output_dir={tmp_path / 'runs'}")
+    assert code == 2
+    _assert_one_clear_line(err, *needles)
+    assert not (tmp_path / "runs").exists()
+
+
+ALIAS_BOMB = "a: &a [1, 1, 1, 1, 1, 1, 1, 1, 1, 1]\n" + "".join(
+    f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join([f'*{chr(97 + i)}'] * 10)}]\n" for i in range(6))
+
+
+@pytest.mark.parametrize("content, needles", [
+    ("- seed: 1\n- train: {steps: 5}\n", ["holds a YAML list, not a mapping of settings", "`key: value`"]),
+    ("[]\n", ["holds a YAML list"]),  # once read as the defaults
+    (bytes(range(256)) * 4, ["is not a text file (byte 0x80 at offset 128 is not UTF-8)", "YAML config file"]),
+    ("train: {steps: 5\n", ["is not valid YAML", "line 2, column 1", "fix the file"]),
+    (f"seed: {2**64}\n", [f"seed = {2**64} is too large"]),
+    ("policy: {lr: .inf}\n", ["policy.lr = inf", "finite number"]),
+    (ALIAS_BOMB, ["more than 100000 values"]),
+], ids=["list", "empty-list", "binary", "unclosed", "huge-int", "inf", "alias-bomb"])
+def test_a_config_file_that_is_no_config_is_one_line(tmp_path, capsys, no_warm_up, content, needles):
+    config = tmp_path / "run.yaml"
+    config.write_bytes(content if isinstance(content, bytes) else content.encode())
+    code, err = _run_cli(capsys, "train", str(config), *SMALL, f"output_dir={tmp_path / 'runs'}")
+    assert code == 2
+    _assert_one_clear_line(err, *needles)
+    assert not (tmp_path / "runs").exists()
+
+
+def test_responses_longer_than_the_model_context_fail_before_sampling(tmp_path, capsys, random_model_dir):
+    # The random tiny model has 512 positions; a 600-token response cannot fit beside any prompt.
+    code, err = _run_cli(capsys, "train", f"{CONFIGS}/plan_path_team.yaml", *SMALL, f"policy.model={random_model_dir}",
+                         "rollout.by_role={tool: {max_new_tokens: 600}}", f"output_dir={tmp_path / 'runs'}")
+    assert code == 2
+    _assert_one_clear_line(err, "rollout.max_new_tokens = 600 (agent tool)", "512 positions",
+                           "below 512")
+    assert not (tmp_path / "runs").exists()

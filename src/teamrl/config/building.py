@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 import typing
 from typing import Any, get_type_hints
 
 from teamrl.config.checks import ConfigError
+
+MAX_INT = 2**63 - 1  # what an int64 holds: torch, numpy and the C code under them take no more
+MAX_DEPTH = 32  # no setting nests deeper than a few levels (policies.NAME.lora.target_modules)
+MAX_VALUES = 100_000  # a config is a few hundred values; YAML aliases can multiply them (a "billion laughs")
 
 
 def build_dataclass(cls: type, data: dict[str, Any], where: str) -> Any:
@@ -47,14 +52,52 @@ def optional_dataclass(hint: Any, value: Any) -> Any:
     return hint
 
 
+def check_values(data: Any) -> None:
+    """Refuse, before anything is built, what no setting can hold: integers beyond 64 bits, NaN or
+    infinite floats, nesting deeper than MAX_DEPTH, more than MAX_VALUES values."""
+    stack, seen = [(data, "", 0)], 0
+    while stack:
+        value, key, depth = stack.pop()
+        seen += 1
+        if seen > MAX_VALUES:
+            raise ConfigError(f"the config holds more than {MAX_VALUES} values (YAML aliases that repeat each "
+                              "other?); write each setting out once")
+        if depth > MAX_DEPTH:
+            raise ConfigError(f"{key} nests more than {MAX_DEPTH} levels deep, and no setting nests that deep; "
+                              "check its brackets")
+        if isinstance(value, dict):
+            stack.extend((item, f"{key}.{name}" if key else str(name), depth + 1) for name, item in value.items())
+        elif isinstance(value, list):
+            stack.extend((item, f"{key}[{index}]", depth + 1) for index, item in enumerate(value))
+        else:
+            check_number(value, key)
+
+
+def check_number(value: Any, key: str) -> None:
+    """ConfigError when `value` is an integer beyond 64 bits or a float that is NaN or infinite."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_INT:
+        digits = int(value.bit_length() * math.log10(2)) + 1
+        shown = str(value) if digits <= 40 else f"an integer of about {digits} digits"
+        raise ConfigError(f"{key} = {shown} is too large: settings are 64-bit integers (at most {MAX_INT}); "
+                          "use a smaller value")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ConfigError(f"{key} = {value!r} is invalid: expected a finite number (NaN and infinity are no "
+                          "setting's value); write a number, e.g. 0.001")
+
+
 def coerce(value: Any, hint: Any, key: str) -> Any:
     if hint is float and isinstance(value, int) and not isinstance(value, bool):
+        check_number(value, key)
         return float(value)
     if hint is float and isinstance(value, str):
         try:  # YAML 1.1 reads "1e-3" (no dot) as a string
-            return float(value)
+            number = float(value)
         except ValueError:
             pass
+        else:
+            check_number(number, key)  # "inf", "nan" and "1e999" are strings YAML leaves to float()
+            return number
+    check_number(value, key)
     expected = hint if isinstance(hint, type) else None
     if expected is not None and not isinstance(value, expected):
         raise ConfigError(f"{key} = {value!r} must be of type {expected.__name__}")

@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-from teamrl.config.building import build_dataclass, set_dotted
+from teamrl.config.building import build_dataclass, check_values, set_dotted
 from teamrl.config.checks import ConfigError, require
 from teamrl.config.cross_checks import check_diagnostics, check_mitigations, check_sharding
 from teamrl.config.sections import (AlgorithmConfig, DiagnosticsConfig, PolicyConfig, RolloutConfig, TrainConfig,
@@ -140,15 +140,42 @@ def load_config(path: str | Path | None, overrides: list[str] = ()) -> RunConfig
         if not path.is_file():
             raise ConfigError(f"config file {path} does not exist")
         try:
-            data = yaml.safe_load(path.read_text()) or {}
-        except yaml.YAMLError as err:
-            raise ConfigError(f"{path} is not valid YAML: {err}") from err
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError as err:
+            raise ConfigError(f"config file {path} is not a text file (byte {err.object[err.start]:#04x} at offset "
+                              f"{err.start} is not UTF-8); pass a YAML config file") from None
+        data = _parse_yaml(text, f"config file {path}", "fix the file")
+        if data is None:
+            data = {}
+        if not isinstance(data, dict):
+            raise ConfigError(f"config file {path} holds a YAML {type(data).__name__}, not a mapping of "
+                              "settings; write one `key: value` per line, e.g. `seed: 1` or `train: {steps: 50}`")
     for item in overrides:
         if "=" not in item:
             raise ConfigError(f"override {item!r} must look like key.sub=value")
         key, raw = item.split("=", 1)
-        set_dotted(data, key.strip(), yaml.safe_load(raw) if raw else "")
+        value = _parse_yaml(raw, f"override {key.strip()}", f"fix it, or quote a plain string: {key.strip()}='...'")
+        set_dotted(data, key.strip(), value if raw else "")
+    check_values(data)
     return build_dataclass(RunConfig, data, "")
+
+
+def _parse_yaml(text: str, what: str, fix: str) -> Any:
+    """`text` as YAML; ConfigError naming `what` (and `fix`) when it is not valid YAML or nests too deep."""
+    try:
+        return yaml.safe_load(text)
+    except yaml.MarkedYAMLError as err:
+        mark = err.problem_mark or err.context_mark
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = err.problem or err.context or type(err).__name__
+        raise ConfigError(f"{what} is not valid YAML: {problem}{where}; {fix}") from None
+    except yaml.YAMLError as err:  # e.g. a control character: the reader's message names it
+        raise ConfigError(f"{what} is not valid YAML: {str(err).splitlines()[0]}; {fix}") from None
+    except RecursionError:  # the parser recurses once per bracket
+        raise ConfigError(f"{what} nests brackets too deeply to read, and no setting nests more than a few "
+                          "levels; check its brackets") from None
+    except ValueError as err:  # an integer of thousands of digits: Python's int() refuses to read it
+        raise ConfigError(f"{what}: {err}; {fix}") from None
 
 
 def config_to_dict(config: RunConfig) -> dict[str, Any]:

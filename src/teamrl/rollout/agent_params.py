@@ -46,3 +46,19 @@ def agent_sampling(rollout: RolloutConfig, agents: Sequence[Agent], mode: str = 
     """Agent name -> the SamplingParams it samples with in `mode` (train or eval)."""
     check_by_role_names(rollout, agents)
     return {a.name: sampling_params(rollout.for_agent(a.name, a.role), mode) for a in agents}
+
+
+def check_context(sampling: dict[str, SamplingParams], agent_to_policy: dict[str, str],
+                  contexts: dict[str, int | None]) -> None:
+    """Every agent's max_new_tokens fits its policy's model context (positions; None: not known).
+
+    Checked once the models are loaded, before any sampling: a response longer than the model's
+    context would cost memory for positions the model was never trained on.
+    """
+    for agent, params in sampling.items():
+        policy = agent_to_policy[agent]
+        context = contexts.get(policy)
+        if context is not None and params.max_new_tokens >= context:
+            raise ConfigError(f"rollout.max_new_tokens = {params.max_new_tokens} (agent {agent}) does not fit the "
+                              f"context of policy {policy}'s model ({context} positions, prompt included); set "
+                              f"rollout.max_new_tokens (or its by_role entry) below {context}")

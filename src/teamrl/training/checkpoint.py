@@ -9,7 +9,8 @@ A checkpoint is `checkpoints/<tag>/` in the run directory:
     COMPLETE                 manifest: size and sha256 of every other file, written last
 
 Everything is written into `<tag>.partial/` and fsynced; COMPLETE is written after all of it, and
-only then is the folder renamed to `<tag>`. A crash at any point therefore leaves either no `<tag>`
+only then is the folder renamed to `<tag>`. A write that fails (a full disk) removes its partial
+folder. A crash at any point therefore leaves either no `<tag>`
 or a `<tag>.partial` / `<tag>.old` that `recover` resolves; a folder without a valid COMPLETE is
 never loaded. Deletions (rotation, roll-back) rename to `<tag>.deleting` first, for the same reason.
 """
@@ -29,6 +30,7 @@ import torch
 
 from teamrl.policies.loading import Policy
 from teamrl.policies.storage import save_policy
+from teamrl.training.disk_full import DiskFullError, is_disk_full
 
 MARKER = "COMPLETE"
 TRAINER_STATE = "trainer_state.pt"
@@ -57,11 +59,17 @@ def write_checkpoint(root: Path, tag: str, policies: dict[str, Policy],
     if partial.exists():  # left by a crash; never complete here, or recover() would have promoted it
         shutil.rmtree(partial)
     partial.mkdir()
-    for name, policy in policies.items():
-        save_policy(policy, partial / name)
-    if extra is not None:
-        extra(partial)
-    _seal(partial, tag)
+    try:
+        for name, policy in policies.items():
+            save_policy(policy, partial / name)
+        if extra is not None:
+            extra(partial)
+        _seal(partial, tag)
+    except Exception as err:  # (a crash or Ctrl-C leaves the partial folder to recover())
+        shutil.rmtree(partial, ignore_errors=True)  # never complete, and it holds the space a retry needs
+        if is_disk_full(err, root):
+            raise DiskFullError(f"checkpoint {final}") from err
+        raise
     if final.exists():
         # A directory cannot be renamed over a non-empty one: move the old aside first. A crash
         # between the two renames leaves <tag>.old and a complete <tag>.partial; recover() keeps the new.
@@ -77,8 +85,15 @@ def write_checkpoint(root: Path, tag: str, policies: dict[str, Policy],
 
 def save_optimizer(state: Any, folder: Path) -> None:
     """A policy's optimizer and scheduler state (`state` is a training.update.PolicyOptimizer)."""
-    torch.save({"optimizer": state.optimizer.state_dict(), "scheduler": state.scheduler.state_dict()},
+    save_torch({"optimizer": state.optimizer.state_dict(), "scheduler": state.scheduler.state_dict()},
                folder / OPTIMIZER_FILE)
+
+
+def save_torch(obj: Any, path: Path) -> None:
+    """torch.save `obj` to `path` through a Python file, so that a full disk raises OSError ENOSPC
+    (torch's own writer of a path reports it as a RuntimeError without the errno)."""
+    with open(path, "wb") as handle:
+        torch.save(obj, handle)
 
 
 def load_optimizer(state: Any, folder: Path) -> None:

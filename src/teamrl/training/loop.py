@@ -19,7 +19,7 @@ from teamrl.diagnostics.alerts import Alert
 from teamrl.diagnostics.session import RunDiagnostics
 from teamrl.diagnostics.transcripts import training_transcripts
 from teamrl.policies.loading import Policy
-from teamrl.rollout.agent_params import agent_sampling
+from teamrl.rollout.agent_params import agent_sampling, check_context
 from teamrl.rollout.engines import release as release_engines, served_by
 from teamrl.rollout.logprob_gap import gap_metrics
 from teamrl.rollout.tree import Episode, RewardWeights, Sample, run_episodes
@@ -27,6 +27,7 @@ from teamrl.training.backends import UpdateSettings, make_backend
 from teamrl.training.backends.rollout_workers import RolloutPool
 from teamrl.training.build import build_policies, build_workflow
 from teamrl.training.credit import assign_advantages, trainable
+from teamrl.training.disk_full import DiskFullError, is_disk_full, what_was_written
 from teamrl.training.evaluate import evaluate
 from teamrl.training.resume import LoopState, TrackerStates, restore_training_state, save_training_state
 from teamrl.training.run_dir import RunDirectory, TrainingInterrupted, claim_run
@@ -86,6 +87,8 @@ def train(config: RunConfig, model_path: str | None = None, progress: bool = Tru
         workflow = build_workflow(config)
         eval_sampling = agent_sampling(config.rollout, workflow.agents, "eval")  # checks by_role's names early
         policies, mapping = build_policies(config, workflow, model_path)
+        contexts = {name: getattr(p.network.config, "max_position_embeddings", None) for name, p in policies.items()}
+        check_context(agent_sampling(config.rollout, workflow.agents, "train"), mapping, contexts)
         diagnostics = RunDiagnostics(config, workflow.agents, mapping)
         optimizers = {name: make_optimizer(p, config.policy_config(name), config.train,
                                            diagnostics.needs_reference)
@@ -204,6 +207,10 @@ def train(config: RunConfig, model_path: str | None = None, progress: bool = Tru
         return run.path
     except KeyboardInterrupt as err:  # Ctrl-C: say where the run stands (the CLI prints how to resume)
         raise TrainingInterrupted(run.path) from err
+    except Exception as err:  # a full disk is named as such, with the run directory to resume
+        if is_disk_full(err, run.path):
+            raise DiskFullError(what_was_written(err, f"the run directory {run.path}"), run.path) from err
+        raise
     finally:  # also when a step fails: Ray actors, rollout workers and sandbox workers are released
         if pool:
             pool.close()

@@ -24,8 +24,8 @@ from teamrl.config import ConfigError, RunConfig, config_to_dict, load_config
 from teamrl.policies.loading import Policy
 from teamrl.policies.storage import load_policy_weights
 from teamrl.training.checkpoint import (MARKER, TRAINER_JSON, TRAINER_STATE, CheckpointError, load_optimizer,
-                                        recover, rotate, save_optimizer, step_checkpoints, step_tag, verify,
-                                        write_checkpoint)
+                                        recover, rotate, save_optimizer, save_torch, step_checkpoints, step_tag,
+                                        verify, write_checkpoint)
 
 if TYPE_CHECKING:
     from teamrl.training.run_dir import RunDirectory
@@ -104,7 +104,7 @@ def save_training_state(run: "RunDirectory", loop: LoopState, policies: dict[str
         for name, state in optimizers.items():
             save_optimizer(state, folder / name)
         parts = {name: part.state_dict() for name, part in (components or {}).items()}
-        torch.save({"loop": asdict(loop), "rng": capture_rng(generator, rng), "components": parts},
+        save_torch({"loop": asdict(loop), "rng": capture_rng(generator, rng), "components": parts},
                    folder / TRAINER_STATE)
         (folder / TRAINER_JSON).write_text(json.dumps(asdict(loop), indent=1))
 
