@@ -1,4 +1,4 @@
-"""`teamrl` command line: quickstart, warmup, train, eval, transcripts, sft, export, report, alerts, study."""
+"""`teamrl` command line: quickstart, warmup, train, eval, transcripts, sft, export, report, alerts, study, models."""
 
 from __future__ import annotations
 
@@ -15,6 +15,8 @@ from teamrl import __version__
 from teamrl.config import ConfigError, RunConfig, load_config
 
 DEFAULT_CONFIG = Path(__file__).parent / "configs" / "plan_path_team.yaml"
+# quickstart --model NAME: the real-model main job (a LoRA adapter per role on NAME)
+REAL_MODEL_CONFIG = Path(__file__).parent / "configs" / "smollm2_math_team.yaml"
 
 
 def _load(args: argparse.Namespace) -> RunConfig:
@@ -59,6 +61,27 @@ def cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_quickstart(args: argparse.Namespace) -> int:
+    """The tiny default's main job, or with --model the real-model main job on that checkpoint."""
+    if args.model:
+        args.config = str(REAL_MODEL_CONFIG)
+        args.overrides = [f"policy.model={args.model}", *args.overrides]
+    return cmd_train(args)
+
+
+def cmd_models(args: argparse.Namespace) -> int:
+    from teamrl.training.model_sources import CHECKPOINTS, install, installed
+
+    if args.action == "list":
+        for checkpoint in CHECKPOINTS.values():
+            state = "installed" if installed(checkpoint) else f"not installed: {checkpoint.install_command()}"
+            print(f"{checkpoint.name:24s} {checkpoint.summary}\n{'':24s} {state}")
+        return 0
+    for name in args.names:
+        print(f"{name}: ready at {install(name)}")
+    return 0
+
+
 def cmd_eval(args: argparse.Namespace) -> int:
     from teamrl.rollout.agent_params import agent_sampling
     from teamrl.training.build import build_policies, build_workflow, policies_from_checkpoint
@@ -71,7 +94,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if args.checkpoint:
         policies, mapping = policies_from_checkpoint(config, workflow, Path(args.checkpoint))
     else:
-        policies, mapping = build_policies(config, workflow)
+        policies, mapping = build_policies(config, workflow, training=False)
     metrics, _ = evaluate(workflow, policies, mapping, args.instances or config.train.eval_instances,
                           seed=config.seed, sampling=sampling)
     print(json.dumps(metrics, indent=2))
@@ -117,6 +140,13 @@ def cmd_probe(args: argparse.Namespace) -> int:
     except ValueError as err:  # an unknown task, or one without a catalogue: the message names the fix
         print(f"teamrl: error: {err}", file=sys.stderr)
         return 2
+
+
+def cmd_data(args: argparse.Namespace) -> int:
+    from teamrl.tasks.data_sources import data_report
+
+    print(data_report(args.data_dir))
+    return 0
 
 
 def cmd_study(args: argparse.Namespace) -> int:
@@ -195,9 +225,17 @@ def build_parser() -> argparse.ArgumentParser:
                        help="YAML run config")
         p.add_argument("overrides", nargs="*", help="dotted overrides, e.g. train.steps=50 algorithm.k=4")
 
-    p = sub.add_parser("quickstart", help="warm up the tiny default (cached) and train the default team on Plan-Path")
+    p = sub.add_parser("quickstart", help="warm up the tiny default (cached) and train the default team on Plan-Path; "
+                       "with --model, train a real model's two-role math team")
     p.add_argument("overrides", nargs="*", help="dotted overrides of the default config")
-    p.set_defaults(func=cmd_train, config=str(DEFAULT_CONFIG))
+    p.add_argument("--model", metavar="NAME", help="a shipped checkpoint (e.g. smollm2-135m-instruct; `teamrl models "
+                   "list`): train its reasoner + Python-tool team, a LoRA adapter per role "
+                   "(src/teamrl/configs/smollm2_math_team.yaml)")
+    p.set_defaults(func=cmd_quickstart, config=str(DEFAULT_CONFIG))
+    p = sub.add_parser("models", help="the real checkpoints teamrl ships by name: list them, or install one")
+    p.add_argument("action", choices=["list", "install"])
+    p.add_argument("names", nargs="*", metavar="NAME", help="install: the checkpoints to install and convert")
+    p.set_defaults(func=cmd_models)
     p = sub.add_parser("warmup", help="build and warm up the tiny default model (cached)")
     with_config(p, required=False)
     p.add_argument("--force", action="store_true", help="redo it even if cached")
@@ -250,6 +288,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--task-option", action="append", default=[], metavar="KEY=VALUE",
                    help="a task setting for every probed task (repeatable), e.g. source=gsm8k")
     p.set_defaults(func=cmd_probe)
+    p = sub.add_parser("data", help="where the benchmark data sets (GSM8K, MATH-500, AIME, HumanEval, MBPP) are "
+                       "found, and where to get the missing ones")
+    p.add_argument("--data-dir", metavar="DIR", help="a folder to look in first (as a task's data_dir)")
+    p.set_defaults(func=cmd_data)
     p = sub.add_parser("study", help="run a named study's table (rows x seeds; docs/study/index.md)")
     from teamrl.study.rows import ROWS, STUDIES
 
@@ -299,7 +341,7 @@ def main(argv: list[str] | None = None) -> int:
 
         if isinstance(err, TrainingInterrupted):
             print(describe_stopped_run(err.run_dir), file=sys.stderr)
-        elif args.func is cmd_train:
+        elif args.func in (cmd_train, cmd_quickstart):
             print("teamrl: interrupted before the run started; no run directory was written", file=sys.stderr)
         else:
             print(f"teamrl: {args.command} interrupted", file=sys.stderr)

@@ -14,6 +14,7 @@ from teamrl.policies.storage import load_policy_weights
 from teamrl.rollout.engines import serve_with_vllm
 from teamrl.training.checkpoint import MARKER
 from teamrl.training.model_sources import check_named_source, is_gguf_path, named_checkpoint, resolve_model_source
+from teamrl.training.real_model_checks import warn_about_settings
 from teamrl.training.tiny_default import WarmupRecipe, warm_up
 from teamrl.workflows.base import Workflow
 from teamrl.workflows.registry import task_entry
@@ -76,15 +77,17 @@ def check_policy_sources(config: RunConfig, names: list[str]) -> None:
             raise FileNotFoundError(f"{section}tokenizer = {cfg.tokenizer!r} is a file; give a tokenizer folder")
 
 
-def build_policies(config: RunConfig, workflow: Workflow, model_path: str | None = None
+def build_policies(config: RunConfig, workflow: Workflow, model_path: str | None = None, training: bool = True
                    ) -> tuple[dict[str, Policy], dict[str, str]]:
     """The policies of the agent -> policy mapping, loaded; LoRA policies on one base share it.
 
+    training: whether they are about to be trained (else sampling-only settings are not warned about).
     Returns (policies by name, agent name -> policy name). With rollout.engine: vllm they are served by
     vLLM engines (`teamrl.rollout.engines`); `teamrl.rollout.engines.release` closes them.
     """
     mapping = agent_mapping(config, workflow)
     policies = load_policies(policy_settings(config, mapping, model_path))
+    warn_about_settings(config, policies, mapping, {a.name: a.role for a in workflow.agents}, training)  # tiny-model settings on a real LLM, pure bf16
     if config.rollout.engine == "vllm":  # their sampling goes to vLLM engines from now on
         serve_with_vllm(policies, config.rollout.vllm_kv_cache_gb, config.seed)
     return policies, mapping

