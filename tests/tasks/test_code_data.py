@@ -1,5 +1,6 @@
-"""Code dataset loaders: real HumanEval/MBPP files (skipped when absent) and hand-written
-APPS / CodeContests / LiveCodeBench records in their published formats."""
+"""Code dataset loaders: real HumanEval/MBPP records (a few shipped under tests/data, the full files'
+counts when they are found) and hand-written APPS / CodeContests / LiveCodeBench records in their
+published formats."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import zlib
 from pathlib import Path
 
 import pytest
+from data_sets import SUBSET_DIR, needs_full_data
 
 from teamrl.sandbox import Sandbox, SandboxLimits
 from teamrl.tasks.code_data import (
@@ -17,9 +19,12 @@ from teamrl.tasks.code_data import (
     load_livecodebench, load_mbpp,
 )
 
-DATA = default_data_dir()
-needs_data = pytest.mark.skipif(not (DATA / "HumanEval.jsonl.gz").is_file(),
-                                reason=f"benchmark files not found in {DATA} (set TEAMRL_DATA_DIR)")
+
+@pytest.fixture
+def subset(monkeypatch) -> Path:
+    """The few records of each set shipped under tests/data, as the data directory."""
+    monkeypatch.setenv("TEAMRL_DATA_DIR", str(SUBSET_DIR))
+    return SUBSET_DIR
 
 
 def write_jsonl(path: Path, records: list[dict]) -> Path:
@@ -33,10 +38,9 @@ def box():
         yield sandbox
 
 
-@needs_data
-def test_humaneval_loads_and_first_problem_grades(box):
+def test_humaneval_loads_and_first_problem_grades(box, subset):
     problems = load_humaneval()
-    assert len(problems) == 164 and len({p.id for p in problems}) == 164
+    assert [p.id for p in problems] == ["HumanEval/0", "HumanEval/1", "HumanEval/2"]
     first = problems[0]
     assert first.id == "HumanEval/0" and first.entry_point == "has_close_elements"
     assert first.reference_solution.startswith(first.prompt) and "def check(candidate)" in first.tests
@@ -44,15 +48,20 @@ def test_humaneval_loads_and_first_problem_grades(box):
     assert res.all_passed and res.total >= 5
 
 
-@needs_data
-def test_mbpp_full_and_sanitized():
+def test_mbpp_full_and_sanitized(subset):
     full, sanitized = load_mbpp(), load_mbpp(sanitized=True)
-    assert (len(full), len(sanitized)) == (974, 427)
     by_id = {p.id: p for p in full}
     assert by_id["mbpp/126"].entry_point == "sum"  # a reference that shadows a builtin
     assert by_id["mbpp/1"].tests.count("assert") == 3
     assert "Your code should pass tests like this:\nassert min_cost(" in by_id["mbpp/1"].prompt
     assert any(p.test_setup == "import math" for p in sanitized)
+
+
+@needs_full_data("HumanEval.jsonl.gz", "mbpp.jsonl", "mbpp_sanitized.jsonl")
+def test_full_code_sets_have_every_record():
+    humaneval, full, sanitized = load_humaneval(), load_mbpp(), load_mbpp(sanitized=True)
+    assert len(humaneval) == 164 and len({p.id for p in humaneval}) == 164
+    assert (len(full), len(sanitized)) == (974, 427)
 
 
 def test_default_data_dir_follows_env(monkeypatch, tmp_path):

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from data_sets import SUBSET_DIR, needs_full_data
 
 from teamrl.tasks.base import HELD_OUT_SEED_OFFSET
 from teamrl.tasks.math_data import (
@@ -21,20 +22,13 @@ from teamrl.tasks.math_data import (
 )
 
 
-def _shared_dir() -> Path:
-    try:
-        return default_data_dir()
-    except FileNotFoundError as exc:
-        pytest.skip(f"shared datasets not available: {exc}")
-
-
 # --------------------------------------------------------------------------- shared benchmarks
+# The first records of each set ship under tests/data; the full files' counts need the full files.
 
 
 def test_gsm8k() -> None:
-    data_dir = _shared_dir()
-    test = load_gsm8k("test", data_dir)
-    assert len(test) == 1319 and len(load_gsm8k("train", data_dir)) == 7473
+    test = load_gsm8k("test", SUBSET_DIR)
+    assert len(test) == 5 and len(load_gsm8k("train", SUBSET_DIR)) == 5
     first = test[0]
     assert first.answer == "18" and first.id == "gsm8k-test-0" and first.source == "gsm8k-test"
     assert first.question.startswith("Janet") and "####" not in (first.solution or "")
@@ -42,27 +36,31 @@ def test_gsm8k() -> None:
 
 
 def test_math500() -> None:
-    problems = load_math500(_shared_dir())
-    assert len(problems) == 500
+    problems = load_math500(SUBSET_DIR)
     assert problems[0].id == "test/precalculus/807.json"
     assert problems[0].answer == r"\left( 3, \frac{\pi}{2} \right)"
     assert problems[0].metadata["subject"] == "Precalculus" and problems[0].metadata["level"] == 2
     assert all(p.solution for p in problems)
 
 
+@needs_full_data("gsm8k_test.jsonl", "gsm8k_train.jsonl", "math500_test.jsonl")
+def test_full_math_sets_have_every_record() -> None:
+    assert (len(load_gsm8k("test")), len(load_gsm8k("train")), len(load_math500())) == (1319, 7473, 500)
+
+
+@needs_full_data("aime24.jsonl", "aime25.jsonl")  # not shipped: their licence is not known
 def test_aime() -> None:
-    data_dir = _shared_dir()
-    aime24, aime25 = load_aime24(data_dir), load_aime25(data_dir)
+    aime24, aime25 = load_aime24(), load_aime25()
     assert len(aime24) == 30 and len(aime25) == 30
     assert "25" in [p.answer for p in aime24]  # stored as "025" in the file
     assert all(p.answer == str(int(p.answer)) for p in aime24 + aime25)
     assert aime25[0].answer == "70"
 
 
-def test_short_names_and_splits() -> None:
-    _shared_dir()
-    assert len(load_math_dataset("GSM8K", split="train")) == 7473
-    assert len(load_math_dataset("math-500")) == 500
+def test_short_names_and_splits(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TEAMRL_DATA_DIR", str(SUBSET_DIR))
+    assert len(load_math_dataset("GSM8K", split="train")) == 5
+    assert len(load_math_dataset("math-500")) == 5
     with pytest.raises(ValueError, match="only a 'test' split"):
         load_math_dataset("aime24", split="train")
     with pytest.raises(ValueError, match="'train' or 'test'"):

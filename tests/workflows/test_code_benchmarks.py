@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import ast
 
-import pytest
-
-from teamrl.tasks.code_data import default_data_dir
 from benchmark_modules import load_benchmark
+from data_sets import needs_full_data
 
 
 
 
-@pytest.mark.skipif(not (default_data_dir() / "HumanEval.jsonl.gz").is_file(), reason="HumanEval not found")
+@needs_full_data("HumanEval.jsonl.gz")
 def test_no_code_hack_is_rewarded():
     rows = load_benchmark("hack_probe_code").hacks()
     assert len(rows) >= 30 and {r["verifier"] for r in rows} == {"code"}

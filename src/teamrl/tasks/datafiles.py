@@ -20,19 +20,25 @@ def default_data_dir() -> Path:
         if not path.is_dir():
             raise FileNotFoundError(f"{DATA_DIR_ENV}={env!r} is not a directory")
         return path
-    tried = []
-    # The repository root is the first ancestor of this file holding pyproject.toml.
+    beside = checkout_data_dir()
+    if beside is not None and beside.is_dir():
+        return beside
+    raise FileNotFoundError(
+        f"no data directory found (tried: {beside or 'no repository root above this package'}); "
+        f"set {DATA_DIR_ENV} to the folder holding the benchmark files (gsm8k_test.jsonl, HumanEval.jsonl.gz, ...); "
+        "`teamrl data` lists them and where to get them"
+    )
+
+
+def checkout_data_dir() -> Path | None:
+    """``shared/datasets`` beside the checkout this package runs from (None for an installed package).
+
+    The repository root is the first ancestor of this file holding pyproject.toml.
+    """
     for parent in Path(__file__).resolve().parents:
         if (parent / "pyproject.toml").is_file():
-            candidate = parent.parent / "shared" / "datasets"
-            if candidate.is_dir():
-                return candidate
-            tried.append(str(candidate))
-            break
-    raise FileNotFoundError(
-        f"no data directory found (tried: {', '.join(tried) or 'no repository root above this package'}); "
-        f"set {DATA_DIR_ENV} to the folder holding the benchmark files (gsm8k_test.jsonl, HumanEval.jsonl.gz, ...)"
-    )
+            return parent.parent / "shared" / "datasets"
+    return None
 
 
 class DatasetFormatError(ValueError):
