@@ -90,9 +90,16 @@ PROBE = textwrap.dedent("""
 """)
 
 
+def _under_tmp(path: Path) -> bool:
+    """Whether programs would see `path` inside their own private /tmp (so it tests nothing)."""
+    real = os.path.realpath(path)
+    return real == "/tmp" or real.startswith("/tmp/")
+
+
 def _writable_dir_outside_tmp(*candidates: Path) -> Path:
+    # A checkout cloned under /tmp has its parent there: the next candidate stands in for "beside it".
     for place in candidates:
-        if place.is_dir() and os.access(place, os.W_OK):
+        if place.is_dir() and os.access(place, os.W_OK) and not _under_tmp(place):
             return place
     pytest.skip(f"no writable directory outside /tmp among {candidates}")
 
@@ -229,7 +236,7 @@ def test_checkout_and_teamrl_source_are_invisible(layer_box):
             print("no teamrl")
         for path in [{source!r}, {str(REPO)!r}, {str(REPO / 'pyproject.toml')!r}]:
             print(path, os.path.exists(path))
-        print([p for p in sys.path if {str(REPO.parent)!r} in p])
+        print([p for p in sys.path if {str(REPO.parent)!r} in p and not p.startswith(os.getcwd())])
     """))
     assert res.stdout.splitlines()[0] == "no teamrl", res.stdout + res.stderr
     assert res.stdout.count(" False") == 3 and res.stdout.splitlines()[-1] == "[]", res.stdout
@@ -259,14 +266,15 @@ def test_normal_programs_still_work(layer_box):
 
 
 def test_grant_paths_are_checked():
+    outside = next(place for place in (REPO, Path.home(), Path("/usr")) if not _under_tmp(place))
     assert check_grant_paths([]) == []
-    assert check_grant_paths([str(REPO) + "/"]) == [str(REPO)]
+    assert check_grant_paths([str(outside) + "/"]) == [str(outside)]
     with pytest.raises(TypeError, match="list of paths"):
-        check_grant_paths(str(REPO))
+        check_grant_paths(str(outside))
     with pytest.raises(ValueError, match="absolute"):
         check_grant_paths(["relative/dir"])
     with pytest.raises(ValueError, match="does not exist"):
-        check_grant_paths([str(REPO / "no-such-dir-here")])
+        check_grant_paths([str(outside / "no-such-dir-here")])
     with pytest.raises(ValueError, match="under /tmp"):
         check_grant_paths([tempfile.gettempdir()])
     with pytest.raises(ValueError, match="whole filesystem"):
