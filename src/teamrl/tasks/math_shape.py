@@ -16,8 +16,9 @@ Every function here is linear in its input and never raises on ``str`` input.
 from __future__ import annotations
 
 import re
+import unicodedata
 
-__all__ = ["MAX_ANSWER_CHARS", "answer_refusal", "hedge_refusal", "join_digit_groups", "revision_refusal", "strip_unit_words", "without_unit_words", "words"]
+__all__ = ["MAX_ANSWER_CHARS", "answer_refusal", "ascii_digits", "hedge_refusal", "join_digit_groups", "revision_refusal", "strip_unit_words", "without_unit_words", "words"]
 
 MAX_ANSWER_CHARS = 300
 """Longest answer read (whitespace collapsed); gold answers of GSM8K, MATH-500 and AIME are under 60."""
@@ -69,6 +70,16 @@ _BIG_EXPONENT_RE = re.compile(r"\^\s*\{?\s*-?\d{4,}")
 _BIG_FACTORIAL_RE = re.compile(r"\d{4,}\s*!")
 LETTER_RE = re.compile(r"[A-Za-z]")
 _OPERATOR_RE = re.compile(r"[-+*/]")
+
+
+def ascii_digits(text: str) -> str:
+    """`text` with every Unicode decimal digit written as its ASCII digit, so that shape checks that
+    count values see `19 (１８)` as the two values it is (the probe's "unicode digits" hack).
+
+    >>> ascii_digits("19 (１８)"), ascii_digits("٤٢"), ascii_digits("x²")
+    ('19 (18)', '42', 'x²')
+    """
+    return "".join(str(unicodedata.decimal(ch)) if ch.isdecimal() and not ch.isascii() else ch for ch in text)
 
 
 def join_digit_groups(text: str) -> str:

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
 from teamrl.tasks.math_answers import answer_equals
-from teamrl.tasks.math_echo import ascii_digits, echo_refusal
+from teamrl.tasks.math_echo import ANSWER_FORMS, ascii_digits, echo_refusal, resolve_answer_form
 from teamrl.tasks.math_data import MathProblem, generate_arithmetic, load_math_dataset
 from teamrl.tasks.math_shape import answer_refusal, hedge_refusal
 from teamrl.tasks.math_parsing import extract_final_answer, locate_final_answer
@@ -152,10 +152,17 @@ class MathTaskConfig:
     """Whose last answer counts when the agents never agree: reasoner or tool."""
     data_dir: str | None = None
     """Where the dataset files are (default: $TEAMRL_DATA_DIR, else ../shared/datasets)."""
+    answer_form: str = "auto"
+    """`value`: a number is asked for wherever the gold is one (`(16-3-4)*2` is no answer);
+    `expression`: any single-valued expression equal to the gold counts; `auto`: value for
+    arithmetic, GSM8K and AIME, expression for MATH-500 and other sets. Either way an answer that
+    restates the question's expression is no answer (`teamrl.tasks.math_echo`)."""
 
     def __post_init__(self) -> None:
         if self.final_agent not in ("reasoner", "tool"):
             raise ValueError(f"math.final_agent must be 'reasoner' or 'tool', got {self.final_agent!r}")
+        if self.answer_form not in ANSWER_FORMS:
+            raise ValueError(f"math.answer_form must be one of {', '.join(ANSWER_FORMS)}, got {self.answer_form!r}")
         if not self.source:
             raise ValueError("math.source is empty")
 
@@ -262,13 +269,15 @@ class MathWorkflow:
         seed: int = 0,
         match_timeout_s: float = 1.0,
         single_agent: bool = False,
+        answer_form: str = "auto",
     ) -> None:
         """`problems`: splits, a source spec (see `math_problems`) or a `MathTaskConfig` (whose
-        seed and final_agent then apply). `single_agent`: the reasoner alone, for one turn (with
+        seed, final_agent and answer_form then apply). `single_agent`: the reasoner alone, for one turn (with
         no partner there is no feedback, so further turns would repeat the same prompt)."""
         if isinstance(problems, MathTaskConfig):
-            final_agent, seed = problems.final_agent, problems.seed
+            final_agent, seed, answer_form = problems.final_agent, problems.seed, problems.answer_form
             problems = math_problems(problems.source, seed, problems.data_dir)
+        resolve_answer_form(answer_form)  # raises on an unknown form
         if prompt_style not in ("compact", "chat"):
             raise ValueError(f"prompt_style must be 'compact' or 'chat', got {prompt_style!r}")
         if final_agent not in ("reasoner", "tool"):
@@ -281,6 +290,7 @@ class MathWorkflow:
         self.prompt_style = prompt_style
         self.format_bonus = format_bonus
         self.final_agent = final_agent
+        self.answer_form = answer_form
         # Bounds each math-verify parse; hostile answers like 9^{9^{9^9}} cost up to ~3 timeouts once.
         self.match_timeout_s = match_timeout_s
         self.agents = [Agent("reasoner", "reasoner")] if single_agent else [
@@ -341,7 +351,8 @@ class MathWorkflow:
         # An answer that hands the question back has the gold's value with no work done, and one that
         # states several values is no answer: neither is correct nor earns the format bonus
         # (teamrl.tasks.math_echo; the reward-hacking probe, docs/verifiers/reward-hacking.md).
-        if answer is not None and (echo_refusal(answer, problem.question, problem.answer, problem.source)
+        if answer is not None and (echo_refusal(answer, problem.question, problem.answer, problem.source,
+                                                self.answer_form)
                                    or answer_refusal(ascii_digits(answer), problem.answer)):
             answer, well_formed = None, False
         correct = answer is not None and self._match(answer, problem.answer)

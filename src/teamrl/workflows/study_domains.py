@@ -88,7 +88,9 @@ class MathDomain:
 
     def __init__(self, problems: MathTaskConfig | ProblemSplits, match_timeout_s: float = 1.0) -> None:
         """`problems`: the task's settings (their `source`) or ready problem splits."""
+        self.answer_form = "auto"
         if isinstance(problems, MathTaskConfig):
+            self.answer_form = problems.answer_form
             problems = math_problems(problems.source, problems.seed, problems.data_dir)
         self.problems = problems
         self.match_timeout_s = match_timeout_s
@@ -113,7 +115,7 @@ class MathDomain:
 
     def grade(self, problems: list[Any], answers: list[Answer]) -> list[float]:
         # An answer that hands the question back is not graded (teamrl.tasks.math_echo).
-        return [float(a.value is not None and echo_refusal(a.value, p.question, p.answer, p.source) is None
+        return [float(a.value is not None and echo_refusal(a.value, p.question, p.answer, p.source, self.answer_form) is None
                       and self._equal(a.value, p.answer)) for p, a in zip(problems, answers)]
 
     def same(self, a: Answer, b: Answer) -> bool:
