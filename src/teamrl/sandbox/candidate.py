@@ -101,14 +101,13 @@ class _Server:
 
 
 def run_candidate(source: str, fd_map: dict[int, int], workdir: str, limits: dict[str, Any],
-                  uid: int | None, worker_pid: int, user_namespace: bool,
-                  guard_config: dict[str, Any] | None, rpc_in: int, rpc_out: int) -> None:
+                  how: child.Confinement, guard_config: dict[str, Any] | None, rpc_in: int, rpc_out: int) -> None:
     """Entry point in the forked candidate process. Never returns.
 
     fd_map must map rpc_in and rpc_out to themselves so that `confine` keeps them open.
     """
     try:
-        child.confine(fd_map, workdir, limits, uid, worker_pid, user_namespace)
+        child.confine(fd_map, workdir, limits, how)
         namespace = child.prepare_interpreter(workdir, guard_config, source)
         namespace["__name__"] = MODULE_NAME
         sys.modules[MODULE_NAME] = sys.modules["__main__"]

@@ -19,9 +19,10 @@ import stat
 import sys
 import traceback
 import types
+from dataclasses import dataclass
 from typing import Any
 
-from . import guards, isolation
+from . import guards, isolation, syscall_filter
 
 SETUP_FAILED_EXIT = 250  # exit code when confinement itself failed (reported as sandbox_error)
 MINIMAL_PATH = "/usr/local/bin:/usr/bin:/bin"
@@ -49,13 +50,32 @@ def remap_fds(fd_map: dict[int, int]) -> None:
         start = fd + 1
 
 
-def confine(fd_map: dict[int, int], workdir: str, limits: dict[str, Any], uid: int | None,
-            worker_pid: int, user_namespace: bool, new_session: bool = True) -> None:
+@dataclass(frozen=True)
+class Confinement:
+    """What the worker decided at start-up about confining each program process.
+
+    uid: the programs' own user id (None: they keep the worker's); worker_pid: the worker's pid
+    (a child whose parent is no longer that pid gives up); user_namespace: the worker runs in an
+    unprivileged user namespace, whose capabilities a program must not keep; private_ipc: each
+    program gets an IPC namespace of its own (SysV IPC, POSIX message queues); syscall_filter:
+    each program installs the seccomp filter of syscall_filter.py.
+    """
+
+    uid: int | None
+    worker_pid: int
+    user_namespace: bool
+    private_ipc: bool = False
+    syscall_filter: bool = False
+
+
+def confine(fd_map: dict[int, int], workdir: str, limits: dict[str, Any], how: Confinement,
+            new_session: bool = True) -> None:
     """Process-level confinement; `fd_map` maps target fd -> current fd (all others get closed).
 
     new_session: start a session and process group of our own (False for a caller that already
     did, such as the test judge).
     """
+    uid = how.uid
     if new_session:
         os.setsid()  # own session and process group: the worker kills the whole group afterwards
     remap_fds(fd_map)
@@ -67,6 +87,11 @@ def confine(fd_map: dict[int, int], workdir: str, limits: dict[str, Any], uid: i
     resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
     resource.setrlimit(resource.RLIMIT_FSIZE, (limits["max_file_bytes"], limits["max_file_bytes"]))
     resource.setrlimit(resource.RLIMIT_NOFILE, (limits["max_open_files"], limits["max_open_files"]))
+    if how.private_ipc:
+        # A fresh IPC namespace (while we still have the privilege to make one): SysV segments,
+        # semaphores, message queues and POSIX message queues the program makes die with its
+        # last process, and nothing an earlier program or the host made is visible.
+        isolation.unshare(isolation.CLONE_NEWIPC)
     if uid is not None:
         # Counted per user id, so it is only meaningful for a user id of our own.
         resource.setrlimit(resource.RLIMIT_NPROC, (limits["max_processes"], limits["max_processes"]))
@@ -78,12 +103,14 @@ def confine(fd_map: dict[int, int], workdir: str, limits: dict[str, Any], uid: i
         os.setgroups([])
         os.setresgid(uid, uid, uid)
         os.setresuid(uid, uid, uid)  # from root to non-root: all capabilities are dropped too
-    elif user_namespace:
+    elif how.user_namespace:
         isolation.drop_capabilities()  # we are "capable" inside the worker's user namespace
     # Set after the id change (which clears it); then make sure the worker did not die meanwhile.
     isolation.prctl(isolation.PR_SET_PDEATHSIG, signal.SIGKILL)
-    if os.getppid() != worker_pid:
+    if os.getppid() != how.worker_pid:
         os._exit(SETUP_FAILED_EXIT)
+    if how.syscall_filter:
+        syscall_filter.install()  # last: the steps above need calls it may refuse
 
 
 # Built once in the worker (see `ready_interpreter`) so that each child only assigns them: creating
@@ -199,11 +226,10 @@ def finish(exit_code: int) -> None:
 
 
 def run_program(source: str, fd_map: dict[int, int], workdir: str, limits: dict[str, Any],
-                uid: int | None, worker_pid: int, user_namespace: bool,
-                guard_config: dict[str, Any] | None) -> None:
+                how: Confinement, guard_config: dict[str, Any] | None) -> None:
     """Entry point in the forked child for a plain program run. Never returns."""
     try:
-        confine(fd_map, workdir, limits, uid, worker_pid, user_namespace)
+        confine(fd_map, workdir, limits, how)
         namespace = prepare_interpreter(workdir, guard_config, source)
     except BaseException as exc:  # noqa: BLE001
         try:
@@ -214,4 +240,4 @@ def run_program(source: str, fd_map: dict[int, int], workdir: str, limits: dict[
     os._exit(SETUP_FAILED_EXIT)  # unreachable: finish() exits
 
 
-__all__ = ["confine", "execute", "finish", "prepare_interpreter", "run_program", "SETUP_FAILED_EXIT"]
+__all__ = ["Confinement", "confine", "execute", "finish", "prepare_interpreter", "run_program", "SETUP_FAILED_EXIT"]

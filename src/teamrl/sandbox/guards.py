@@ -32,6 +32,10 @@ _PROCESS_EVENTS = frozenset({
 })
 _NATIVE_EVENTS = frozenset({"ctypes.dlopen", "ctypes.dlsym", "ctypes.call_function", "ctypes.cdata"})
 _NATIVE_MODULES = frozenset({"ctypes", "_ctypes", "_posixsubprocess", "cffi", "_cffi_backend"})
+# C modules that create named objects in /dev/shm (POSIX shared memory, named semaphores) with no
+# audit event: without the new root that is the host's /dev/shm, where they would outlive the
+# program and be read by the next one.
+_SHARED_MEMORY_MODULES = frozenset({"_posixshmem", "_multiprocessing"})
 _NETWORK_EVENTS = frozenset({"socket.connect", "socket.bind", "socket.sendto", "socket.sendmsg"})
 # Events whose first (and for rename/link also second) argument is a path being modified.
 _PATH_WRITE_EVENTS = frozenset({
@@ -191,11 +195,12 @@ def prepare(read_roots: list[str], hidden_paths: list[str]) -> AllowList:
 
 
 def install(workdir: str, block_network: bool, restrict_files: bool, block_processes: bool,
-            hidden_paths: list[str], read_roots: list[str] = ()) -> None:
+            hidden_paths: list[str], read_roots: list[str] = (), block_host_shm: bool = False) -> None:
     """Install the audit hook for this (forked, single-program) interpreter.
 
     read_roots: what the program may read besides its own directory, the device nodes and its
     own /proc entry (rootfs.visible_paths); hidden_paths are refused even inside them.
+    block_host_shm: refuse the modules that make objects in /dev/shm (set when that is the host's).
     """
     workdir = os.path.abspath(workdir)
     my_pid = os.getpid()
@@ -203,9 +208,11 @@ def install(workdir: str, block_network: bool, restrict_files: bool, block_proce
     if restrict_files:
         allowed = prepare(read_roots, hidden_paths).extended([workdir, f"/proc/{my_pid}"])
         workdir = allowed.resolve(workdir)
+    refused_modules = (_NATIVE_MODULES if block_processes else frozenset()) | (
+        _SHARED_MEMORY_MODULES if block_host_shm else frozenset())
+    for name in refused_modules:
+        sys.modules.pop(name, None)  # already-imported modules would skip the import event
     if block_processes:
-        for name in _NATIVE_MODULES:
-            sys.modules.pop(name, None)  # already-imported modules would skip the import event
         for name in [n for n in sys.modules if n.startswith("ctypes.")]:
             del sys.modules[name]
 
@@ -223,6 +230,8 @@ def install(workdir: str, block_network: bool, restrict_files: bool, block_proce
             raise _not_visible(path)
 
     def hook(event: str, args: tuple[Any, ...]) -> None:
+        if event == "import" and args[0].split(".")[0] in refused_modules:
+            deny(f"importing {args[0]}")
         if block_network:
             if event == "socket.__new__":
                 if args[1] != _AF_UNIX:  # socketpair() (asyncio, multiprocessing) stays usable
@@ -232,8 +241,6 @@ def install(workdir: str, block_network: bool, restrict_files: bool, block_proce
         if block_processes:
             if event in _PROCESS_EVENTS or event in _NATIVE_EVENTS:
                 deny(f"{event}")
-            if event == "import" and args[0].split(".")[0] in _NATIVE_MODULES:
-                deny(f"importing {args[0]}")
             if event == "os.kill":
                 pid = args[0]
                 if pid not in (0, my_pid) and not (pid > 0 and os.getpgid(pid) == os.getpgrp()):

@@ -14,7 +14,11 @@ allow and returns a report of what is active:
   `kill(-1)` from that user id.
 * processes: the worker becomes pid 1 of a PID namespace of its own (pidns.py), so every
   process a program starts dies with the worker, however the worker ends.
-* without root, an unprivileged user namespace is tried to get the network, PID and mount
+* IPC: an IPC namespace of its own for the worker, and a fresh one for every program (child.py),
+  so SysV IPC objects and POSIX message queues neither persist between programs nor reach the host.
+* system calls: a seccomp filter (syscall_filter.py) that programs install on themselves refuses
+  keyrings and new namespaces.
+* without root, an unprivileged user namespace is tried to get the network, PID, IPC and mount
   namespaces anyway.
 """
 
@@ -24,9 +28,11 @@ import ctypes
 import errno
 import os
 import platform
+from collections.abc import Callable
 from typing import Any
 
 CLONE_NEWNS = 0x00020000
+CLONE_NEWIPC = 0x08000000
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWNET = 0x40000000
 
@@ -201,6 +207,30 @@ def _setup_mounts(hide_paths: list[str], tmpfs_mb: int, visible: list[str], with
         raise
 
 
+def try_in_child(attempt: Callable[[], None]) -> str | None:
+    """Run `attempt` in a forked child; None when it returned, else what it raised.
+
+    For probing steps that cannot be undone in the caller (entering a namespace, a filter).
+    """
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read_end)
+        try:
+            attempt()
+            os._exit(0)
+        except BaseException as exc:  # noqa: BLE001 - report whatever failed
+            os.write(write_end, str(exc).encode()[:500])
+            os._exit(1)
+    os.close(write_end)
+    _, status = os.waitpid(pid, 0)
+    with os.fdopen(read_end, "rb") as fh:
+        why = fh.read().decode("utf-8", "replace")
+    if os.waitstatus_to_exitcode(status) == 0:
+        return None
+    return why or f"the probe exited with status {status}"
+
+
 def _probe_uid(uid: int, must_read: list[str]) -> bool:
     """Whether a child can switch to `uid` (fails in user namespaces without that id mapped) and
     then still read `must_read` (the standard library)."""
@@ -240,6 +270,8 @@ def setup_worker(fallback_scratch: str, hide_paths: list[str], parent_pid: int, 
 
     The report has keys: network ("netns" | "python-socket-block"), filesystem ("allowlist-root":
     a new root holding only `visible`, or "python-audit-hook": the guards check the same list),
+    ipc ("per-program": a fresh IPC namespace for every program, or "host"), syscall_filter
+    (bool: programs run under syscall_filter.py's seccomp filter),
     sandbox_uid (int or None), user_namespace (bool), pid_namespace (bool: the worker is pid 1 of
     its own PID namespace, see pidns.py), host_pid (the worker's pid outside that namespace),
     visible_paths, hidden_paths (lists), scratch (the directory per-program directories are made
@@ -259,12 +291,21 @@ def setup_worker(fallback_scratch: str, hide_paths: list[str], parent_pid: int, 
     prctl(PR_SET_NO_NEW_PRIVS, 1)
 
     report: dict[str, Any] = {"network": "python-socket-block", "filesystem": "python-audit-hook",
+                              "ipc": "host", "syscall_filter": False,
                               "sandbox_uid": None, "user_namespace": False, "pid_namespace": False,
                               "host_pid": os.getpid(), "visible_paths": list(visible), "hidden_paths": [],
                               "scratch": fallback_scratch, "notes": notes}
     if mode == "off":
         notes.append("OS isolation disabled by configuration")
         return report
+    from . import syscall_filter  # imported here: it imports this module
+
+    # Needs no privileges (no_new_privs is set), so it applies in the fallback layers too.
+    why_not = syscall_filter.probe()
+    if why_not is None:
+        report["syscall_filter"] = True
+    else:
+        notes.append(f"no seccomp filter ({why_not}): programs may use keyrings and make namespaces")
 
     is_root = os.geteuid() == 0 and mode != "userns"
     if not is_root:
@@ -287,6 +328,13 @@ def setup_worker(fallback_scratch: str, hide_paths: list[str], parent_pid: int, 
         report["network"] = "netns"
     except OSError as exc:
         notes.append(f"no network namespace ({exc.strerror})")
+    try:
+        # The worker's own, away from the host's; each program then makes a fresh one (child.py).
+        unshare(CLONE_NEWIPC)
+        report["ipc"] = "per-program"
+    except OSError as exc:
+        notes.append(f"no IPC namespace ({exc.strerror}): programs share the host's SysV IPC and "
+                     "POSIX message queues")
     # This PID namespace's /proc (or the host's), kept for the worker: the new root has none
     # without a PID namespace of our own.
     proc_dir_fd = os.open("/proc", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)

@@ -22,7 +22,8 @@ import os
 import select
 import signal
 
-from .isolation import CLONE_NEWNS, MS_NODEV, MS_NOEXEC, MS_NOSUID, MS_PRIVATE, MS_REC, PR_SET_PDEATHSIG, mount, prctl, unshare
+from .isolation import (CLONE_NEWNS, MS_NODEV, MS_NOEXEC, MS_NOSUID, MS_PRIVATE, MS_REC, PR_SET_PDEATHSIG, mount, prctl,
+                        try_in_child, unshare)
 
 CLONE_NEWPID = 0x20000000
 
@@ -41,33 +42,23 @@ def probe() -> str | None:
     *future* children for good (in a user namespace it cannot be undone), so the worker only
     calls it once it knows the whole sequence works.
     """
-    read_end, write_end = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(read_end)
-        code = 1
+    def attempt() -> None:
         try:
             unshare(CLONE_NEWPID)
-            init = os.fork()
-            if init == 0:
-                try:
-                    _mount_proc()
-                    os._exit(0)
-                except BaseException as exc:  # noqa: BLE001 - report whatever failed
-                    os.write(write_end, f"cannot mount /proc ({exc})".encode())
-                    os._exit(1)
-            _, status = os.waitpid(init, 0)
-            code = os.waitstatus_to_exitcode(status)
-        except BaseException as exc:  # noqa: BLE001
-            os.write(write_end, f"cannot unshare the PID namespace ({exc})".encode())
-        os._exit(code)
-    os.close(write_end)
-    _, status = os.waitpid(pid, 0)
-    with os.fdopen(read_end, "rb") as fh:
-        why = fh.read().decode("utf-8", "replace")
-    if os.waitstatus_to_exitcode(status) == 0:
-        return None
-    return why or f"PID namespace probe exited with status {status}"
+        except OSError as exc:
+            raise RuntimeError(f"cannot unshare the PID namespace ({exc})") from None
+        init = os.fork()
+        if init == 0:
+            # The namespace's init, a fork inside try_in_child: what it raises is reported there.
+            try:
+                _mount_proc()
+            except OSError as exc:
+                raise RuntimeError(f"cannot mount /proc ({exc})") from None
+            os._exit(0)
+        _, status = os.waitpid(init, 0)
+        os._exit(os.waitstatus_to_exitcode(status))  # init has said why it failed, if it did
+
+    return try_in_child(attempt)
 
 
 def _stay_behind(worker: int, keep_fd: int) -> None:

@@ -182,7 +182,9 @@ class Sandbox:
 
         Keys: network ("netns" or "python-socket-block"), filesystem ("allowlist-root": programs
         see a new root holding only the allowed paths; or "python-audit-hook": the in-process
-        guards check the same allow-list), sandbox_uid (int or None), user_namespace,
+        guards check the same allow-list), ipc ("per-program": each program gets a fresh IPC
+        namespace; "host"), syscall_filter (programs cannot use keyrings or make namespaces),
+        sandbox_uid (int or None), user_namespace,
         pid_namespace (the worker is pid 1 of its own PID namespace: nothing a program starts
         outlives it), host_pid, visible_paths (what programs may read besides their directory,
         /dev and /tmp), hidden_paths, guards (which in-process guards are on), notes.

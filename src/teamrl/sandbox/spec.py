@@ -33,7 +33,7 @@ def wall_backstop_s(cpu_time_s: float) -> float:
 STATUSES = (
     "ok",  # exited with code 0
     "error",  # exited with a non-zero code (e.g. an uncaught exception)
-    "timeout",  # CPU-time limit hit, or the (generous) wall-clock backstop
+    "timeout",  # CPU-time limit hit, the idle limit (waited instead of computing), or the wall-clock backstop
     "memory",  # ran out of the address-space limit (MemoryError or killed while allocating)
     "output_limit",  # wrote more than max_output_bytes to stdout or stderr
     "killed",  # died from a signal that is not explained by one of the limits above
@@ -47,10 +47,13 @@ class SandboxLimits:
 
     Time: `cpu_time_s` is the limit that decides; it counts the CPU the program used, which the
     load on the machine does not change (much), so the same program gets the same verdict on an
-    idle and a busy machine. `wall_time_s` is a backstop for programs that wait instead of
-    computing; left at None it is `wall_backstop_s(cpu_time_s)`, generous enough not to fire
-    first on a loaded machine. A wall limit set close to the CPU limit makes verdicts depend on
-    the load again (a computing program is then killed by whichever comes first).
+    idle and a busy machine. `idle_time_s` ends a program that waits instead of computing
+    (sleeps, blocks on a read, stops itself): it counts only time in which none of the
+    program's threads could use a CPU, which load does not add to (see proctree.IdleClock); left
+    at None it equals `cpu_time_s`: a program may wait as long as it may compute. `wall_time_s`
+    is the last backstop; left at None it is `wall_backstop_s(cpu_time_s)`, generous enough not
+    to fire first on a loaded machine. A wall limit set close to the CPU limit makes verdicts
+    depend on the load again (a computing program is then killed by whichever comes first).
     """
 
     wall_time_s: float | None = field(
@@ -64,6 +67,12 @@ class SandboxLimits:
             "help": "CPU seconds (RLIMIT_CPU, rounded up to whole seconds by the kernel) before the "
             "program is killed (status 'timeout'): the time limit verdicts rest on."
         },
+    )
+    idle_time_s: float | None = field(
+        default=None,
+        metadata={"help": "Seconds a program may spend with none of its threads running or waiting for a "
+                  "CPU (sleeping, blocked, stopped) before it is killed (status 'timeout', limit 'idle'); "
+                  "None: equal to cpu_time_s."},
     )
     memory_mb: int = field(
         default=512,
@@ -97,9 +106,11 @@ class SandboxLimits:
     )
 
     def __post_init__(self) -> None:
-        for name in ("cpu_time_s", "wall_time_s"):
+        for name in ("cpu_time_s", "wall_time_s", "idle_time_s"):
             if name == "wall_time_s" and self.wall_time_s is None:
                 self.wall_time_s = wall_backstop_s(self.cpu_time_s)
+            if name == "idle_time_s" and self.idle_time_s is None:
+                self.idle_time_s = float(self.cpu_time_s)
             value = getattr(self, name)
             if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
                 raise ValueError(f"SandboxLimits.{name} must be a positive finite number, got {value!r}")
@@ -136,12 +147,13 @@ class ProgramResult:
 
     stdout, stderr: decoded as UTF-8 (invalid bytes replaced), each cut at max_output_bytes.
     exit_code: the process exit code, or None when it was killed by a signal / never ran.
-    timed_out: the CPU-time limit or the wall-clock backstop was hit.
+    timed_out: the CPU-time limit, the idle limit or the wall-clock backstop was hit.
     status: one of `STATUSES` ("ok", "error", "timeout", "memory", "output_limit", "killed",
         "sandbox_error").
     wall_s: wall-clock seconds the program ran (measured by the worker).
     cpu_s: CPU seconds (user + system) of the program's main process, which load barely changes.
-    limit: which limit ended it when timed out: "cpu" or "wall" (the backstop); "" otherwise.
+    limit: which limit ended it when timed out: "cpu", "idle" (it waited instead of computing) or
+        "wall" (the backstop); "" otherwise.
     """
 
     stdout: str

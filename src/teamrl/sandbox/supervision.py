@@ -1,21 +1,26 @@
 """Process supervision for the worker: per-program state, output collection, timeouts, cleanup.
 
 `supervise` watches one forked process (feeding stdin, collecting capped output, enforcing the
-wall clock); `kill_leftovers` then kills and reaps every other descendant of the worker (the
-worker is pid 1 of its own PID namespace, or else a child subreaper, so nothing a program starts
-can escape being its descendant); `remove_files` deletes what the program wrote.
+wall clock and the idle limit, see proctree.IdleClock); `kill_leftovers` then kills and reaps
+every other descendant of the worker (the worker is pid 1 of its own PID namespace, or else a
+child subreaper, so nothing a program starts can escape being its descendant); `remove_files`
+deletes what the program wrote.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 import select
 import shutil
 import signal
+import struct
+import termios
 import time
 from typing import Any
 
-from . import child, isolation
+from . import child, proctree
+from .proctree import IdleClock
 
 _READ_CHUNK = 65536
 
@@ -33,6 +38,9 @@ class WorkerState:
         self.pid = os.getpid()
         # pid 1 of a namespace of our own: kill(-1) then reaches exactly the programs' processes.
         self.pid_namespace: bool = report["pid_namespace"] and self.pid == 1
+        self.confinement = child.Confinement(self.uid, self.pid, self.user_namespace,
+                                             private_ipc=report["ipc"] == "per-program",
+                                             syscall_filter=report["syscall_filter"])
         self.counter = 0
         self.tainted = False  # set when leftovers could not be cleaned; the grader restarts us
         self.guard_template: dict[str, Any] | None = None
@@ -45,7 +53,7 @@ class WorkerState:
             self.guard_template = {
                 "block_network": block_network, "restrict_files": restrict_files,
                 "block_processes": block_processes, "hidden_paths": hide_paths,
-                "read_roots": report["visible_paths"],
+                "read_roots": report["visible_paths"], "block_host_shm": not self.private_tmp,
             }
         report["guards"] = {k: v for k, v in (self.guard_template or {}).items()
                             if k not in ("hidden_paths", "read_roots")}
@@ -65,35 +73,6 @@ class WorkerState:
 
 
 # ----------------------------------------------------------------------------- cleanup
-
-
-def _read_proc(name: str) -> str:
-    """The text of /proc/`name`, through the descriptor the worker kept (its new root may have
-    no /proc; see isolation.proc_dir_fd)."""
-    fd = isolation.proc_dir_fd
-    if fd is None:
-        opened = os.open(f"/proc/{name}", os.O_RDONLY | os.O_CLOEXEC)
-    else:
-        opened = os.open(name, os.O_RDONLY | os.O_CLOEXEC, dir_fd=fd)
-    with open(opened, encoding="ascii", errors="replace") as fh:
-        return fh.read()
-
-
-def _children(pid: int) -> list[int]:
-    try:
-        return [int(x) for x in _read_proc(f"{pid}/task/{pid}/children").split()]
-    except FileNotFoundError:  # kernel without CONFIG_PROC_CHILDREN: scan every process
-        found = []
-        fd = isolation.proc_dir_fd
-        for entry in os.listdir(fd if fd is not None else "/proc"):
-            if entry.isdigit():
-                try:
-                    stat = _read_proc(f"{entry}/stat")
-                except OSError:
-                    continue
-                if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-                    found.append(int(entry))
-        return found
 
 
 def _reap_zombies() -> None:
@@ -130,7 +109,7 @@ def kill_leftovers(state: WorkerState, deadline_s: float = 5.0) -> None:
     give_up = time.monotonic() + deadline_s
     while True:
         _reap_zombies()
-        kids = _children(state.pid)
+        kids = proctree.children(state.pid)
         if not kids:
             return
         if time.monotonic() > give_up:
@@ -199,13 +178,22 @@ def _drain(fd: int, buf: bytearray, cap: int) -> bool:
     return True
 
 
+def _nearly_full(fd: int) -> bool:
+    """Whether the pipe read through `fd` is too full for another atomic write: its writer may
+    have been blocked, waiting for us (the program can resize the pipe, so ask its size)."""
+    available = struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0"))[0]
+    return available > fcntl.fcntl(fd, fcntl.F_GETPIPE_SZ) - select.PIPE_BUF
+
+
 def supervise(pid: int, start: float, wall_s: float, stdin_fd: int, stdin_data: bytes,
-              streams: list[tuple[int, int, bool]], kill_on_over: int | None = None) -> dict[str, Any]:
-    """Feed stdin, collect output, enforce the wall clock and output caps; reap `pid`.
+              streams: list[tuple[int, int, bool]], kill_on_over: int | None = None,
+              idle: IdleClock | None = None) -> dict[str, Any]:
+    """Feed stdin, collect output, enforce the wall clock, the idle limit and output caps; reap `pid`.
 
     streams: (fd, cap, capped) read until `pid` exits; for `capped` streams going over `cap`
     means "output_limit": supervision stops, or, with `kill_on_over`, that process group is
     killed and supervision of `pid` goes on. `stdin_fd` < 0 means no stdin pipe.
+    idle: the program's idle clock; supervision stops once it is over its limit.
     """
     pidfd = os.pidfd_open(pid)
     bufs = {fd: bytearray() for fd, _, _ in streams}
@@ -224,17 +212,28 @@ def supervise(pid: int, start: float, wall_s: float, stdin_fd: int, stdin_data: 
         os.close(stdin_fd)
         stdin_fd = -1
     deadline = start + wall_s
-    timed_out = over = exited = False
+    timed_out = over = exited = idled = False
+    worked_for_it = False  # the worker had input or output to handle since the last idle sample
     open_outputs = set(bufs)
     while not exited and not (over and kill_on_over is None):
-        remaining = deadline - time.monotonic()
+        now = time.monotonic()
+        remaining = deadline - now
         if remaining <= 0:
             timed_out = True
             break
+        if idle is not None:
+            if idle.next_sample_in(now) == 0:
+                idle.sample(now, credit=not worked_for_it)
+                worked_for_it = False
+                if idle.over:
+                    idled = True
+                    break
+            remaining = min(remaining, max(idle.next_sample_in(now), 0.001))
         for fd, _event in poller.poll(remaining * 1000):
             if fd == pidfd:
                 exited = True
             elif fd == stdin_fd:
+                worked_for_it = True  # the program may have been waiting to read this
                 try:
                     pending = pending[os.write(stdin_fd, pending[:_READ_CHUNK]):]
                 except (BlockingIOError, InterruptedError):
@@ -246,6 +245,7 @@ def supervise(pid: int, start: float, wall_s: float, stdin_fd: int, stdin_data: 
                     os.close(stdin_fd)
                     stdin_fd = -1
             elif fd in open_outputs:
+                worked_for_it = worked_for_it or (idle is not None and _nearly_full(fd))
                 if not _drain(fd, bufs[fd], caps[fd]):
                     poller.unregister(fd)
                     open_outputs.discard(fd)
@@ -262,6 +262,7 @@ def supervise(pid: int, start: float, wall_s: float, stdin_fd: int, stdin_data: 
     for fd in [*bufs, pidfd] + ([stdin_fd] if stdin_fd >= 0 else []):
         os.close(fd)
     return {"status": status, "cpu": usage.ru_utime + usage.ru_stime, "timed_out": timed_out,
+            "idle": idled, "idle_s": idle.idle_s if idle is not None else 0.0,
             "over": over or any(len(bufs[fd]) > caps[fd] for fd in capped), "wall": wall,
             "outputs": [bytes(bufs[fd][:caps[fd]]) for fd, _, _ in streams]}
 
@@ -278,7 +279,7 @@ def classify(outcome: dict[str, Any], limits: dict[str, Any], stderr: str) -> tu
     status = outcome["status"]
     exit_code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else None
     cpu_limit = max(1.0, float(int(-(-limits["cpu_time_s"] // 1))))
-    if outcome["timed_out"]:
+    if outcome["timed_out"] or outcome.get("idle"):
         return "timeout", exit_code, True
     if outcome["over"]:
         return "output_limit", exit_code, False

@@ -30,6 +30,7 @@ import traceback
 from typing import Any
 
 from . import candidate, child, guards, isolation, judge, protocol
+from .proctree import IdleClock
 from .supervision import WorkerState, classify, kill_leftovers, remove_files, supervise
 
 _RESULT_CAP = 8 * 1024 * 1024
@@ -53,7 +54,7 @@ def _judge_main(req: dict[str, Any], in_fd: int, fds: dict[int, int], state: Wor
         protocol.send_message(fds[5], {"read": True})
         if req.get("untrusted"):
             # Closes the grader pipe too; the id change resets dumpable, so clear it again.
-            child.confine(fds, workdir, limits, state.uid, state.pid, state.user_namespace, new_session=False)
+            child.confine(fds, workdir, limits, state.confinement, new_session=False)
             isolation.prctl(isolation.PR_SET_DUMPABLE, 0)
             guard_config = state.guard_config(workdir)
             if guard_config is not None:
@@ -127,7 +128,7 @@ def run_tests_request(state: WorkerState, req: dict[str, Any], in_fd: int) -> di
             try:
                 candidate.run_candidate(
                     req["program"], {0: null, 1: out_w, 2: err_w, 3: to_cand_r, 4: to_judge_w}, workdir, limits,
-                    state.uid, state.pid, state.user_namespace, state.guard_config(workdir), rpc_in=3, rpc_out=4)
+                    state.confinement, state.guard_config(workdir), rpc_in=3, rpc_out=4)
             finally:
                 os._exit(child.SETUP_FAILED_EXIT)
         jpid = os.fork()
@@ -146,8 +147,10 @@ def run_tests_request(state: WorkerState, req: dict[str, Any], in_fd: int) -> di
                 os.close(fd)
             remove_files(state, workdir)
     try:
+        # The idle clock watches the candidate and the judge together: the run waits only when both do.
         judged = supervise(jpid, start, limits["wall_time_s"], -1, b"",
-                           [(out_r, cap, True), (err_r, cap, True), (res_r, _RESULT_CAP, False)], kill_on_over=cpid)
+                           [(out_r, cap, True), (err_r, cap, True), (res_r, _RESULT_CAP, False)], kill_on_over=cpid,
+                           idle=IdleClock(state.pid, limits["idle_time_s"], start))
         # Still running once the judge is done is normal (it waits for the next call): then we
         # kill it and its exit says nothing. Otherwise its exit status tells what happened to it;
         # when the judge saw it go, give it a moment to finish dying (e.g. from SIGXCPU).
@@ -186,6 +189,9 @@ def run_tests_request(state: WorkerState, req: dict[str, Any], in_fd: int) -> di
     if judged["timed_out"]:
         status, error = "timeout", (f"the wall-clock backstop of {limits['wall_time_s']} s was reached "
                                      "(the program or the tests waited instead of computing)")
+    elif judged["idle"]:
+        status, error = "timeout", (f"the program and the tests waited {judged['idle_s']:.1f} s without "
+                                     f"computing (the idle limit is {limits['idle_time_s']} s)")
     elif judged["over"]:
         status, error = "output_limit", "the program wrote more than the output limit"
     elif cand_state in ("timeout", "killed", "memory"):

@@ -7,8 +7,9 @@ fast, and then for each request:
 
 1. makes a fresh directory for the program (owned by the program's user id),
 2. forks; the child confines itself (child.py) and runs the program,
-3. supervises it: feeds stdin, collects stdout/stderr up to the caps, enforces the wall-clock
-   backstop (the CPU limit is the kernel's RLIMIT_CPU, set by the child itself),
+3. supervises it: feeds stdin, collects stdout/stderr up to the caps, enforces the idle limit
+   (proctree.IdleClock) and the wall-clock backstop (the CPU limit is the kernel's RLIMIT_CPU,
+   set by the child itself),
 4. kills the program's process group, reaps it, then kills and reaps anything else the program
    left behind (the worker is pid 1 of its own PID namespace where the kernel allows, else a
    child subreaper, so every leftover process is its descendant; see pidns.py),
@@ -27,6 +28,7 @@ import time
 from typing import Any
 
 from . import child, guards, isolation, protocol, rootfs, testrun
+from .proctree import IdleClock
 from .supervision import WorkerState, classify, kill_leftovers, remove_files, supervise
 
 
@@ -44,8 +46,8 @@ def run_request(state: WorkerState, req: dict[str, Any]) -> dict[str, Any]:
     pid = os.fork()
     if pid == 0:
         try:
-            child.run_program(req["code"], {0: in_r, 1: out_w, 2: err_w}, workdir, limits, state.uid,
-                              state.pid, state.user_namespace, state.guard_config(workdir))
+            child.run_program(req["code"], {0: in_r, 1: out_w, 2: err_w}, workdir, limits, state.confinement,
+                              state.guard_config(workdir))
         finally:
             os._exit(child.SETUP_FAILED_EXIT)
     for fd in (in_r, out_w, err_w):
@@ -53,13 +55,16 @@ def run_request(state: WorkerState, req: dict[str, Any]) -> dict[str, Any]:
     try:
         cap = limits["max_output_bytes"]
         outcome = supervise(pid, start, limits["wall_time_s"], in_w, req.get("stdin", "").encode("utf-8"),
-                            [(out_r, cap, True), (err_r, cap, True)])
+                            [(out_r, cap, True), (err_r, cap, True)],
+                            idle=IdleClock(state.pid, limits["idle_time_s"], start))
     finally:
         kill_leftovers(state)
         remove_files(state, workdir)
     stdout, stderr = (b.decode("utf-8", errors="replace") for b in outcome["outputs"])
     status, exit_code, timed_out = classify(outcome, limits, stderr)
-    limit = ("wall" if outcome["timed_out"] else "cpu") if timed_out else ""
+    limit = ""
+    if timed_out:
+        limit = "wall" if outcome["timed_out"] else "idle" if outcome["idle"] else "cpu"
     return {"stdout": stdout, "stderr": stderr, "exit_code": exit_code, "timed_out": timed_out,
             "status": status, "wall_s": outcome["wall"], "cpu_s": outcome["cpu"], "limit": limit}
 
