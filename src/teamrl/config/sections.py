@@ -99,7 +99,7 @@ class WorkflowConfig:
 
 ROLLOUT_ENGINES = ("builtin", "vllm")
 # Settings of the whole run's sampling machinery, not of one agent's sampling: a by_role entry cannot set them.
-RUN_WIDE_ROLLOUT_FIELDS = ("by_role", "engine", "vllm_kv_cache_gb", "logprob_gap_warn")
+RUN_WIDE_ROLLOUT_FIELDS = ("by_role", "engine", "vllm_kv_cache_gb", "logprob_gap_warn", "memory_gb")
 
 
 @dataclass
@@ -117,6 +117,9 @@ class RolloutConfig:
     stop: list = field(default_factory=list)
     """Strings that end a response (training and evaluation), e.g. ["\\n\\n"]: it ends at the first one, which is
     kept at the end of the text the workflow reads and in the trained tokens; nothing after it is sampled."""
+    memory_gb: float = 2.0
+    """Bound on the memory of one sampling call (KV cache and logits, estimated from the model's shape): a batch
+    that needs more (e.g. a 100-instance evaluation of a real model) is sampled in chunks that fit."""
     eval_temperature: float = 0.0
     """Held-out evaluation temperature (0 = greedy)."""
     eval_top_p: float = 1.0
@@ -149,6 +152,7 @@ class RolloutConfig:
         require(0 < self.top_p <= 1, "top_p", self.top_p, "0 < top_p <= 1 (1 = off)")
         require(self.top_k >= 0, "top_k", self.top_k, "an integer >= 0 (0 = off)")
         require(self.max_new_tokens >= 1, "max_new_tokens", self.max_new_tokens, "an integer >= 1")
+        require(self.memory_gb > 0, "memory_gb", self.memory_gb, "> 0 GiB, e.g. 2.0")
         require(self.max_new_tokens <= MAX_NEW_TOKENS, "max_new_tokens", self.max_new_tokens,
                 f"at most {MAX_NEW_TOKENS:_} tokens (and fewer than the model's context)")
         require(all(isinstance(s, str) and s for s in self.stop), "stop", self.stop,

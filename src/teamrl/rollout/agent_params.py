@@ -25,10 +25,10 @@ def sampling_params(rollout: RolloutConfig, mode: str) -> SamplingParams:
     """The SamplingParams of one agent's resolved settings, for training or held-out evaluation."""
     if mode == "train":
         return SamplingParams(rollout.temperature, rollout.top_p, rollout.top_k, rollout.max_new_tokens,
-                              tuple(rollout.stop))
+                              tuple(rollout.stop), rollout.memory_gb)
     if mode == "eval":
         return SamplingParams(rollout.eval_temperature, rollout.eval_top_p, rollout.eval_top_k,
-                              rollout.max_new_tokens, tuple(rollout.stop))
+                              rollout.max_new_tokens, tuple(rollout.stop), rollout.memory_gb)
     raise ValueError(f"mode {mode!r} is unknown; use one of {', '.join(MODES)}")
 
 

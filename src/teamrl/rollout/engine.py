@@ -57,8 +57,13 @@ class SamplingParams:
     """Length cap of one response."""
     stop_strings: tuple[str, ...] = ()
     """Text that ends a response (besides the EOS / end-of-turn tokens); kept at the end of the text."""
+    memory_gb: float = 2.0
+    """Bound on one sampling call's KV cache and logits: a call that would need more samples its prompts in
+    chunks that fit (the same tokens when greedy; sampled draws then come from the stream in another order)."""
 
     def __post_init__(self) -> None:
+        if not self.memory_gb > 0:
+            raise ValueError(f"memory_gb must be > 0, got {self.memory_gb}")
         if self.temperature < 0:
             raise ValueError(f"temperature must be >= 0, got {self.temperature}")
         if not 0 < self.top_p <= 1:
@@ -166,6 +171,10 @@ def sample(
         return []
     if any(len(p) == 0 for p in prompts):
         raise ValueError("cannot sample from an empty prompt")
+    chunk = prompts_per_call(policy.model, prompts, num_samples, params)
+    if chunk < len(prompts):  # bounded memory: several calls of `chunk` prompts each
+        return [group for start in range(0, len(prompts), chunk)
+                for group in sample(policy, prompts[start:start + chunk], num_samples, params, generator)]
     model, tok = policy.model, policy.tokenizer
     device = policy.device
     stop_ids = torch.tensor(policy.stop_token_ids(), device=device)
@@ -235,6 +244,26 @@ def sample(
         model.train()
     return _collect(prompts, num_samples, tokens, logps, sampler_logps, lengths, finished,
                     stop_ids, policy, params)
+
+
+def row_bytes(model, sequence_length: int) -> int:
+    """Memory one sampled row holds: its keys and values for `sequence_length` positions (fp32, every layer)
+    plus three vocabulary-wide float32 rows (logits, log-probs, probabilities)."""
+    config = getattr(model, "config", None)
+    config = config.get_text_config() if hasattr(config, "get_text_config") else config
+    layers = getattr(config, "num_hidden_layers", 0)
+    heads = getattr(config, "num_key_value_heads", None) or getattr(config, "num_attention_heads", 0)
+    head_dim = getattr(config, "head_dim", None) or (getattr(config, "hidden_size", 0) // max(1, heads))
+    vocab = getattr(config, "vocab_size", 0)
+    return 2 * layers * heads * head_dim * 4 * sequence_length + 3 * 4 * vocab
+
+
+def prompts_per_call(model, prompts: list[list[int]], num_samples: int, params: SamplingParams) -> int:
+    """How many of `prompts` one sampling call takes within `params.memory_gb` (at least one)."""
+    per_prompt = num_samples * row_bytes(model, max(map(len, prompts)) + params.max_new_tokens)
+    if per_prompt * len(prompts) <= params.memory_gb * 2**30:
+        return len(prompts)
+    return max(1, int(params.memory_gb * 2**30 // max(1, per_prompt)))
 
 
 def _collect(prompts, num_samples, tokens, logps, sampler_logps, lengths, finished, stop_ids,
