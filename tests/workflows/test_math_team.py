@@ -139,7 +139,9 @@ def test_chat_prompts_explain_the_roles(wf):
     assert "Python program" in chat.render("tool", state) and "2+2" in chat.render("tool", state)
     play_turn(chat, state, "answer: 5", "print(2+3)")
     prompt = chat.render("reasoner", state)
-    assert "Its answer: 5" in prompt and "print(2+3)" in prompt and "answer: 5" in prompt
+    # the second turn shows both answers (not the earlier texts) and asks for a checked answer
+    assert "the Python program printed: 5" in prompt and "the reasoning agent answered: 5" in prompt
+    assert "print(2+3)" not in prompt and "Answer: <number>" in prompt
     with pytest.raises(ValueError, match="prompt_style"):
         MathWorkflow(PROBLEMS, prompt_style="verbose")
 

@@ -239,6 +239,13 @@ CHAT_INSTRUCTIONS = {
 }
 
 
+CHAT_SECOND_TURN = {
+    "reasoner": ("A program computes exactly what it is written to compute, which may not be the problem. Check "
+                 "both answers against the problem and give the right one as 'Answer: <number>'."),
+    "tool": "Check the problem again and write a program that prints the right answer.",
+}
+
+
 @dataclass
 class MathState:
     """One episode. `answers` holds the last finished turn; `pending` the turn being answered."""
@@ -314,11 +321,12 @@ class MathWorkflow:
             return "\n".join(lines) + "\n>"
         parts = [CHAT_INSTRUCTIONS[agent], f"Problem:\n{question}"]
         if state.turn:
-            parts.append("Your team's previous answers disagree or are missing. Check them and answer again.")
-            parts.append(f"Reasoning agent wrote:\n{state.shown.get('reasoner', '')}\n"
-                         f"Its answer: {state.answers.get('reasoner') or 'none'}")
-            parts.append(f"Tool agent's program and output:\n{state.shown.get('tool', '')}\n"
-                         f"Its answer: {state.answers.get('tool') or 'none'}")
+            # Only the two answers, not the earlier texts: shown its own long reasoning again, SmolLM2's
+            # reasoner talked itself out of right answers (a second turn made the untrained team worse).
+            parts.append("Your team's earlier answers disagree or one is missing:\n"
+                         f"- the Python program printed: {state.answers.get('tool') or 'nothing usable'}\n"
+                         f"- the reasoning agent answered: {state.answers.get('reasoner') or 'nothing'}")
+            parts.append(CHAT_SECOND_TURN[agent])
         return "\n\n".join(parts)
 
     # ------------------------------------------------------------------ applying answers
