@@ -28,6 +28,7 @@ TINY_BUDGET = [
     "rollout.temperature=0.6", "rollout.max_new_tokens=6", "algorithm.k=2", "algorithm.drop_zero_signal=false",
     "train.steps=1", "train.batch_size=1", "train.eval_instances=1", "train.warmup_steps=0", "train.threads=1",
     "policy.lr=1e-4", "algorithm.entropy_coef=0.01"]
+CONFIGS = Path(__file__).resolve().parents[2] / "src" / "teamrl" / "configs"
 LORA = "policy.lora={r: 2, alpha: 4, target_modules: [q_proj, v_proj]}"
 
 
@@ -117,7 +118,7 @@ def test_save_and_resume_round_trip_is_exact(tmp_path, smollm2, monkeypatch):
 
 
 def test_teamrl_eval_on_the_named_checkpoint(tmp_path, smollm2, capsys):
-    code = cli_main(["eval", "src/teamrl/configs/smollm2_math_team.yaml", "rollout.max_new_tokens=6",
+    code = cli_main(["eval", str(CONFIGS / "smollm2_math_team.yaml"), "rollout.max_new_tokens=6",
                      "train.threads=1", "--instances", "1"])
     assert code == 0
     metrics = json.loads(capsys.readouterr().out)
