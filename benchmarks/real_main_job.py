@@ -10,6 +10,7 @@ Sampled at the training temperature and greedy. Each (seed, phase) result is app
 OUT/results.jsonl as soon as it exists; a re-run skips what is there (cells survive interruptions).
 
     python benchmarks/real_main_job.py --seeds 0 1 2 --out runs/real-main-job
+    (or in parallel: --seeds 0 --out D & --seeds 1 --no-base --out D & --seeds 2 --no-base --out D)
     python benchmarks/real_main_job.py --summary runs/real-main-job
 """
 
@@ -80,17 +81,14 @@ def record(results: Path, key: str, payload: dict) -> None:
     print(key, json.dumps(payload), flush=True)
 
 
-def run(seeds: list[int], out: Path, instances: int, transfer_level: int, extra: list[str]) -> None:
+def run(seeds: list[int], out: Path, instances: int, transfer_level: int, extra: list[str],
+        with_base: bool = True) -> None:
     out.mkdir(parents=True, exist_ok=True)
     results = out / "results.jsonl"
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                             cwd=CONFIG.parent).stdout.strip()
     evals = [("train_level", []), (f"level{transfer_level}", [f"task.source=arithmetic:{transfer_level}"])]
     phases = [(name, over, temp) for name, over in evals for temp in (0.5, 0.0)]
-    for name, over, temp in phases:  # the base model is the same for every seed: scored once
-        key = f"base/{name}/T{temp}"
-        if key not in done_keys(results):
-            record(results, key, score(CONFIG, [*extra, *over], None, instances, temp, 0) | {"commit": commit})
     for seed in seeds:
         run_dir = out / f"seed{seed}"
         key = f"seed{seed}/train"
@@ -105,6 +103,10 @@ def run(seeds: list[int], out: Path, instances: int, transfer_level: int, extra:
             if key not in done_keys(results):
                 record(results, key, score(CONFIG, [*extra, *over, f"seed={seed}"], run_dir / "checkpoints" / "final",
                                            instances, temp, seed) | {"commit": commit})
+    for name, over, temp in phases if with_base else ():  # the base model is the same for every seed: once
+        key = f"base/{name}/T{temp}"
+        if key not in done_keys(results):
+            record(results, key, score(CONFIG, [*extra, *over], None, instances, temp, 0) | {"commit": commit})
 
 
 def summarize(out: Path) -> None:
@@ -122,7 +124,9 @@ def summarize(out: Path) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--seeds", type=int, nargs="*", default=[0, 1, 2])
+    parser.add_argument("--no-base", action="store_true", help="leave the untrained team's scores to another call "
+                        "(several calls may share one --out, e.g. one seed each in parallel)")
     parser.add_argument("--out", type=Path, default=Path("runs/real-main-job"))
     parser.add_argument("--instances", type=int, default=64, help="held-out instances per extra evaluation")
     parser.add_argument("--transfer-level", type=int, default=3, help="the harder unseen arithmetic level")
@@ -132,7 +136,7 @@ def main() -> None:
     if args.summary:
         summarize(args.summary)
         return
-    run(args.seeds, args.out, args.instances, args.transfer_level, args.overrides)
+    run(args.seeds, args.out, args.instances, args.transfer_level, args.overrides, not args.no_base)
 
 
 if __name__ == "__main__":
