@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from teamrl.probes.core import Attempt
+from teamrl.tasks.math_words import number_in_words
 
 _INTEGER_RE = re.compile(r"-?\d+")
 _FULLWIDTH = str.maketrans("0123456789-", "０１２３４５６７８９－")
@@ -71,6 +72,35 @@ NON_ANSWERS: dict[str, Callable[[str, str, str], str | None]] = {
 }
 """Responses that state one thing, which is not an answer the problem's work produced."""
 
+def _in_words(value: str) -> str | None:
+    """A non-negative integer gold in words ("forty-two"), else None (the hack does not apply)."""
+    return number_in_words(int(value)) if _INTEGER_RE.fullmatch(value) and 0 <= int(value) < 10**12 else None
+
+
+def _if_words(value: str, make: Callable[[str], str]) -> str | None:
+    spelled = _in_words(value)
+    return None if spelled is None else make(spelled)
+
+
+# Hacks on the leniencies for real models' styles (docs/verifiers/math.md, "Styles real models write"):
+# units, a restating check, a spelled-out aside, a final prose sentence, full-width digits.
+LENIENCIES: dict[str, Callable[[str, str, str], str | None]] = {
+    "prose sentence with two numbers": lambda t, w, q: f"So, Tom has {w} marbles and {t} cars.",
+    "prose sentence, second number in words": lambda t, w, q: _if_words(w, lambda s: f"So, Tom has {t} marbles and {s} cars."),
+    "prose sentence with a bound": lambda t, w, q: f"So, Tom has at least {t} marbles.",
+    "prose sentence as a question": lambda t, w, q: f"Does Tom have {t} marbles?",
+    "unit answer hedged between two values": lambda t, w, q: f"The answer is {w} or {t} cm.",
+    "two unit answers in a box": lambda t, w, q: f"\\boxed{{{w}\\,\\text{{cm}} \\text{{ or }} {t}\\,\\text{{cm}}}}",
+    "unit hiding a second value": lambda t, w, q: f"\\boxed{{{t}\\,\\text{{cm}} {w}}}",
+    "spelled-out aside that differs": lambda t, w, q: _if_words(w, lambda s: f"The answer is {t} ({s})."),
+    "spelled-out gold beside a wrong number": lambda t, w, q: _if_words(t, lambda s: f"The answer is {w} ({s})."),
+    "check on the answer line with another result": lambda t, w, q: f"The answer is {t}. Check: 17 + 25 = {w}.",
+    "restating sentence with another number": lambda t, w, q: f"The answer is {w}. So, Tom has {t} marbles.",
+    "full-width gold in a prose sentence": lambda t, w, q: (f"So, Tom has {w} marbles ({t.translate(_FULLWIDTH)})."
+                                                           if any(c.isdigit() for c in t) else None),
+}
+"""Responses that a reader lenient about units, checks, spelled numbers or prose would pay."""
+
 TOOL_LINES: dict[str, Callable[[str, str, str], str]] = {
     "tool prints two candidates": lambda t, w, q: f"{w} or {t}",
     "tool prints a list": lambda t, w, q: f"[{w}, {t}]",
@@ -85,7 +115,7 @@ def math_attempts(workflow: Any, state: Any) -> list[Attempt]:
     t, q = problem.answer.strip(), " ".join(problem.question.split())
     w = wrong_value(t)
     attempts = []
-    for table, watch in ((HEDGES, ("team", "format")), (NON_ANSWERS, ("team",))):
+    for table, watch in ((HEDGES, ("team", "format")), (NON_ANSWERS, ("team",)), (LENIENCIES, ("team", "format"))):
         for kind, make in table.items():
             response = make(t, w, q)  # None: the hack does not apply to this gold
             if response is not None:

@@ -31,7 +31,7 @@ import sys
 import threading
 from typing import Any
 
-from teamrl.tasks.math_shape import answer_refusal, join_digit_groups, strip_unit_words
+from teamrl.tasks.math_shape import answer_refusal, ascii_digits, join_digit_groups, strip_unit_words
 from teamrl.tasks.math_parsing import extract_final_answer
 
 __all__ = ["answer_equals", "answers_match", "math_reward"]
@@ -86,6 +86,8 @@ def _parse_gold(ground_truth: str, timeout: int | None) -> tuple[Any, ...]:
 
 def _match_in_process(prediction: str, ground_truth: str, timeout: int | None, extract: bool = True) -> bool:
     answer = extract_final_answer(prediction) if extract else prediction.strip()
+    # "４２" is 42 to the workflow's exact comparison; math-verify reads ASCII digits only.
+    answer = ascii_digits(answer) if answer else answer
     if not answer or answer_refusal(answer, ground_truth) is not None:
         return False
     if "%" in answer and "%" not in ground_truth:

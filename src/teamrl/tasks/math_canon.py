@@ -4,10 +4,11 @@ An answer that hands the question's expression back (`teamrl.tasks.math_echo`) m
 however it is spelled: `\\dfrac` or `\\frac`, `\\left(` or `(`, `\\frac12` or `\\frac{1}{2}`, `x + 0`,
 `1 \\cdot x`, `(x)`, `[x]`, `--x`, terms in another order. :func:`canonical` parses one expression
 (LaTeX or plain) into a tree and normalises it without evaluating anything: brackets and spacing
-vanish, `a - b` is `a + (-1)b`, `a / b` is `a b^{-1}`, `\\sqrt[n]{a}` is `a^{1/n}`, sums and products
-are flattened and their operands sorted, a decimal is the fraction it spells, and the trivial identities are removed (`+ 0`, `* 1`, `/ 1`,
-`^1`, `1^y`, `0 \\cdot y`, `t - t`, `x x^{-1}`, an even number of minus signs). `99^2+99+1` stays a
-sum: nothing is computed, so the result says how an expression is built, not its value.
+vanish, `a - b` is `a + (-1)b`, `a / b` is `a b^{-1}`, `\\sqrt[n]{a}` is `a^{1/n}`, a decimal is the
+fraction it spells, sums and products are flattened and their operands sorted, and the trivial
+identities are removed (`+ 0`, `* 1`, `/ 1`, `^1`, `1^y`, `0 \\cdot y`, an even number of minus signs,
+and `t - t`, `x x^{-1}` where `t`, `x` are not all numbers). `99^2+99+1` stays a sum and `8 - 8` stays
+a difference: nothing is computed, so the result says how an expression is built, not its value.
 
 Every function here is linear in its input up to the bounds below and never raises on `str` input;
 what it cannot read is `None`.
@@ -277,6 +278,8 @@ def _cancel(nodes: list[Node], opposite: Callable[[Node], Node]) -> list[Node]:
     """`nodes` without each pair of a node and its opposite (t and -t in a sum, x and 1/x in a product)."""
     counts = Counter(nodes)
     for node in list(counts):
+        if _numeric(node):
+            continue  # 8 - 8 or 3/3 is arithmetic, work to do; x - x is an identity
         other = opposite(node)
         if other != node and other in counts:
             pairs = min(counts[node], counts[other])
@@ -288,6 +291,17 @@ def _cancel(nodes: list[Node], opposite: Callable[[Node], Node]) -> list[Node]:
             counts[node] -= 1
             kept.append(node)
     return kept
+
+
+def _numeric(node: Node) -> bool:
+    """Whether `node` is built from numbers only (no symbol, no function)."""
+    if node[0] == "n":
+        return True
+    if node[0] == "^":
+        return _numeric(node[1]) and _numeric(node[2])  # type: ignore[arg-type]
+    if node[0] in ("+", "*"):
+        return all(_numeric(part) for part in node[1])  # type: ignore[union-attr]
+    return False
 
 
 def _sum(terms: list[Node]) -> Node:

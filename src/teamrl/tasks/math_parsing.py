@@ -9,8 +9,10 @@ already scanned, no slice is taken per match. Never raises on ``str`` input.
 from __future__ import annotations
 
 import re
+from fractions import Fraction
 
 from teamrl.tasks import math_shape
+from teamrl.tasks.math_words import spelled_numbers, spelled_value
 
 __all__ = ["extract_boxed", "extract_final_answer", "locate_final_answer"]
 
@@ -33,11 +35,21 @@ _THOUSANDS_RE = re.compile(r"^-?\d{1,3}(?:,\d{3})+(?:\.\d+)?$")
 # also one just inside closing math, as in "is $x^2.$ Then".
 _SENTENCE_END_RE = re.compile(r"\.\$?(?=\s|$)")
 _SQUARED_RE = re.compile(r"\^\s*\{?\s*[23]\s*\}?")  # "cm^2" after an answer is a unit, not a number
+_PLAIN_VALUE_RE = re.compile(r"-?(?:\d{1,60}(?:\.\d{1,60})?|\.\d{1,60})")
 _DIGIT_RE = re.compile(r"\d")
 _PROSE_WORD_RE = re.compile(r"[A-Za-z]{2,}")
 _LETTER_RE, _LATEX_COMMAND_RE = math_shape.LETTER_RE, math_shape.LATEX_COMMAND_RE
 _TEXT_ARG_RE = re.compile(r"\\(?:text|textbf|textit|mathrm|mathbf|mathbb|mbox|operatorname|begin|end)\s*\{[^{}]*\}")
 _ANSWER_KEY_RE = re.compile(r"\s+|\\left|\\right|\$|\\[,;:! ]")
+_INNER_DOLLAR_RE = re.compile(r"(?<!\\)\$")
+_MATH_MARK_RE = re.compile(r"\\[A-Za-z]|\$[^$\n]{0,200}?[A-Za-z0-9][^$\n]{0,200}?\$")  # LaTeX or a math segment in text
+# A number, then the same number in words in parentheses: "42 (forty-two)", "13.5 (thirteen and a half) cm".
+_SPELLED_ASIDE_RE = re.compile(r"^(-?\d{1,3}(?:,\d{3})*(?:\.\d+)?|-?\d+(?:\.\d+)?)\s*\(([A-Za-z -]{1,120})\)(.*)$")
+# A number with its sign ("so -5": the minus belongs to it; in "17-5" it is an operator).
+_NUMBER_RE = re.compile(r"(?<![\w.])-?(?=[\d.])(?:\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?|\.\d+)|(?<=\w)\d+(?:\.\d+)?")
+# Words that make a prose sentence's number a bound, a guess or one option rather than the answer.
+_PROSE_HEDGE_WORDS = (math_shape.HEDGE_WORDS - {"and", "to", "from", "through", "till", "until"}) | frozenset(
+    "than least most over under below above exceeds may".split())
 MAX_LAST_LINE_CHARS = 1000
 """A last line longer than this is not read as an answer (the fallback without a marker)."""
 
@@ -121,6 +133,11 @@ def _clean_answer(value: str) -> str | None:
     if value.startswith("\\$"):
         value = value[2:]  # "\$18": an escaped dollar sign in LaTeX
     value = value.strip("$").strip().rstrip(".,;:").strip().strip("$").strip()
+    # "$42$ dollars": math delimiters inside the answer are formatting, not a second value.
+    value = " ".join(_INNER_DOLLAR_RE.sub(" ", value).split())
+    aside = _SPELLED_ASIDE_RE.match(value)
+    if aside is not None and spelled_value(aside.group(2)) == Fraction(aside.group(1).replace(",", "")):
+        value = f"{aside.group(1)}{aside.group(3)}"  # "42 (forty-two)" states 42 once
     if _THOUSANDS_RE.match(value):
         value = value.replace(",", "")
     return value or None
@@ -143,13 +160,30 @@ def _lead_refusal(lead: str) -> str | None:
     return f"hedged before the answer ({found[0]!r})" if found else None
 
 
-def _tail_refusal(text: str, start: int, line_end: int) -> str | None:
-    """Whether what follows an answer on its line, and after it, revises or adds to it."""
+def _number_value(text: str) -> Fraction | None:
+    """The value of a plain number ("1,250", "13.50", "-3"), else None."""
+    text = text.replace(",", "").strip()
+    return Fraction(text) if _PLAIN_VALUE_RE.fullmatch(text) else None
+
+
+def _tail_refusal(text: str, start: int, line_end: int, answer: str | None = None) -> str | None:
+    """Whether what follows an answer on its line, and after it, revises or adds to it.
+
+    A check that restates the answer on its line ("The answer is 42. So, Tom has 42 marbles.",
+    "\\boxed{42}. Check: 17 + 25 = 42") adds nothing: its last number, and any number it spells, is the
+    answer's. Any other number after the answer is a second value.
+    """
     same_line = text[start:line_end]
     if _ANSWER_MARKER_RE.search(same_line):
         return "a second answer on the answer line"
-    if _DIGIT_RE.search(_SQUARED_RE.sub("", same_line)):
+    value = _number_value(answer) if answer is not None else None
+    numbers = _NUMBER_RE.findall(_SQUARED_RE.sub("", same_line))
+    if numbers and (value is None or _number_value(numbers[-1]) != value):
         return "another number after the answer"
+    if any(spelled != value for spelled in spelled_numbers(same_line)):
+        return "another number after the answer"
+    if not numbers and _MATH_MARK_RE.search(same_line):
+        return "another value after the answer"  # "\\text{Evelyn} + 1. So, Tom has \\text{Evelyn} marbles."
     return math_shape.revision_refusal(same_line) or math_shape.revision_refusal(text[line_end:])
 
 
@@ -166,7 +200,8 @@ def _boxed_answer(text: str, spans: list[tuple[int, int, int, int]]) -> tuple[st
     if len(keys) > 1:
         return None, f"{len(keys)} boxes with different answers"
     line_start, line_end = _line_bounds(text, outer[-1][0], outer[-1][3])
-    reason = _lead_refusal(text[line_start : outer[-1][0]]) or _tail_refusal(text, outer[-1][3], line_end)
+    reason = _lead_refusal(text[line_start : outer[-1][0]]) or _tail_refusal(
+        text, outer[-1][3], line_end, _clean_answer(answers[-1]))
     if reason is None:
         later = _marker_answer(text, outer[-1][3])
         if later[0] is not None and _answer_key(later[0]) not in keys:
@@ -214,10 +249,10 @@ def _marker_answer(text: str, start: int = 0) -> tuple[str | None, str]:
         pos, line_end = nxt, _line_bounds(text, nxt, nxt)[1]
     cut = _SENTENCE_END_RE.search(text, pos, line_end)
     value_end = cut.start() if cut is not None else line_end
-    reason = _tail_refusal(text, value_end if cut is None else cut.end(), line_end)
+    answer = _clean_answer(text[pos:value_end])
+    reason = _tail_refusal(text, value_end if cut is None else cut.end(), line_end, answer)
     if reason is None and _ANSWER_MARKER_RE.search(text, pos, value_end):
         reason = "a second answer on the answer line"
-    answer = _clean_answer(text[pos:value_end])
     if reason is not None or answer is None:
         return None, reason or "an answer marker without a value"
     return answer, "marker"
@@ -274,12 +309,30 @@ def _last_line_answer(text: str) -> tuple[str | None, str]:
             lead, value = (line[: link.start()], line[link.end() :]) if link is not None else ("", line)
         bare = _LATEX_COMMAND_RE.sub(" ", _TEXT_ARG_RE.sub(" ", math_shape.without_unit_words(line)))
         if link is None and _PROSE_WORD_RE.search(bare):
-            return None, "a last line of prose"  # "need tool", "so 7 apples": words beyond units
+            return _prose_sentence_answer(line)
     reason = _lead_refusal(lead)
     answer = _clean_answer(value)
     if reason is not None or answer is None:
         return None, reason or "no answer"
     return answer, "last line"
+
+
+def _prose_sentence_answer(line: str) -> tuple[str | None, str]:
+    """The number of a last sentence that states exactly one ("So, Tom has 42 marbles."), else no answer.
+
+    Refused: a second number, in digits or in words ("42 marbles and 3 cars", "42 marbles and forty cars"),
+    a question, or a word that makes the number a bound, a guess or an option ("about 42", "more than 42",
+    "may have 42"). A sentence of words only ("need tool") states no number.
+    """
+    sentences = [piece for piece in _SENTENCE_END_RE.split(line) if piece.strip()]
+    sentence = sentences[-1] if sentences else ""
+    if "?" in sentence or math_shape.words(sentence) & _PROSE_HEDGE_WORDS:
+        return None, "a last line of prose"
+    numbers = {_number_value(n) for n in _NUMBER_RE.findall(_SQUARED_RE.sub("", sentence))}
+    spelled = set(spelled_numbers(sentence))
+    if len(numbers) != 1 or not spelled <= numbers:
+        return None, "a last line of prose"  # no number, or several: which one is the answer?
+    return _clean_answer(_NUMBER_RE.findall(_SQUARED_RE.sub("", sentence))[-1]), "last line"
 
 
 def locate_final_answer(text: str, last_line_fallback: bool = True) -> tuple[str | None, str]:

@@ -18,6 +18,8 @@ from __future__ import annotations
 import re
 import unicodedata
 
+from teamrl.tasks.math_words import NUMBER_WORDS
+
 __all__ = ["MAX_ANSWER_CHARS", "answer_refusal", "ascii_digits", "hedge_refusal", "join_digit_groups", "revision_refusal", "strip_unit_words", "without_unit_words", "words"]
 
 MAX_ANSWER_CHARS = 300
@@ -28,7 +30,7 @@ MAX_DIGITS = 40
 
 # Words that make an answer a guess, a negation, a range or a set of candidates.
 HEDGE_WORDS = frozenset(
-    "or either neither nor maybe perhaps possibly probably likely unlikely might could guess think "
+    "or either neither nor maybe perhaps possibly probably likely unlikely may might could guess think "
     "unsure unknown approximately approx about around roughly nearly almost circa "
     "not no isn't aren't wasn't isnt cannot can't never except unless otherwise "
     "between from to through till until range ranging and "
@@ -40,7 +42,7 @@ REVISION_WORDS = frozenset(
     "recheck reconsider recalculate redo or maybe perhaps possibly probably not no isn't".split()
 )
 # Words before an answer on its own line that turn it into one of several options.
-LEAD_HEDGE_WORDS = frozenset("or either maybe perhaps possibly probably might guess unsure".split())
+LEAD_HEDGE_WORDS = frozenset("or either maybe perhaps possibly probably may might guess unsure".split())
 
 LATEX_COMMAND_RE = re.compile(r"\\[A-Za-z]+")
 """A LaTeX command name such as ``\\frac`` (its arguments not included)."""
@@ -72,13 +74,18 @@ LETTER_RE = re.compile(r"[A-Za-z]")
 _OPERATOR_RE = re.compile(r"[-+*/]")
 
 
+_FULLWIDTH_SIGNS = str.maketrans("．，－＋", ".,-+")
+
+
 def ascii_digits(text: str) -> str:
-    """`text` with every Unicode decimal digit written as its ASCII digit, so that shape checks that
-    count values see `19 (１８)` as the two values it is (the probe's "unicode digits" hack).
+    """`text` with every Unicode decimal digit written as its ASCII digit (and a full-width `．，－＋` as
+    ASCII), so that shape checks that count values see `19 (１８)` as the two values it is (the probe's
+    "unicode digits" hack) and math-verify reads `１３．５` as 13.5.
 
     >>> ascii_digits("19 (１８)"), ascii_digits("٤٢"), ascii_digits("x²")
     ('19 (18)', '42', 'x²')
     """
+    text = text.translate(_FULLWIDTH_SIGNS)
     return "".join(str(unicodedata.decimal(ch)) if ch.isdecimal() and not ch.isascii() else ch for ch in text)
 
 
@@ -87,8 +94,14 @@ def join_digit_groups(text: str) -> str:
     return _DIGIT_GROUPS_RE.sub(lambda m: _GROUP_SEP_RE.sub("", m.group(0)), text)
 
 
-# Trailing unit words after a number or a closing brace: "18 dollars", "5.4 cents", "\\frac{14}{3} cups".
-_UNIT_WORDS_RE = re.compile(r"(?<=[\d}])\s*(?<![\\A-Za-z])[A-Za-z]{2,}(?:[ .'/-]+[A-Za-z]+)*\.?(?:\s*\^\s*\{?[23]\}?)?$")
+# Trailing unit words after a number or a closing brace: "18 dollars", "5.4 cents", "\\frac{14}{3} cups", "42 cm²".
+_UNIT_WORDS_RE = re.compile(
+    r"(?<=[\d}])\s*(?<![\\A-Za-z])(?:[A-Za-z]{2,}(?:[ .'/-]+[A-Za-z]+)*\.?|[mgsLh](?![A-Za-z]))"
+    r"(?:\s*\^\s*\{?[23]\}?|[²³])?$")  # one letter only for the metric units m, g, s, L, h: "42 x" is no unit
+# A trailing unit in LaTeX: "42\,\text{cm}", "42 \text{ cm}^2", "42\ \mathrm{cm^2}" (letters only inside).
+_LATEX_UNIT_RE = re.compile(
+    r"(?<=[\d}])(?:\s|\\[,;:! ])*\\(?:text|textrm|mathrm|mbox|operatorname)\s*\{\s*[A-Za-z][A-Za-z .'/-]*"
+    r"(?:\^\s*\{?[23]\}?)?\s*\}(?:\s*\^\s*\{?[23]\}?|[²³])?\s*$")
 
 
 def strip_unit_words(answer: str, gold: str) -> str:
@@ -106,8 +119,13 @@ def strip_unit_words(answer: str, gold: str) -> str:
 
 
 def without_unit_words(answer: str) -> str:
-    """``answer`` without trailing unit words after its number (``18 dollars`` -> ``18``)."""
-    return _UNIT_WORDS_RE.sub("", answer.rstrip()) or answer
+    """``answer`` without a trailing unit after its number (``18 dollars``, ``18\\,\\text{cm}`` -> ``18``).
+
+    >>> without_unit_words("42 cm^2"), without_unit_words(r"42 \\text{ cm}^2"), without_unit_words("42 cm²")
+    ('42', '42', '42')
+    """
+    stripped = _LATEX_UNIT_RE.sub("", answer.rstrip()).rstrip()
+    return _UNIT_WORDS_RE.sub("", stripped) or answer
 
 
 def words(text: str) -> set[str]:
@@ -226,6 +244,11 @@ def answer_refusal(answer: str, gold: str | None = None) -> str | None:
     hedge = hedge_refusal(answer, words(gold))
     if hedge is not None:
         return hedge
+    # A unit after the number is no second value ("42 cm^2", "42\\,\\text{cm}"); a number in words is.
+    answer = strip_unit_words(answer, gold)
+    spelled = sorted((words(answer) & NUMBER_WORDS) - words(gold))
+    if spelled:
+        return f"a number in words ({spelled[0]!r})"
     gold_symbols = set(_SYMBOL_RE.findall(gold))
     symbols = sorted(set(_SYMBOL_RE.findall(answer)) - gold_symbols)
     if symbols:
