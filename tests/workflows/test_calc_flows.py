@@ -141,12 +141,12 @@ def test_debate_majority_of_values():
     assert state.round == 1 and wf.final(state) == ("20", 1.0) and wf.success(state)
 
 
-def test_no_single_agent_and_compact_only():
+def test_no_single_agent_and_known_prompt_styles():
     entry, settings = task_entry("calc_flows"), CalcFlowsConfig()
     with pytest.raises(ValueError, match="no single-agent workflow"):
         entry.build("single", settings, max_turns=1)
-    with pytest.raises(ValueError, match="compact prompts only"):
-        entry.build("voting", settings, prompt_style="chat")
+    with pytest.raises(ValueError, match="prompt_style"):
+        entry.build("voting", settings, prompt_style="verbose")
     with pytest.raises(ValueError, match="max_operand"):
         CalcFlowsConfig(max_operand=2)
 

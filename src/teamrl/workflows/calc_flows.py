@@ -21,6 +21,12 @@ In orchestrator-workers the orchestrator's strategies are three formulas in x an
             check its form against the operation, which the tiny model can learn; the value alone
             (`20`) would ask it to multiply.
 
+Prompts: `compact` (the tiny model's `twice sum x=7 y=3`) or `chat` (a real LLM's: the question in a
+sentence, `Compute the twice sum of x and y for x = 7 and y = 3.`, and `answer_instruction`, which asks
+for exactly what the parser reads: the arithmetic on the numbers or its value, and no words). In chat,
+the roles that answer the question (generators, workers, debaters) see two worked examples first, as
+earlier chat turns (`ExampleTurns`): without them SmolLM2-135M answered in sentences every time.
+
 Splits are Split-Calc's (by content): a validation or test triple never appears in training.
 """
 
@@ -33,6 +39,7 @@ from typing import Any
 from teamrl.tasks.content_splits import check_heldout_split
 from teamrl.tasks.split_calc import MAX_FORMULA_CHARS, Instance, SplitCalcConfig, answer_value, gold_value, instance
 from teamrl.workflows.base import Workflow
+from teamrl.workflows.chat_shots import few_shot
 from teamrl.workflows.debate import DebateWorkflow
 from teamrl.workflows.evaluator_optimizer import EvaluatorOptimizerWorkflow
 from teamrl.workflows.orchestrator_workers import OrchestratorWorkersWorkflow
@@ -63,9 +70,15 @@ class CalcFlowsConfig:
         return SplitCalcConfig(max_operand=self.max_operand, heldout_split=self.heldout_split)
 
 
-def question(item: Instance) -> str:
-    """What every answering agent sees: `twice sum x=7 y=3`."""
+def question(item: Instance, prompt_style: str = "compact") -> str:
+    """What every answering agent sees: `twice sum x=7 y=3` (compact) or a sentence (chat).
+
+    >>> question(("twice sum", 7, 3)), question(("twice sum", 7, 3), "chat")
+    ('twice sum x=7 y=3', 'Compute the twice sum of x and y for x = 7 and y = 3.')
+    """
     operation, x, y = item
+    if prompt_style == "chat":
+        return f"Compute the {operation} of x and y for x = {x} and y = {y}."
     return f"{operation} x={x} y={y}"
 
 
@@ -86,7 +99,10 @@ def parse_answer(text: str) -> Answer:
 class CalcDomain:
     """Split-Calc triples as the study workflows' problems; answers graded by their computed value."""
 
-    answer_instruction = "Answer the value as one number or one arithmetic expression on numbers, e.g. 2*(7+3)."
+    # Only chat prompts show it. The parser reads a bare value ("The answer is 20" is no answer), so the
+    # instruction says so in as many words.
+    answer_instruction = ("Reply with only the arithmetic on the numbers, like 6-2*4, or with its value, like 20. "
+                          "No words.")
 
     def __init__(self, settings: CalcFlowsConfig) -> None:
         if not isinstance(settings, CalcFlowsConfig):
@@ -100,7 +116,7 @@ class CalcDomain:
         return instance(self._split_calc, split, index)
 
     def question(self, problem: Instance, prompt_style: str) -> str:
-        return question(problem)
+        return question(problem, prompt_style)
 
     def parse(self, text: str, problem: Instance) -> Answer:
         return parse_answer(text)
@@ -115,16 +131,39 @@ class CalcDomain:
         pass
 
 
+CHAT_EXAMPLES: list[tuple[Instance, str]] = [(("x minus twice y", 4, 6), "4-2*6"), (("y squared plus x", 5, 2), "2*2+5")]
+"""Worked examples of chat prompts: no Split-Calc operation (they would hand an answer over)."""
+EXAMPLE_ROLES = frozenset({"generator", "worker", "debater"})
+"""Roles whose chat prompt follows the examples: they answer the question itself (an aggregator, evaluator,
+orchestrator or synthesizer replies about other answers, which the examples do not show)."""
+
+
+class ExampleTurns:
+    """Mixed into a study workflow for chat prompts: an answering role's prompt comes after the same role's
+    prompts on `CHAT_EXAMPLES` problems, each answered, as earlier chat turns."""
+
+    def render(self, agent: str, state: Any) -> str | list[dict[str, str]]:
+        render = super().render  # type: ignore[misc]
+        prompt = render(agent, state)
+        if self.check_agent(agent).role not in EXAMPLE_ROLES:  # type: ignore[attr-defined]
+            return prompt
+        # A fresh state of the workflow's own kind on the example problem (every study state's first field
+        # is its problem): the example reads like the agent's first prompt.
+        examples = [(render(agent, type(state)(problem)), answer) for problem, answer in CHAT_EXAMPLES]
+        return few_shot("", examples, prompt)
+
+
 def _kind(cls: type) -> Callable[..., Workflow]:
+    chat_cls = type(f"Chat{cls.__name__}", (ExampleTurns, cls), {"__doc__": f"{cls.__name__} with worked examples."})
+
     def build(settings: CalcFlowsConfig, max_turns: int | None = None, prompt_style: str = "compact",
               format_bonus: float = 0.1, single_agent: bool = False, **_: Any) -> Workflow:
         if single_agent:
             raise ValueError("calc_flows has no single-agent workflow (Split-Calc's is task split_calc, "
                              "workflow.name: single); workflow.name: voting, evaluator_optimizer, orchestrator_workers or debate")
-        if prompt_style != "compact":
-            raise ValueError("calc_flows has compact prompts only (workflow.prompt_style: compact)")
         turns = {} if max_turns is None else {"max_turns": max_turns}
-        return cls(CalcDomain(settings), prompt_style=prompt_style, format_bonus=format_bonus, **turns)
+        kind = chat_cls if prompt_style == "chat" else cls  # compact prompts stay those of the study workflows
+        return kind(CalcDomain(settings), prompt_style=prompt_style, format_bonus=format_bonus, **turns)
     build.__doc__ = f"{cls.__name__} on Split-Calc content (task calc_flows)."
     return build
 
