@@ -149,8 +149,13 @@ def run_episodes(
 
     agent_to_policy: agent name -> name in `policies` of the policy that speaks for that agent.
     params: the sampling settings of every agent, or agent name -> that agent's settings.
+    A workflow with a `play_episodes(instances, split, policies, agent_to_policy, params_of, branches,
+    weights, generator)` method plays the episodes itself and returns the same records.
     """
     params_of = params_by_agent(params, [a.name for a in workflow.agents])
+    play = getattr(workflow, "play_episodes", None)
+    if play is not None:  # a workflow that plays its own episodes (a user's program: teamrl.gateway)
+        return play(instances, split, policies, agent_to_policy, params_of, branches, weights, generator)
     unmapped = [a.name for a in workflow.agents if agent_to_policy.get(a.name) not in policies]
     if unmapped:
         raise ValueError(f"agents {', '.join(unmapped)} have no policy in agent_to_policy={agent_to_policy} "

@@ -1,0 +1,106 @@
+"""Program runs -> the Sample and Episode records the rest of teamrl trains on.
+
+A recorded call becomes a Sample with turn = that agent's call index, so `Sample.tree_key` is
+(instance, call index, agent): the K runs of one instance put their agents' i-th calls in one group,
+and `assign_advantages` / `update_policy` run unchanged. The run's reported rewards score every one
+of its calls: team -> `Outcome.team`, the agent's own reward (if reported) -> `Outcome.local`.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from statistics import pstdev
+from typing import Any
+
+from teamrl.gateway.sessions import Call
+from teamrl.rollout.tree import Episode, RewardWeights, Sample
+from teamrl.workflows.base import Outcome
+
+
+@dataclass
+class EpisodeResult:
+    """What a program run reports: the team reward, optionally each agent's own, and success."""
+
+    team: float
+    agents: dict[str, float] = field(default_factory=dict)
+    success: bool | None = None  # None: team reward > 0
+
+
+def parse_result(value: Any) -> EpisodeResult:
+    """A program's return value as an EpisodeResult.
+
+    Accepted: a number (the team reward); a mapping with `team` (or `reward`), optional `agents`
+    ({agent: reward}) and `success`; a (team, {agent: reward}) pair; an EpisodeResult.
+
+    >>> parse_result(1).team
+    1.0
+    >>> parse_result({"reward": 0.5, "agents": {"a": 1}}).agents
+    {'a': 1.0}
+    """
+    if isinstance(value, EpisodeResult):
+        return value
+    if isinstance(value, bool) or value is None:
+        raise ValueError(f"the program returned {value!r}, not a reward")
+    if isinstance(value, (int, float)):
+        return EpisodeResult(float(value))
+    if isinstance(value, tuple) and len(value) == 2:
+        return EpisodeResult(float(value[0]), {str(k): float(v) for k, v in dict(value[1]).items()})
+    if isinstance(value, Mapping):
+        team = value.get("team", value.get("reward"))
+        if team is None or isinstance(team, bool):
+            raise ValueError(f"the program's result {dict(value)!r} has no numeric `team` (or `reward`) entry")
+        success = value.get("success")
+        return EpisodeResult(float(team), {str(k): float(v) for k, v in dict(value.get("agents") or {}).items()},
+                             None if success is None else bool(success))
+    raise ValueError(f"the program returned {type(value).__name__}, not a reward; return a number or "
+                     "{'team': ..., 'agents': {...}}")
+
+
+@dataclass
+class FinishedRun:
+    """One run that reported a result: its instance, calls and rewards."""
+
+    instance: int
+    calls: list[Call]
+    result: EpisodeResult
+
+
+def to_records(runs: list[FinishedRun], roles: dict[str, str], agent_to_policy: dict[str, str],
+               weights: RewardWeights) -> tuple[list[Sample], list[Episode]]:
+    """One Episode per run and one Sample per sampled call (all committed: each is its run's own)."""
+    samples: list[Sample] = []
+    episodes: list[Episode] = []
+    for e, run in enumerate(runs):
+        result = run.result
+        success = result.success if result.success is not None else result.team > 0
+        episode = Episode(run.instance, state=None, team_return=result.team, success=success)
+        for call in run.calls:
+            outcome = Outcome(team=result.team, local=result.agents.get(call.agent, 0.0),
+                              terms={"team": result.team, "local": result.agents.get(call.agent, 0.0)})
+            reward = weights.combine(outcome)
+            samples.append(Sample(call.generation, outcome, reward, e, run.instance, call.index, call.agent,
+                                  roles[call.agent], agent_to_policy[call.agent], committed=True))
+            episode.transcript.append({"turn": call.index, "agent": call.agent, "text": call.generation.text,
+                                       "reward": reward})
+            episode.turns = max(episode.turns, call.index + 1)
+        for agent in dict.fromkeys(c.agent for c in run.calls):
+            episode.rewards_by_agent[agent] = weights.team * result.team + weights.local * result.agents.get(agent, 0.0)
+        episodes.append(episode)
+    return samples, episodes
+
+
+def group_checks(samples: list[Sample]) -> dict[str, float]:
+    """Per agent: how many (instance, call index) groups have one sample (no comparison, no signal)
+    and how many have rewards that do not vary (advantage 0). `gateway/<agent>/...` metrics."""
+    groups: dict[tuple[int, int, str], list[float]] = defaultdict(list)
+    for s in samples:
+        groups[s.tree_key].append(s.reward)
+    out: dict[str, float] = {}
+    for (_, _, agent), rewards in groups.items():
+        for name, hit in (("groups", True), ("singleton_groups", len(rewards) == 1),
+                          ("zero_variance_groups", len(rewards) > 1 and pstdev(rewards) == 0.0)):
+            key = f"gateway/{agent}/{name}"
+            out[key] = out.get(key, 0.0) + float(hit)
+    return out

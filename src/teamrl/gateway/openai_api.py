@@ -1,0 +1,147 @@
+"""The OpenAI Chat Completions wire format: request validation, response bodies, stream chunks, errors.
+
+Only what a team of chat agents needs: text messages in, one text choice out (`n` must be 1), with or
+without streaming. Tool calls and images are refused with a 400 that says so, never silently dropped:
+a program that relies on them would otherwise train on prompts it did not send.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class ApiError(Exception):
+    """An error answered as OpenAI does: HTTP `status` with {"error": {"message", "type", "code"}}."""
+
+    def __init__(self, status: int, message: str, kind: str = "invalid_request_error", code: str | None = None):
+        super().__init__(message)
+        self.status, self.message, self.kind, self.code = status, message, kind, code
+
+    def body(self) -> dict[str, Any]:
+        return error_body(self.message, self.kind, self.code)
+
+
+def error_body(message: str, kind: str, code: str | None) -> dict[str, Any]:
+    """The OpenAI error envelope."""
+    return {"error": {"message": message, "type": kind, "param": None, "code": code}}
+
+
+class TextPart(BaseModel):
+    """One part of a list-valued message content; only text parts are accepted."""
+
+    model_config = ConfigDict(extra="allow")
+    type: str
+    text: str | None = None
+
+
+class ChatMessage(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    role: Literal["system", "developer", "user", "assistant", "tool"]
+    content: str | list[TextPart] | None = None
+
+
+class ChatRequest(BaseModel):
+    """The fields of POST /v1/chat/completions that teamrl reads; others are accepted and ignored."""
+
+    model_config = ConfigDict(extra="allow")
+    model: str = ""
+    messages: list[ChatMessage] = Field(min_length=1)
+    max_tokens: int | None = Field(default=None, ge=1)
+    max_completion_tokens: int | None = Field(default=None, ge=1)
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    top_p: float | None = Field(default=None, gt=0, le=1)
+    n: int = 1
+    stream: bool = False
+    stream_options: dict[str, Any] | None = None
+    stop: str | list[str] | None = None
+
+    def token_cap(self) -> int | None:
+        """The response-length limit the caller asked for (max_completion_tokens wins, as in OpenAI)."""
+        return self.max_completion_tokens or self.max_tokens
+
+    def stop_strings(self) -> tuple[str, ...]:
+        stops = [self.stop] if isinstance(self.stop, str) else list(self.stop or [])
+        return tuple(s for s in stops if s)
+
+
+def plain_messages(request: ChatRequest, max_chars: int) -> list[dict[str, str]]:
+    """The request's messages as teamrl chat messages ({"role", "content"} with text content).
+
+    `developer` is the newer name of `system`. Raises ApiError (400) for what teamrl cannot render
+    faithfully: tool messages or calls, non-text parts, `n` > 1, or more than `max_chars` characters.
+    """
+    if request.n != 1:
+        raise ApiError(400, f"n={request.n}: teamrl samples one choice per request; send n separate requests",
+                       code="unsupported_parameter")
+    messages, total = [], 0
+    for i, message in enumerate(request.messages):
+        extra = message.model_extra or {}
+        if message.role == "tool" or extra.get("tool_calls") or extra.get("function_call"):
+            raise ApiError(400, f"messages[{i}]: tool messages and tool calls are not supported by the teamrl "
+                                "gateway; put tool results in a user message", code="unsupported_message")
+        if isinstance(message.content, list):
+            bad = [p.type for p in message.content if p.type != "text" or p.text is None]
+            if bad:
+                raise ApiError(400, f"messages[{i}]: content parts of type {', '.join(bad)} are not supported; "
+                                    "send text", code="unsupported_content")
+            content = "".join(p.text or "" for p in message.content)
+        else:
+            content = message.content or ""
+        total += len(content)
+        role = "system" if message.role == "developer" else message.role
+        messages.append({"role": role, "content": content})
+    if total > max_chars:
+        raise ApiError(400, f"the messages hold {total} characters, over this gateway's limit of {max_chars}",
+                       code="context_length_exceeded")
+    return messages
+
+
+def completion_body(agent: str, text: str, finished: bool, prompt_tokens: int, completion_tokens: int
+                    ) -> dict[str, Any]:
+    """A non-streamed chat.completion object."""
+    return {
+        "id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion", "created": int(time.time()),
+        "model": agent,
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "logprobs": None,
+                     "finish_reason": "stop" if finished else "length"}],
+        "usage": usage(prompt_tokens, completion_tokens),
+    }
+
+
+def usage(prompt_tokens: int, completion_tokens: int) -> dict[str, int]:
+    return {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens}
+
+
+def stream_events(agent: str, text: str, finished: bool, prompt_tokens: int, completion_tokens: int,
+                  include_usage: bool) -> list[str]:
+    """The server-sent events of a streamed answer: role, content, finish reason, [usage], [DONE].
+
+    The response is sampled in one batched call before the first event, so its text comes in one
+    content chunk; clients that concatenate deltas see the same text as without streaming.
+    """
+    ident, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
+
+    def chunk(choices: list[dict[str, Any]], **extra: Any) -> str:
+        body = {"id": ident, "object": "chat.completion.chunk", "created": created, "model": agent,
+                "choices": choices, **extra}
+        return f"data: {json.dumps(body)}\n\n"
+
+    events = [chunk([{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]),
+              chunk([{"index": 0, "delta": {"content": text}, "finish_reason": None}]),
+              chunk([{"index": 0, "delta": {}, "finish_reason": "stop" if finished else "length"}])]
+    if include_usage:
+        events.append(chunk([], usage=usage(prompt_tokens, completion_tokens)))
+    events.append("data: [DONE]\n\n")
+    return events
+
+
+def models_body(agents: list[str]) -> dict[str, Any]:
+    """GET /v1/models: one model per agent name."""
+    return {"object": "list", "data": [{"id": a, "object": "model", "created": 0, "owned_by": "teamrl"}
+                                       for a in agents]}

@@ -1,0 +1,207 @@
+"""The `program` task: a team written as an ordinary program (plain openai client, LangGraph, ...)
+trained through the gateway.
+
+    task:
+      name: program
+      module: teamrl.gateway          # registers the task
+      entry: my_team:run_episode      # run_episode(instance, endpoint) -> reward
+      agents: [planner, solver]
+
+For every task instance the training step runs the program K times (algorithm.k), each run with its
+own endpoint; the calls of the K runs are grouped by (instance, agent, that agent's call index) and
+trained with the usual AT-GRPO advantages and PPO update. Held-out evaluation runs it once per instance.
+
+Determinism check: after the runs of a training step, one run per instance is played again with all
+its responses replayed from the record. A program whose prompts then differ is not deterministic
+given its responses: AT-GRPO tree branching (replaying a prefix and sampling at one call) would be
+wrong for it. The check is logged (`gateway/nondeterministic_runs`); grouping stays trajectory-level
+(K independent runs), which is right either way.
+"""
+
+from __future__ import annotations
+
+import logging
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from teamrl.gateway.batching import SamplingWorker
+from teamrl.gateway.grouping import FinishedRun, group_checks, to_records
+from teamrl.gateway.runs import Endpoint, Program, RunOutcome, call_program, command_program, load_callable
+from teamrl.gateway.server import AgentRoute, Gateway, GatewayLimits
+from teamrl.gateway.sessions import EpisodeSession
+from teamrl.policies.loading import Policy
+from teamrl.rollout.engine import SamplingParams
+from teamrl.rollout.tree import Episode, RewardWeights, Sample
+from teamrl.workflows.base import Agent, Outcome
+
+log = logging.getLogger("teamrl.gateway")
+
+
+@dataclass
+class ProgramSettings:
+    """The `task:` keys of a program team."""
+
+    entry: str = ""
+    """module:function playing one episode: `run_episode(instance, endpoint) -> reward` (sync or async)."""
+    command: str = ""
+    """Instead of entry: a command line run per episode (endpoint in OPENAI_BASE_URL / OPENAI_API_KEY,
+    the instance as JSON on stdin; its last stdout line is the result as JSON)."""
+    agents: list[str] = field(default_factory=list)
+    """The agent names the program asks for (the `model` of its requests), in speaking order."""
+    roles: dict[str, str] = field(default_factory=dict)
+    """Agent name -> role (default: the name itself); roles map to policies through the regime."""
+    instances: str = ""
+    """module:function `instances(split, index) -> instance` handed to the program; default
+    {"split": split, "index": index}."""
+    timeout_s: float = 120.0
+    """Wall-clock limit of one run; a slower run is dropped."""
+    max_concurrent: int = 32
+    """Runs at once (all runs of a step are queued; this many play at the same time)."""
+    batch_window_ms: float = 20.0
+    """How long a request waits for others of the same policy before they are sampled together."""
+    max_message_chars: int = 200_000
+    """Limit on one request's messages (all characters together)."""
+    check_determinism: bool = True
+    """Replay one run per instance per step and report programs whose prompts then differ."""
+
+    def __post_init__(self) -> None:
+        if bool(self.entry) == bool(self.command):
+            raise ValueError("task.entry (module:function) or task.command (a command line): give exactly one")
+        if not self.agents or not all(isinstance(a, str) and a for a in self.agents):
+            raise ValueError(f"task.agents must list the agent names the program calls, got {self.agents!r}")
+        unknown = sorted(set(self.roles) - set(self.agents))
+        if unknown:
+            raise ValueError(f"task.roles names agents {', '.join(unknown)} missing from task.agents {self.agents}")
+        if self.timeout_s <= 0 or self.max_concurrent < 1 or self.batch_window_ms < 0:
+            raise ValueError("task.timeout_s must be > 0, task.max_concurrent >= 1, task.batch_window_ms >= 0")
+
+
+def default_instances(split: str, index: int) -> dict[str, Any]:
+    return {"split": split, "index": index}
+
+
+class ProgramWorkflow:
+    """A Workflow whose episodes a user's program plays (`play_episodes`, called by `run_episodes`)."""
+
+    parallel = False
+
+    def __init__(self, settings: ProgramSettings, max_turns: int = 8) -> None:
+        self.settings = settings
+        self.max_turns = max_turns  # each agent's call limit per episode
+        self.agents = [Agent(a, settings.roles.get(a, a)) for a in settings.agents]
+        self.program: Program = (load_callable(settings.entry, "task.entry") if settings.entry
+                                 else command_program(settings.command))
+        self.instances = (load_callable(settings.instances, "task.instances") if settings.instances
+                          else default_instances)
+        self.gateway: Gateway | None = None
+        self.last_metrics: dict[str, float] = {}
+
+    # The turn-by-turn hooks are never called: run_episodes hands program workflows to play_episodes.
+    def new_state(self, split: str, index: int) -> Any:
+        return self.instances(split, index)
+
+    def render(self, agent: str, state: Any) -> str:
+        raise NotImplementedError("program episodes are played by the program itself (teamrl.gateway)")
+
+    def apply(self, agent: str, state: Any, response: str) -> Outcome:
+        raise NotImplementedError("program episodes are played by the program itself (teamrl.gateway)")
+
+    def is_done(self, state: Any) -> bool:
+        return True
+
+    def success(self, state: Any) -> bool:
+        return False
+
+    def metrics(self) -> dict[str, float]:
+        """The last rollout's gateway metrics (dropped runs, group checks, batching, determinism)."""
+        return dict(self.last_metrics)
+
+    def serve(self, policies: dict[str, Policy], agent_to_policy: dict[str, str],
+              params_of: dict[str, SamplingParams], generator: torch.Generator) -> Gateway:
+        """The gateway serving these policies (started on first use, re-pointed on later calls)."""
+        routes = {a.name: AgentRoute(policies[agent_to_policy[a.name]], params_of[a.name]) for a in self.agents}
+        if self.gateway is None:
+            worker = SamplingWorker(generator, self.settings.batch_window_ms / 1000)
+            self.gateway = Gateway(routes, worker, GatewayLimits(self.settings.max_message_chars)).start()
+        self.gateway.routes = routes
+        self.gateway.worker.generator = generator  # only the worker thread draws from it
+        return self.gateway
+
+    def play_episodes(self, instances: list[int], split: str, policies: dict[str, Policy],
+                      agent_to_policy: dict[str, str], params_of: dict[str, SamplingParams], branches: int,
+                      weights: RewardWeights, generator: torch.Generator) -> tuple[list[Sample], list[Episode]]:
+        """`branches` runs of the program per entry of `instances`; their calls as Samples and Episodes."""
+        gateway = self.serve(policies, agent_to_policy, params_of, generator)
+        plan = [index for index in instances for _ in range(branches)]
+        played = self._play(gateway, plan, split, replay=None)
+        finished = [FinishedRun(index, session.sampled_calls(), outcome.result)
+                    for index, (session, outcome) in zip(plan, played) if outcome.result is not None]
+        metrics = self._drop_report(played, split)
+        if split == "train" and self.settings.check_determinism:
+            metrics.update(self._check_determinism(gateway, finished, split))
+        roles = {a.name: a.role for a in self.agents}
+        samples, episodes = to_records(finished, roles, agent_to_policy, weights)
+        metrics.update(group_checks(samples))
+        metrics["gateway/engine_calls"] = float(gateway.worker.calls)
+        self.last_metrics = metrics
+        return samples, episodes
+
+    def _play(self, gateway: Gateway, plan: list[int], split: str,
+              replay: list[FinishedRun] | None) -> list[tuple[EpisodeSession, RunOutcome]]:
+        """Run the program once per entry of `plan` (replaying `replay[i]`'s calls in run i if given)."""
+        limit = self.settings.max_concurrent
+        names = frozenset(a.name for a in self.agents)
+        sessions = [gateway.sessions.open(index, names, self.max_turns) for index in plan]
+        for session, earlier in zip(sessions, replay or []):
+            session.replay = {(c.agent, c.index): c for c in earlier.calls}
+        # Sample as soon as every running program has asked: K lock-step runs cost one call per turn.
+        gateway.worker.flush_at = min(limit, len(plan))
+
+        def run(i: int) -> RunOutcome:
+            session = sessions[i]
+            endpoint = Endpoint(gateway.episode_url(session), session.key, tuple(names), split, plan[i])
+            try:
+                return call_program(self.program, self.instances(split, plan[i]), endpoint, self.settings.timeout_s)
+            finally:
+                gateway.sessions.close(session)
+                gateway.worker.flush_at = max(1, min(limit, gateway.sessions.live()))
+
+        with ThreadPoolExecutor(max_workers=limit, thread_name_prefix="teamrl-run") as pool:
+            outcomes = list(pool.map(run, range(len(plan))))
+        gateway.worker.wait_idle(timeout_s=60)  # no sampling may overlap the update that follows
+        return list(zip(sessions, outcomes))
+
+    def _drop_report(self, played: list[tuple[EpisodeSession, RunOutcome]], split: str) -> dict[str, float]:
+        metrics = {"gateway/runs": float(len(played)), "gateway/dropped_runs": 0.0}
+        for session, outcome in played:
+            if outcome.dropped:
+                log.warning("gateway: dropped %s run %s of instance %d (%s): %s", split, session.id,
+                            session.instance, outcome.dropped, outcome.detail)
+                metrics["gateway/dropped_runs"] += 1
+                key = f"gateway/dropped/{outcome.dropped}"
+                metrics[key] = metrics.get(key, 0.0) + 1
+        return metrics
+
+    def _check_determinism(self, gateway: Gateway, finished: list[FinishedRun], split: str) -> dict[str, float]:
+        """Replay the first finished run of each instance; count those whose prompts or calls differ."""
+        firsts = list({run.instance: run for run in reversed(finished)}.values())
+        replayed = self._play(gateway, [run.instance for run in firsts], split, replay=firsts)
+        differing = 0
+        for run, (session, outcome) in zip(firsts, replayed):
+            same_calls = [(c.agent, c.index) for c in session.calls] == [(c.agent, c.index) for c in run.calls]
+            if session.mismatches or not same_calls or outcome.dropped:
+                differing += 1
+                reason = (session.mismatches or ["it made other calls when replayed"
+                                                  if not same_calls else f"replay {outcome.dropped}"])[0]
+                log.warning("gateway: the program is not deterministic given its responses on instance %d (%s); "
+                            "grouping stays trajectory-level (K independent runs)", run.instance, reason)
+        return {"gateway/replayed_runs": float(len(firsts)), "gateway/nondeterministic_runs": float(differing)}
+
+    def close(self) -> None:
+        if self.gateway is not None:
+            self.gateway.close()
+            self.gateway.worker.close()
+            self.gateway = None

@@ -1,0 +1,231 @@
+"""The HTTP server: OpenAI Chat Completions over teamrl's policies, one route per agent name.
+
+    POST /v1/chat/completions                      (the run's token)
+    GET  /v1/models
+    POST /episodes/<id>/v1/chat/completions        (that episode's own key: its calls are recorded)
+    GET  /episodes/<id>/v1/models
+
+The `model` field, or an `X-Teamrl-Agent` header, names the agent; the agent's policy (the run's
+agent -> policy mapping) answers. teamrl renders the messages with the policy's own chat template
+(`Policy.encode_prompt`), so the token ids it trains are the ids it sampled from. Handlers never touch
+a model: they hand prompts to the `SamplingWorker` thread and await its futures.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import secrets
+import socket
+import threading
+from dataclasses import dataclass
+
+import uvicorn
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, StreamingResponse
+from pydantic import ValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from teamrl.gateway.batching import SamplingWorker
+from teamrl.gateway.openai_api import (ApiError, ChatRequest, completion_body, error_body, models_body,
+                                       plain_messages, stream_events)
+from teamrl.gateway.sessions import Call, EpisodeSession, SessionTable
+from teamrl.policies.loading import Policy
+from teamrl.rollout.engine import Generation, SamplingParams
+
+log = logging.getLogger("teamrl.gateway")
+
+
+@dataclass
+class AgentRoute:
+    """Who answers an agent name, and with which settings."""
+
+    policy: Policy
+    params: SamplingParams  # the agent's configured sampling; max_new_tokens caps a request's max_tokens
+    request_sampling: bool = False  # honour the request's temperature / top_p (serving, not training:
+    # the trained log-probs must come from the configured temperature)
+
+
+@dataclass(frozen=True)
+class GatewayLimits:
+    """What one request may ask for."""
+
+    max_message_chars: int = 200_000  # all messages' text together
+    max_body_bytes: int = 2_000_000
+
+
+class Gateway:
+    """An OpenAI-compatible server over `routes` (agent name -> AgentRoute), on 127.0.0.1 by default."""
+
+    def __init__(self, routes: dict[str, AgentRoute], worker: SamplingWorker, limits: GatewayLimits = GatewayLimits(),
+                 host: str = "127.0.0.1", port: int = 0, token: str | None = None) -> None:
+        self.routes, self.worker, self.limits = routes, worker, limits
+        self.host, self.port = host, port
+        self.token = token or secrets.token_urlsafe(24)  # random per run: only this run's programs get it
+        self.sessions = SessionTable()
+        self.app = self._build_app()
+        self._server: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+
+    # ---- lifecycle -----------------------------------------------------------------------------------
+    def start(self) -> "Gateway":
+        """Serve in a background thread; returns once the socket accepts connections."""
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((self.host, self.port))  # port 0: a free port, read back below
+        self.port = sock.getsockname()[1]
+        config = uvicorn.Config(self.app, log_level="warning", access_log=False, lifespan="off")
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [sock]},
+                                        name="teamrl-gateway-http", daemon=True)
+        self._thread.start()
+        while not self._server.started:
+            if not self._thread.is_alive():
+                raise RuntimeError(f"the teamrl gateway could not start on {self.host}:{self.port}")
+            self._thread.join(0.01)
+        return self
+
+    def close(self) -> None:
+        if self._server is not None:
+            self._server.should_exit = True
+            self._thread.join(timeout=10)
+            self._server = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.host}:{self.port}/v1"
+
+    def episode_url(self, session: EpisodeSession) -> str:
+        return f"http://{self.host}:{self.port}/episodes/{session.id}/v1"
+
+    # ---- routes ----------------------------------------------------------------------------------------
+    def _build_app(self) -> FastAPI:
+        app = FastAPI(title="teamrl gateway", docs_url=None, redoc_url=None, openapi_url=None)
+
+        @app.exception_handler(StarletteHTTPException)
+        async def http_error(_request: Request, err: StarletteHTTPException) -> JSONResponse:
+            kind = "not_found_error" if err.status_code == 404 else "invalid_request_error"
+            return JSONResponse(error_body(str(err.detail), kind, None), status_code=err.status_code)
+
+        @app.get("/v1/models")
+        async def models(request: Request) -> JSONResponse:
+            return self._answer(lambda: self._models(request, None))
+
+        @app.get("/episodes/{episode}/v1/models")
+        async def episode_models(request: Request, episode: str) -> JSONResponse:
+            return self._answer(lambda: self._models(request, episode))
+
+        @app.post("/v1/chat/completions")
+        async def chat(request: Request):
+            return await self._chat(request, None)
+
+        @app.post("/episodes/{episode}/v1/chat/completions")
+        async def episode_chat(request: Request, episode: str):
+            return await self._chat(request, episode)
+
+        return app
+
+    @staticmethod
+    def _answer(make) -> JSONResponse:
+        try:
+            return JSONResponse(make())
+        except ApiError as err:
+            return JSONResponse(err.body(), status_code=err.status)
+
+    def _authorize(self, request: Request, episode: str | None) -> EpisodeSession | None:
+        """The request's session (None for the run-wide routes); ApiError 401/404/410 otherwise."""
+        given = request.headers.get("authorization", "")
+        given = given[7:].strip() if given.lower().startswith("bearer ") else ""
+        session = None
+        if episode is None:
+            expected = self.token
+        else:
+            session = self.sessions.get(episode)
+            if session is None:
+                raise ApiError(404, f"no live episode {episode!r} (finished, dropped or never opened)",
+                               "not_found_error", "episode_not_found")
+            expected = session.key
+        if not (given and secrets.compare_digest(given.encode(), expected.encode())):
+            raise ApiError(401, "incorrect or missing API key (Authorization: Bearer <key>)",
+                           "invalid_request_error", "invalid_api_key")
+        return session
+
+    def _models(self, request: Request, episode: str | None) -> dict:
+        self._authorize(request, episode)
+        return models_body(list(self.routes))
+
+    async def _chat(self, request: Request, episode: str | None):
+        try:
+            session = self._authorize(request, episode)
+            body = await request.body()
+            if len(body) > self.limits.max_body_bytes:
+                raise ApiError(400, f"request body of {len(body)} bytes is over the limit of "
+                                    f"{self.limits.max_body_bytes}", code="request_too_large")
+            try:
+                chat = ChatRequest.model_validate_json(body)
+            except ValidationError as err:
+                problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in err.errors())
+                raise ApiError(422, f"invalid request: {problems}", code="invalid_request") from None
+            agent = request.headers.get("x-teamrl-agent") or chat.model
+            if agent not in self.routes:
+                raise ApiError(404, f"the model {agent!r} is no agent of this team; agents: {', '.join(self.routes)} "
+                                    "(name the agent in `model` or the X-Teamrl-Agent header)",
+                               "invalid_request_error", "model_not_found")
+            messages = plain_messages(chat, self.limits.max_message_chars)
+            generation, prompt_tokens = await self._generate(session, agent, chat, messages)
+        except ApiError as err:
+            return JSONResponse(err.body(), status_code=err.status)
+        text, finished = generation.text, generation.finished
+        if chat.stream:
+            include = bool((chat.stream_options or {}).get("include_usage"))
+            events = stream_events(agent, text, finished, prompt_tokens, len(generation.response_ids), include)
+            return StreamingResponse(iter(events), media_type="text/event-stream")
+        return JSONResponse(completion_body(agent, text, finished, prompt_tokens, len(generation.response_ids)))
+
+    async def _generate(self, session: EpisodeSession | None, agent: str, chat: ChatRequest,
+                        messages: list[dict[str, str]]) -> tuple[Generation, int]:
+        """Sample (or replay) the agent's answer and record it in the session."""
+        route = self.routes[agent]
+        try:
+            prompt_ids = route.policy.encode_prompt(messages)
+        except ValueError as err:
+            raise ApiError(400, f"the messages cannot be rendered: {err}", code="invalid_messages") from None
+        params = self._params(route, chat, len(prompt_ids))
+        index = None
+        if session is not None:
+            index = session.next_index(agent)
+            if index is None:
+                raise ApiError(400, f"agent {agent!r} made {session.max_calls} calls in this episode, the limit "
+                                    "(workflow.max_turns)", code="call_limit")
+            replayed = session.replayed(agent, index, prompt_ids)
+            if replayed is not None:
+                session.record(Call(agent, index, messages, replayed, replayed=True))
+                return replayed, len(prompt_ids)
+        try:
+            generation = await asyncio.wrap_future(self.worker.submit(route.policy, params, prompt_ids))
+        except Exception as err:  # noqa: BLE001 - any sampling failure is the server's, answered as such
+            raise ApiError(500, f"sampling failed: {err}", "server_error", "sampling_failed") from None
+        if session is not None:
+            if session.closed:  # timed out or dropped while waiting: its calls no longer count
+                raise ApiError(410, "this episode was closed (timed out or dropped)", code="episode_closed")
+            session.record(Call(agent, index, messages, generation))
+        return generation, len(prompt_ids)
+
+    def _params(self, route: AgentRoute, chat: ChatRequest, prompt_tokens: int) -> SamplingParams:
+        """The agent's settings, with the request's length cap and stop strings (and sampling, if allowed)."""
+        limit = route.params.max_new_tokens
+        cap = chat.token_cap()
+        changes: dict = {"max_new_tokens": min(cap, limit) if cap else limit,
+                         "stop_strings": tuple(dict.fromkeys(route.params.stop_strings + chat.stop_strings()))}
+        if route.request_sampling:
+            if chat.temperature is not None:
+                changes["temperature"] = chat.temperature
+            if chat.top_p is not None:
+                changes["top_p"] = chat.top_p
+        context = getattr(route.policy.network.config, "max_position_embeddings", None)
+        if context and prompt_tokens + changes["max_new_tokens"] > context:
+            raise ApiError(400, f"the prompt has {prompt_tokens} tokens; with max_tokens "
+                                f"{changes['max_new_tokens']} it exceeds the model's context of {context}",
+                           code="context_length_exceeded")
+        return dataclasses.replace(route.params, **changes)

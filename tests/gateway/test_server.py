@@ -1,0 +1,99 @@
+"""The real openai client against the real server: answers, streaming, routing, errors."""
+
+from __future__ import annotations
+
+import httpx
+import openai
+import pytest
+
+
+def client(gateway, **kw) -> openai.OpenAI:
+    return openai.OpenAI(base_url=gateway.base_url, api_key=gateway.token, max_retries=0, **kw)
+
+
+def test_chat_completion_answers_with_the_sampled_text(gateway):
+    reply = client(gateway).chat.completions.create(
+        model="planner", messages=[{"role": "user", "content": "plan 2+2"}], max_tokens=5)
+    assert reply.choices[0].message.role == "assistant"
+    assert reply.model == "planner"
+    assert 1 <= reply.usage.completion_tokens <= 5
+    assert reply.choices[0].finish_reason in ("stop", "length")
+    assert gateway.host == "127.0.0.1" and gateway.port > 0
+
+
+def test_streaming_concatenates_to_one_answer(gateway):
+    stream = client(gateway).chat.completions.create(
+        model="solver", messages=[{"role": "user", "content": "go"}], stream=True,
+        stream_options={"include_usage": True})
+    chunks = list(stream)
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    finish = [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason]
+    assert finish and finish[-1] in ("stop", "length")
+    assert chunks[-1].usage is not None and chunks[-1].usage.completion_tokens >= 1
+    assert isinstance(text, str)
+
+
+def test_raw_stream_ends_with_done(gateway):
+    response = httpx.post(f"{gateway.base_url}/chat/completions", headers={"Authorization": f"Bearer {gateway.token}"},
+                          json={"model": "solver", "messages": [{"role": "user", "content": "x"}], "stream": True})
+    assert response.headers["content-type"].startswith("text/event-stream")
+    assert response.text.rstrip().endswith("data: [DONE]")
+
+
+def test_models_lists_the_agents(gateway):
+    assert [m.id for m in client(gateway).models.list()] == ["planner", "solver"]
+
+
+def test_header_names_the_agent(gateway, monkeypatch):
+    asked = []
+    original = gateway.worker.submit
+    monkeypatch.setattr(gateway.worker, "submit", lambda policy, *a: asked.append(policy.name) or original(policy, *a))
+    httpx.post(f"{gateway.base_url}/chat/completions",
+               headers={"Authorization": f"Bearer {gateway.token}", "X-Teamrl-Agent": "solver"},
+               json={"model": "planner", "messages": [{"role": "user", "content": "x"}]}).raise_for_status()
+    client(gateway).chat.completions.create(model="planner", messages=[{"role": "user", "content": "y"}])
+    assert asked == ["solver", "planner"]
+
+
+def test_wrong_key_is_401(gateway):
+    with pytest.raises(openai.AuthenticationError) as err:
+        openai.OpenAI(base_url=gateway.base_url, api_key="nope", max_retries=0).models.list()
+    assert err.value.body["code"] == "invalid_api_key"
+    assert httpx.get(f"{gateway.base_url}/models").status_code == 401
+
+
+def test_unknown_agent_is_404_naming_the_agents(gateway):
+    with pytest.raises(openai.NotFoundError) as err:
+        client(gateway).chat.completions.create(model="critic", messages=[{"role": "user", "content": "x"}])
+    assert "planner, solver" in err.value.body["message"]
+
+
+@pytest.mark.parametrize("body, status, code", [
+    ({"model": "planner", "messages": []}, 422, "invalid_request"),
+    ({"model": "planner"}, 422, "invalid_request"),
+    ({"model": "planner", "messages": [{"role": "user", "content": "x"}], "max_tokens": 0}, 422, "invalid_request"),
+    ({"model": "planner", "messages": [{"role": "user", "content": "x"}], "n": 2}, 400, "unsupported_parameter"),
+    ({"model": "planner", "messages": [{"role": "tool", "content": "x"}]}, 400, "unsupported_message"),
+    ({"model": "planner", "messages": [{"role": "user", "content": "x" * 2001}]}, 400, "context_length_exceeded"),
+    ({"model": "planner", "messages": [{"role": "user", "content": [{"type": "image_url"}]}]}, 400,
+     "unsupported_content"),
+])
+def test_malformed_requests_get_openai_error_bodies(gateway, body, status, code):
+    response = httpx.post(f"{gateway.base_url}/chat/completions",
+                          headers={"Authorization": f"Bearer {gateway.token}"}, json=body)
+    assert response.status_code == status
+    assert response.json()["error"]["code"] == code
+    assert set(response.json()["error"]) >= {"message", "type", "code"}
+
+
+def test_invalid_json_and_unknown_route(gateway):
+    headers = {"Authorization": f"Bearer {gateway.token}", "content-type": "application/json"}
+    assert httpx.post(f"{gateway.base_url}/chat/completions", headers=headers, content=b"{not json").status_code == 422
+    missing = httpx.get(f"http://127.0.0.1:{gateway.port}/v2/nothing", headers=headers)
+    assert missing.status_code == 404 and "error" in missing.json()
+
+
+def test_max_tokens_is_capped_by_the_agents_setting(gateway):
+    reply = client(gateway).chat.completions.create(
+        model="planner", messages=[{"role": "user", "content": "x"}], max_tokens=500, stop=None)
+    assert reply.usage.completion_tokens <= 12
