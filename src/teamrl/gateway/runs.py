@@ -15,10 +15,12 @@ import json
 import os
 import shlex
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from teamrl.gateway.grouping import EpisodeResult, parse_result
@@ -46,10 +48,21 @@ Program = Callable[[Any, Endpoint], Any]
 
 
 def load_callable(spec: str, key: str) -> Callable[..., Any]:
-    """`pkg.module:function` imported; errors name the config key."""
-    module_name, _, attr = spec.partition(":")
+    """`pkg.module:function` or `path/to/file.py:function` imported; errors name the config key.
+
+    A file's folder goes on sys.path first (as when the file is run as a script), so its own imports
+    of modules beside it work.
+    """
+    module_name, _, attr = spec.rpartition(":")
     if not module_name or not attr:
         raise ValueError(f"{key} = {spec!r}: give module:function, e.g. my_pkg.agents:run_episode")
+    if module_name.endswith(".py"):
+        path = Path(module_name).expanduser().resolve()
+        if not path.is_file():
+            raise ValueError(f"{key} = {spec!r}: no such file {path}")
+        if str(path.parent) not in sys.path:
+            sys.path.insert(0, str(path.parent))
+        module_name = path.stem
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as err:

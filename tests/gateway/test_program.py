@@ -1,0 +1,188 @@
+"""Program episodes: K runs per instance, grouping by (instance, agent, call index), batching, the
+recorded tokens and log-probs, dropped runs and the determinism check."""
+
+from __future__ import annotations
+
+import random
+import time
+
+import openai
+import pytest
+import torch
+
+from teamrl.gateway import ProgramSettings, ProgramWorkflow
+from teamrl.gateway import batching
+from teamrl.policies.scoring import pack_responses, response_logprobs
+from teamrl.rollout import engines
+from teamrl.rollout.engine import SamplingParams
+from teamrl.rollout.tree import RewardWeights, run_episodes
+
+HERE = __file__
+PARAMS = SamplingParams(temperature=1.0, max_new_tokens=6)
+
+
+def two_calls(instance, endpoint):
+    """planner, then solver twice; team reward = length of the last answer (varies between runs)."""
+    client = openai.OpenAI(base_url=endpoint.base_url, api_key=endpoint.api_key, max_retries=0)
+    plan = client.chat.completions.create(model="planner", messages=[
+        {"role": "user", "content": f"task {instance['index']}"}]).choices[0].message.content
+    answer = ""
+    for _ in range(2):
+        answer = client.chat.completions.create(model="solver", messages=[
+            {"role": "user", "content": f"task {instance['index']} plan {plan}"}]).choices[0].message.content
+    return {"team": float(len(answer)), "agents": {"planner": 0.5}}
+
+
+def flaky(instance, endpoint):
+    """Index 0 crashes, 1 hangs past the time limit, 2 reports nothing, 3 plays."""
+    kind = instance["index"]
+    if kind == 0:
+        raise RuntimeError("the program broke")
+    if kind == 1:
+        time.sleep(3)
+    if kind == 2:
+        return None
+    return two_calls(instance, endpoint)
+
+
+def clocked(instance, endpoint):
+    """Reads a random number into its prompt: not deterministic given its responses."""
+    client = openai.OpenAI(base_url=endpoint.base_url, api_key=endpoint.api_key, max_retries=0)
+    client.chat.completions.create(model="planner", messages=[
+        {"role": "user", "content": f"seed {random.random():.6f}"}])
+    return 1.0
+
+
+def workflow(entry: str, **kw) -> ProgramWorkflow:
+    return ProgramWorkflow(ProgramSettings(entry=f"{HERE}:{entry}", agents=["planner", "solver"], **kw),
+                           max_turns=4)
+
+
+def play(wf, policies, mapping, instances, k, split="train"):
+    return run_episodes(wf, instances, split, policies, mapping, PARAMS, k, RewardWeights(),
+                        torch.Generator().manual_seed(0), random.Random(0))
+
+
+@pytest.fixture
+def per_role():
+    return {"planner": "planner", "solver": "solver"}
+
+
+def test_k_runs_group_by_instance_agent_and_call_index(two_policies, per_role):
+    wf = workflow("two_calls")
+    try:
+        samples, episodes = play(wf, two_policies, per_role, [0, 1], k=3)
+    finally:
+        wf.close()
+    assert len(episodes) == 6 and len(samples) == 6 * 3
+    keys = sorted({s.tree_key for s in samples})
+    assert keys == sorted((i, t, a) for i in (0, 1) for a, calls in (("planner", 1), ("solver", 2))
+                          for t in range(calls))
+    assert all(sum(s.tree_key == key for s in samples) == 3 for key in keys)
+    for s in samples:
+        assert s.policy == s.agent  # per_role: each agent's own policy
+        assert s.reward == episodes[s.episode].team_return + (0.5 if s.agent == "planner" else 0.0)
+    metrics = wf.metrics()
+    assert metrics["gateway/planner/groups"] == 2 and metrics["gateway/solver/groups"] == 4
+    assert metrics["gateway/planner/singleton_groups"] == 0
+    assert metrics["gateway/nondeterministic_runs"] == 0 and metrics["gateway/replayed_runs"] == 2
+
+
+def test_shared_regime_routes_every_agent_to_one_policy(two_policies, monkeypatch):
+    used = []
+    original = engines.sample
+    monkeypatch.setattr(batching.engines, "sample", lambda p, *a: used.append(p.name) or original(p, *a))
+    wf = workflow("two_calls", check_determinism=False)
+    try:
+        samples, _ = play(wf, {"shared": two_policies["planner"]}, {"planner": "shared", "solver": "shared"}, [0], 2)
+    finally:
+        wf.close()
+    assert {s.policy for s in samples} == {"shared"} and set(used) == {"planner"}  # the shared policy object
+
+
+def test_k_concurrent_runs_cost_one_engine_call_per_turn(two_policies, per_role, monkeypatch):
+    sizes = []
+    original = engines.sample
+    monkeypatch.setattr(batching.engines, "sample", lambda p, prompts, *a: sizes.append(len(prompts)) or
+                        original(p, prompts, *a))
+    wf = workflow("two_calls", batch_window_ms=10_000)  # only "all K asked" may flush the batch
+    try:
+        play(wf, two_policies, per_role, [5], k=4)
+    finally:
+        wf.close()
+    assert sizes == [4, 4, 4]  # planner, solver, solver: one batched call each; the replay samples nothing
+
+
+def test_recorded_tokens_and_logprobs_are_what_the_update_scores(two_policies, per_role):
+    wf = workflow("two_calls", check_determinism=False)
+    try:
+        samples, _ = play(wf, two_policies, per_role, [0], k=2)
+    finally:
+        wf.close()
+    for s in samples:
+        policy = two_policies[s.policy]
+        g = s.generation
+        batch = pack_responses([g.prompt_ids], [g.response_ids], policy.tokenizer.pad_token_id)
+        with torch.no_grad():
+            logp, _ = response_logprobs(policy.model, batch, temperature=g.temperature)
+        rescored = logp[0, : len(g.response_ids)]
+        assert len(g.response_ids) >= 1
+        assert torch.allclose(rescored, torch.tensor(g.logprobs), atol=1e-5)
+
+
+def test_chat_template_renders_the_requests_messages(two_policies, per_role):
+    wf = workflow("two_calls", check_determinism=False)
+    try:
+        samples, _ = play(wf, two_policies, per_role, [7], k=1)
+    finally:
+        wf.close()
+    planner = next(s for s in samples if s.agent == "planner")
+    expected = two_policies["planner"].encode_prompt([{"role": "user", "content": "task 7"}])
+    assert planner.generation.prompt_ids == expected
+    assert two_policies["planner"].tokenizer.decode(expected).startswith("<user>task 7")
+
+
+def test_crashed_hung_and_silent_runs_are_dropped(two_policies, per_role, caplog):
+    wf = workflow("flaky", timeout_s=1.5, check_determinism=False)
+    try:
+        samples, episodes = play(wf, two_policies, per_role, [0, 1, 2, 3], k=1)
+    finally:
+        wf.close()
+    assert [e.instance for e in episodes] == [3]
+    assert {s.instance for s in samples} == {3}
+    metrics = wf.metrics()
+    assert metrics["gateway/dropped_runs"] == 3
+    assert metrics["gateway/dropped/crashed"] == metrics["gateway/dropped/timeout"] == 1
+    assert metrics["gateway/dropped/no_reward"] == 1
+    assert "the program broke" in caplog.text
+
+
+def test_a_program_reading_random_numbers_is_reported_nondeterministic(two_policies, per_role, caplog):
+    wf = workflow("clocked")
+    try:
+        samples, _ = play(wf, two_policies, per_role, [0, 1], k=2)
+    finally:
+        wf.close()
+    assert len(samples) == 4  # trained at trajectory level all the same
+    assert wf.metrics()["gateway/nondeterministic_runs"] == 2
+    assert "not deterministic given its responses" in caplog.text
+
+
+def test_evaluation_plays_one_run_per_instance(two_policies, per_role):
+    wf = workflow("two_calls")
+    try:
+        _, episodes = play(wf, two_policies, per_role, [0, 1, 2], k=1, split="heldout")
+    finally:
+        wf.close()
+    assert [e.instance for e in episodes] == [0, 1, 2]
+    assert "gateway/replayed_runs" not in wf.metrics()  # the determinism check is for training steps
+
+
+def test_calls_past_the_limit_and_after_the_episode_are_refused(two_policies, per_role):
+    wf = workflow("two_calls", check_determinism=False)
+    wf.max_turns = 1  # the solver's second call is one too many: the run crashes and is dropped
+    try:
+        _, episodes = play(wf, two_policies, per_role, [0], k=1)
+    finally:
+        wf.close()
+    assert episodes == [] and wf.metrics()["gateway/dropped/crashed"] == 1
