@@ -59,8 +59,12 @@ def workflow(entry: str, **kw) -> ProgramWorkflow:
 
 
 def play(wf, policies, mapping, instances, k, split="train"):
-    return run_episodes(wf, instances, split, policies, mapping, PARAMS, k, RewardWeights(),
-                        torch.Generator().manual_seed(0), random.Random(0))
+    """run_episodes over the program workflow `wf` (closed afterwards: its server stops)."""
+    try:
+        return run_episodes(wf, instances, split, policies, mapping, PARAMS, k, RewardWeights(),
+                            torch.Generator().manual_seed(0), random.Random(0))
+    finally:
+        wf.close()
 
 
 @pytest.fixture
@@ -70,10 +74,7 @@ def per_role():
 
 def test_k_runs_group_by_instance_agent_and_call_index(two_policies, per_role):
     wf = workflow("two_calls")
-    try:
-        samples, episodes = play(wf, two_policies, per_role, [0, 1], k=3)
-    finally:
-        wf.close()
+    samples, episodes = play(wf, two_policies, per_role, [0, 1], k=3)
     assert len(episodes) == 6 and len(samples) == 6 * 3
     keys = sorted({s.tree_key for s in samples})
     assert keys == sorted((i, t, a) for i in (0, 1) for a, calls in (("planner", 1), ("solver", 2))
@@ -93,10 +94,7 @@ def test_shared_regime_routes_every_agent_to_one_policy(two_policies, monkeypatc
     original = engines.sample
     monkeypatch.setattr(batching.engines, "sample", lambda p, *a: used.append(p.name) or original(p, *a))
     wf = workflow("two_calls", check_determinism=False)
-    try:
-        samples, _ = play(wf, {"shared": two_policies["planner"]}, {"planner": "shared", "solver": "shared"}, [0], 2)
-    finally:
-        wf.close()
+    samples, _ = play(wf, {"shared": two_policies["planner"]}, {"planner": "shared", "solver": "shared"}, [0], 2)
     assert {s.policy for s in samples} == {"shared"} and set(used) == {"planner"}  # the shared policy object
 
 
@@ -106,19 +104,13 @@ def test_k_concurrent_runs_cost_one_engine_call_per_turn(two_policies, per_role,
     monkeypatch.setattr(batching.engines, "sample", lambda p, prompts, *a: sizes.append(len(prompts)) or
                         original(p, prompts, *a))
     wf = workflow("two_calls", batch_window_ms=10_000)  # only "all K asked" may flush the batch
-    try:
-        play(wf, two_policies, per_role, [5], k=4)
-    finally:
-        wf.close()
+    play(wf, two_policies, per_role, [5], k=4)
     assert sizes == [4, 4, 4]  # planner, solver, solver: one batched call each; the replay samples nothing
 
 
 def test_recorded_tokens_and_logprobs_are_what_the_update_scores(two_policies, per_role):
     wf = workflow("two_calls", check_determinism=False)
-    try:
-        samples, _ = play(wf, two_policies, per_role, [0], k=2)
-    finally:
-        wf.close()
+    samples, _ = play(wf, two_policies, per_role, [0], k=2)
     for s in samples:
         policy = two_policies[s.policy]
         g = s.generation
@@ -132,10 +124,7 @@ def test_recorded_tokens_and_logprobs_are_what_the_update_scores(two_policies, p
 
 def test_chat_template_renders_the_requests_messages(two_policies, per_role):
     wf = workflow("two_calls", check_determinism=False)
-    try:
-        samples, _ = play(wf, two_policies, per_role, [7], k=1)
-    finally:
-        wf.close()
+    samples, _ = play(wf, two_policies, per_role, [7], k=1)
     planner = next(s for s in samples if s.agent == "planner")
     expected = two_policies["planner"].encode_prompt([{"role": "user", "content": "task 7"}])
     assert planner.generation.prompt_ids == expected
@@ -144,10 +133,7 @@ def test_chat_template_renders_the_requests_messages(two_policies, per_role):
 
 def test_crashed_hung_and_silent_runs_are_dropped(two_policies, per_role, caplog):
     wf = workflow("flaky", timeout_s=1.5, check_determinism=False)
-    try:
-        samples, episodes = play(wf, two_policies, per_role, [0, 1, 2, 3], k=1)
-    finally:
-        wf.close()
+    samples, episodes = play(wf, two_policies, per_role, [0, 1, 2, 3], k=1)
     assert [e.instance for e in episodes] == [3]
     assert {s.instance for s in samples} == {3}
     metrics = wf.metrics()
@@ -159,10 +145,7 @@ def test_crashed_hung_and_silent_runs_are_dropped(two_policies, per_role, caplog
 
 def test_a_program_reading_random_numbers_is_reported_nondeterministic(two_policies, per_role, caplog):
     wf = workflow("clocked")
-    try:
-        samples, _ = play(wf, two_policies, per_role, [0, 1], k=2)
-    finally:
-        wf.close()
+    samples, _ = play(wf, two_policies, per_role, [0, 1], k=2)
     assert len(samples) == 4  # trained at trajectory level all the same
     assert wf.metrics()["gateway/nondeterministic_runs"] == 2
     assert "not deterministic given its responses" in caplog.text
@@ -170,10 +153,7 @@ def test_a_program_reading_random_numbers_is_reported_nondeterministic(two_polic
 
 def test_evaluation_plays_one_run_per_instance(two_policies, per_role):
     wf = workflow("two_calls")
-    try:
-        _, episodes = play(wf, two_policies, per_role, [0, 1, 2], k=1, split="heldout")
-    finally:
-        wf.close()
+    _, episodes = play(wf, two_policies, per_role, [0, 1, 2], k=1, split="heldout")
     assert [e.instance for e in episodes] == [0, 1, 2]
     assert "gateway/replayed_runs" not in wf.metrics()  # the determinism check is for training steps
 
@@ -181,8 +161,5 @@ def test_evaluation_plays_one_run_per_instance(two_policies, per_role):
 def test_calls_past_the_limit_and_after_the_episode_are_refused(two_policies, per_role):
     wf = workflow("two_calls", check_determinism=False)
     wf.max_turns = 1  # the solver's second call is one too many: the run crashes and is dropped
-    try:
-        _, episodes = play(wf, two_policies, per_role, [0], k=1)
-    finally:
-        wf.close()
+    _, episodes = play(wf, two_policies, per_role, [0], k=1)
     assert episodes == [] and wf.metrics()["gateway/dropped/crashed"] == 1
