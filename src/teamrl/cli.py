@@ -1,4 +1,4 @@
-"""`teamrl` command line: quickstart, warmup, train, eval, transcripts, sft, export, report, alerts, study, models."""
+"""`teamrl` command line: quickstart, warmup, train, eval, serve, transcripts, sft, export, report, alerts, study, models."""
 
 from __future__ import annotations
 
@@ -99,6 +99,20 @@ def cmd_eval(args: argparse.Namespace) -> int:
                           seed=config.seed, sampling=sampling)
     print(json.dumps(metrics, indent=2))
     return 0
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from teamrl.gateway.serve import serve_run
+
+    gateway = serve_run(Path(args.run), args.host, args.port, os.environ.get("TEAMRL_GATEWAY_TOKEN"))
+    print(f"teamrl: serving agents {', '.join(gateway.routes)} at {gateway.base_url}\n"
+          f"OPENAI_BASE_URL={gateway.base_url} OPENAI_API_KEY={gateway.token}  (Ctrl-C stops)", flush=True)
+    try:
+        while True:
+            time.sleep(3600)
+    finally:
+        gateway.close()
+        gateway.worker.close()
 
 
 def cmd_export(args: argparse.Namespace) -> int:
@@ -265,6 +279,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch-size", type=_positive, default=32, help="turns per step (default 32)")
     p.add_argument("--lr", type=float, default=1e-3, help="peak learning rate (default 1e-3)")
     p.set_defaults(func=cmd_sft)
+    p = sub.add_parser("serve", help="serve a run's trained agents over an OpenAI-compatible API (docs/howto/gateway.md)")
+    p.add_argument("run", metavar="RUN_DIR", help="a run directory (its final, else best checkpoint) or checkpoints/<tag>")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
+    p.add_argument("--port", type=int, default=0, help="port (default: a free one, printed)")
+    p.set_defaults(func=cmd_serve)
     p = sub.add_parser("export", help="write a checkpoint's policies as plain HF models (LoRA adapters merged)")
     p.add_argument("checkpoint", help="checkpoints/<tag> of a run, or one policy's folder in it")
     p.add_argument("--merged", required=True, metavar="OUT", help="output folder (one sub-folder per policy)")

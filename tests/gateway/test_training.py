@@ -49,3 +49,36 @@ def test_a_training_step_of_the_example_team(model_dir, tmp_path, config_file, e
     for name in trained:
         after = load_policy(name, str(run / "checkpoints" / "final" / name)).network.state_dict()
         assert any(not torch.equal(before[k], after[k]) for k in before)  # the update reached the weights
+
+
+def test_serve_answers_with_the_trained_per_role_policies(model_dir, tmp_path, monkeypatch):
+    import openai
+
+    from teamrl.cli import build_parser
+    from teamrl.gateway import batching
+    from teamrl.gateway.serve import serve_run
+    from teamrl.rollout import engines
+
+    config = load_config("examples/gateway/openai_team.yaml", [f"output_dir={tmp_path}", "train.steps=1",
+                                                              "train.batch_size=1", "algorithm.k=2",
+                                                              "train.eval_instances=1"])
+    run = train(config, model_path=str(model_dir), progress=False)
+    assert build_parser().parse_args(["serve", str(run), "--port", "0"]).func.__name__ == "cmd_serve"
+    used = []
+    original = engines.sample
+    monkeypatch.setattr(batching.engines, "sample", lambda p, prompts, n, params, g: used.append(
+        (p.name, params.temperature)) or original(p, prompts, n, params, g))
+    gateway = serve_run(run / "checkpoints" / "final")
+    try:
+        client = openai.OpenAI(base_url=gateway.base_url, api_key=gateway.token, max_retries=0)
+        for agent in ("solver", "planner"):
+            reply = client.chat.completions.create(model=agent, temperature=0.7,
+                                                   messages=[{"role": "user", "content": "2+2?"}])
+            assert reply.model == agent
+    finally:
+        gateway.close()
+        gateway.worker.close()
+    assert used == [("solver", 0.7), ("planner", 0.7)]
+    trained = load_policy("s", str(run / "checkpoints" / "final" / "solver")).network.state_dict()
+    served = gateway.routes["solver"].policy.network.state_dict()
+    assert all(torch.equal(trained[k], served[k]) for k in trained)

@@ -1,0 +1,51 @@
+"""`teamrl serve RUN_DIR`: the trained team's policies behind the same OpenAI-compatible API.
+
+Each agent of the run's workflow is served by the policy the run mapped it to, from the run's final
+checkpoint (else its best), with the run's held-out sampling settings; a request's `temperature` and
+`top_p` are honoured here (nothing is trained from these calls).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from teamrl.config import ConfigError, RunConfig, load_config
+from teamrl.gateway.batching import SamplingWorker
+from teamrl.gateway.server import AgentRoute, Gateway
+from teamrl.rollout.agent_params import agent_sampling
+from teamrl.rollout.tree import params_by_agent
+from teamrl.training.build import build_workflow, policies_from_checkpoint
+
+
+def locate(path: Path) -> tuple[RunConfig, Path]:
+    """(the run's config, the checkpoint to serve) for a run directory or one of its checkpoints/<tag>."""
+    path = path.expanduser().resolve()
+    if (path / "config.yaml").is_file() and (path / "checkpoints").is_dir():
+        run, checkpoint = path, None
+        for tag in ("final", "best"):
+            if (path / "checkpoints" / tag).is_dir():
+                checkpoint = path / "checkpoints" / tag
+                break
+        if checkpoint is None:
+            raise ConfigError(f"{path} holds no final or best checkpoint yet; give checkpoints/<tag>")
+    elif path.parent.name == "checkpoints" and (path.parent.parent / "config.yaml").is_file():
+        run, checkpoint = path.parent.parent, path
+    else:
+        raise ConfigError(f"{path} is neither a run directory (config.yaml, checkpoints/) nor one of its "
+                          "checkpoints/<tag> folders")
+    return load_config(run / "config.yaml"), checkpoint
+
+
+def serve_run(path: Path, host: str = "127.0.0.1", port: int = 0, token: str | None = None,
+              batch_window_ms: float = 20.0) -> Gateway:
+    """A started gateway over the run's trained policies (close it with `.close()` and `.worker.close()`)."""
+    config, checkpoint = locate(path)
+    workflow = build_workflow(config)
+    policies, mapping = policies_from_checkpoint(config, workflow, checkpoint)
+    names = [a.name for a in workflow.agents]
+    params = params_by_agent(agent_sampling(config.rollout, workflow.agents, "eval"), names)
+    routes = {name: AgentRoute(policies[mapping[name]], params[name], request_sampling=True) for name in names}
+    worker = SamplingWorker(torch.Generator().manual_seed(config.seed), batch_window_ms / 1000)
+    return Gateway(routes, worker, host=host, port=port, token=token).start()
