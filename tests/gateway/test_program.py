@@ -73,7 +73,7 @@ def per_role():
 
 
 def test_k_runs_group_by_instance_agent_and_call_index(two_policies, per_role):
-    wf = workflow("two_calls")
+    wf = workflow("two_calls", branching="independent")
     samples, episodes = play(wf, two_policies, per_role, [0, 1], k=3)
     assert len(episodes) == 6 and len(samples) == 6 * 3
     keys = sorted({s.tree_key for s in samples})
@@ -103,9 +103,37 @@ def test_k_concurrent_runs_cost_one_engine_call_per_turn(two_policies, per_role,
     original = engines.sample
     monkeypatch.setattr(batching.engines, "sample", lambda p, prompts, *a: sizes.append(len(prompts)) or
                         original(p, prompts, *a))
-    wf = workflow("two_calls", batch_window_ms=10_000)  # only "all K asked" may flush the batch
+    wf = workflow("two_calls", batch_window_ms=10_000, branching="independent")  # only "all K asked" flushes
     play(wf, two_policies, per_role, [5], k=4)
     assert sizes == [4, 4, 4]  # planner, solver, solver: one batched call each; the replay samples nothing
+
+
+def test_tree_branches_share_the_roots_prefix(two_policies, per_role):
+    wf = workflow("two_calls")
+    samples, episodes = play(wf, two_policies, per_role, [0, 1], k=3)
+    metrics = wf.metrics()
+    assert len(episodes) == 2 and metrics["gateway/runs"] == 2  # one root run per instance
+    assert metrics["gateway/branch_runs"] == 2 * 3 * 2  # K-1 = 2 branches at each of a root's 3 calls
+    assert metrics["gateway/fallback_instances"] == 0 and metrics["gateway/nondeterministic_runs"] == 0
+    groups: dict = {}
+    for s in samples:
+        groups.setdefault(s.tree_key, []).append(s)
+    assert len(groups) == 6 and all(len(g) == 3 for g in groups.values())
+    for group in groups.values():
+        assert sum(s.committed for s in group) == 1  # the root's own call
+        # the branches replayed the root's earlier calls: every member saw the same prompt
+        assert len({tuple(s.generation.prompt_ids) for s in group}) == 1
+    # ...and sampled anew at the branching call (6 random tokens twice alike: next to impossible)
+    assert all(len({s.generation.text for s in group}) > 1 for group in groups.values())
+
+
+def test_a_nondeterministic_instance_falls_back_to_independent_runs(two_policies, per_role, caplog):
+    wf = workflow("clocked")
+    samples, episodes = play(wf, two_policies, per_role, [0], k=3)
+    metrics = wf.metrics()
+    assert metrics["gateway/fallback_instances"] == 1 and metrics["gateway/branch_runs"] == 0
+    assert len(episodes) == 3 and len(samples) == 3  # the root and K-1 independent runs, one call each
+    assert "trained on K independent runs" in caplog.text
 
 
 def test_recorded_tokens_and_logprobs_are_what_the_update_scores(two_policies, per_role):
@@ -144,7 +172,7 @@ def test_crashed_hung_and_silent_runs_are_dropped(two_policies, per_role, caplog
 
 
 def test_a_program_reading_random_numbers_is_reported_nondeterministic(two_policies, per_role, caplog):
-    wf = workflow("clocked")
+    wf = workflow("clocked", branching="independent")
     samples, _ = play(wf, two_policies, per_role, [0, 1], k=2)
     assert len(samples) == 4  # trained at trajectory level all the same
     assert wf.metrics()["gateway/nondeterministic_runs"] == 2

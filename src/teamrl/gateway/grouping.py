@@ -77,18 +77,24 @@ def to_records(runs: list[FinishedRun], roles: dict[str, str], agent_to_policy: 
         success = result.success if result.success is not None else result.team > 0
         episode = Episode(run.instance, state=None, team_return=result.team, success=success)
         for call in run.calls:
-            outcome = Outcome(team=result.team, local=result.agents.get(call.agent, 0.0),
-                              terms={"team": result.team, "local": result.agents.get(call.agent, 0.0)})
-            reward = weights.combine(outcome)
-            samples.append(Sample(call.generation, outcome, reward, e, run.instance, call.index, call.agent,
-                                  roles[call.agent], agent_to_policy[call.agent], committed=True))
+            sample = call_sample(call, result, e, run.instance, roles, agent_to_policy, weights, committed=True)
+            samples.append(sample)
             episode.transcript.append({"turn": call.index, "agent": call.agent, "text": call.generation.text,
-                                       "reward": reward})
+                                       "reward": sample.reward})
             episode.turns = max(episode.turns, call.index + 1)
         for agent in dict.fromkeys(c.agent for c in run.calls):
             episode.rewards_by_agent[agent] = weights.team * result.team + weights.local * result.agents.get(agent, 0.0)
         episodes.append(episode)
     return samples, episodes
+
+
+def call_sample(call: Call, result: EpisodeResult, episode: int, instance: int, roles: dict[str, str],
+                agent_to_policy: dict[str, str], weights: RewardWeights, committed: bool) -> Sample:
+    """The Sample of one call, scored with the rewards of the run it belongs to."""
+    local = result.agents.get(call.agent, 0.0)
+    outcome = Outcome(team=result.team, local=local, terms={"team": result.team, "local": local})
+    return Sample(call.generation, outcome, weights.combine(outcome), episode, instance, call.index, call.agent,
+                  roles[call.agent], agent_to_policy[call.agent], committed=committed)
 
 
 def group_checks(samples: list[Sample]) -> dict[str, float]:

@@ -11,11 +11,15 @@ For every task instance the training step runs the program K times (algorithm.k)
 own endpoint; the calls of the K runs are grouped by (instance, agent, that agent's call index) and
 trained with the usual AT-GRPO advantages and PPO update. Held-out evaluation runs it once per instance.
 
-Determinism check: after the runs of a training step, one run per instance is played again with all
-its responses replayed from the record. A program whose prompts then differ is not deterministic
-given its responses: AT-GRPO tree branching (replaying a prefix and sampling at one call) would be
-wrong for it. The check is logged (`gateway/nondeterministic_runs`); grouping stays trajectory-level
-(K independent runs), which is right either way.
+Tree sampling (algorithm.grouping: tree, task.branching: replay): per instance a root run plays
+freely; then, for each of its calls, K-1 branch runs replay the root's earlier calls from the record
+(no sampling) and sample anew from that call on. The root's call and the K-1 branches' fresh calls
+at that point share their prefix: they are the call's group, each scored by its own run's reward.
+
+Determinism check: before branching, one run per instance is played again with all its responses
+replayed. A program whose prompts then differ is not deterministic given its responses, and
+branching from a replayed prefix would be wrong for it: that instance falls back to K independent
+runs (trajectory-level groups), logged in train.log and counted in `gateway/nondeterministic_runs`.
 """
 
 from __future__ import annotations
@@ -28,10 +32,10 @@ from typing import Any
 import torch
 
 from teamrl.gateway.batching import SamplingWorker
-from teamrl.gateway.grouping import FinishedRun, group_checks, to_records
+from teamrl.gateway.grouping import FinishedRun, call_sample, group_checks, to_records
 from teamrl.gateway.runs import Endpoint, Program, RunOutcome, call_program, command_program, load_callable
 from teamrl.gateway.server import AgentRoute, Gateway, GatewayLimits
-from teamrl.gateway.sessions import EpisodeSession
+from teamrl.gateway.sessions import Call, EpisodeSession
 from teamrl.policies.loading import Policy
 from teamrl.rollout.engine import SamplingParams
 from teamrl.rollout.tree import Episode, RewardWeights, Sample
@@ -66,6 +70,11 @@ class ProgramSettings:
     """Limit on one request's messages (all characters together)."""
     check_determinism: bool = True
     """Replay one run per instance per step and report programs whose prompts then differ."""
+    branching: str = "replay"
+    """With algorithm.grouping: tree. replay: AT-GRPO tree sampling (a root run per instance, then for each
+    of its calls K-1 runs that replay the root's earlier calls and sample anew from that call on);
+    independent: K independent runs per instance. Instances whose program is not deterministic given
+    its responses fall back to independent runs."""
 
     def __post_init__(self) -> None:
         if bool(self.entry) == bool(self.command):
@@ -75,6 +84,8 @@ class ProgramSettings:
         unknown = sorted(set(self.roles) - set(self.agents))
         if unknown:
             raise ValueError(f"task.roles names agents {', '.join(unknown)} missing from task.agents {self.agents}")
+        if self.branching not in ("replay", "independent"):
+            raise ValueError(f"task.branching = {self.branching!r}: use replay or independent")
         if self.timeout_s <= 0 or self.max_concurrent < 1 or self.batch_window_ms < 0:
             raise ValueError("task.timeout_s must be > 0, task.max_concurrent >= 1, task.batch_window_ms >= 0")
 
@@ -135,28 +146,66 @@ class ProgramWorkflow:
                       weights: RewardWeights, generator: torch.Generator) -> tuple[list[Sample], list[Episode]]:
         """`branches` runs of the program per entry of `instances`; their calls as Samples and Episodes."""
         gateway = self.serve(policies, agent_to_policy, params_of, generator)
-        plan = [index for index in instances for _ in range(branches)]
-        played = self._play(gateway, plan, split, replay=None)
-        finished = [FinishedRun(index, session.sampled_calls(), outcome.result)
-                    for index, (session, outcome) in zip(plan, played) if outcome.result is not None]
-        metrics = self._drop_report(played, split)
-        if split == "train" and self.settings.check_determinism:
-            metrics.update(self._check_determinism(gateway, finished, split))
         roles = {a.name: a.role for a in self.agents}
-        samples, episodes = to_records(finished, roles, agent_to_policy, weights)
+        if branches > 1 and self.settings.branching == "replay" and split == "train":
+            samples, episodes, metrics = self._play_tree(gateway, instances, branches, roles, agent_to_policy, weights)
+        else:
+            plan = [index for index in instances for _ in range(branches)]
+            played = self._play(gateway, plan, split, replay=None)
+            finished = _finished(plan, played)
+            metrics = self._drop_report(played, split)
+            if split == "train" and self.settings.check_determinism:
+                metrics.update(self._check_determinism(gateway, finished, split)[0])
+            samples, episodes = to_records(finished, roles, agent_to_policy, weights)
         metrics.update(group_checks(samples))
         metrics["gateway/engine_calls"] = float(gateway.worker.calls)
         self.last_metrics = metrics
         return samples, episodes
 
+    def _play_tree(self, gateway: Gateway, instances: list[int], k: int, roles: dict[str, str],
+                   agent_to_policy: dict[str, str], weights: RewardWeights
+                   ) -> tuple[list[Sample], list[Episode], dict[str, float]]:
+        """Root runs, the determinism check, then K-1 branches at every call of each deterministic root."""
+        played = self._play(gateway, instances, "train", replay=None)
+        roots = _finished(instances, played)
+        metrics = self._drop_report(played, "train")
+        check, differing = self._check_determinism(gateway, roots, "train")
+        metrics.update(check)
+        branch_of: list[tuple[int, int]] = []  # (root, position of the branching call in the root's calls)
+        replays: list[list[Call]] = []
+        fallback: list[int] = []  # roots whose instance gets K-1 independent runs instead
+        for r, root in enumerate(roots):
+            if root.instance in differing:
+                fallback += [r] * (k - 1)
+                continue
+            for position in range(len(root.calls)):
+                branch_of += [(r, position)] * (k - 1)
+                replays += [root.calls[:position]] * (k - 1)
+        plan = [roots[r].instance for r, _ in branch_of] + [roots[r].instance for r in fallback]
+        played = self._play(gateway, plan, "train", replay=replays)
+        metrics.update({f"{key}_branches" if key.startswith("gateway/dropped") else key: value
+                        for key, value in self._drop_report(played, "train").items() if key != "gateway/runs"})
+        independent = _finished(plan[len(branch_of):], played[len(branch_of):])
+        samples, episodes = to_records(roots + independent, roles, agent_to_policy, weights)
+        for (r, position), (session, outcome) in zip(branch_of, played):
+            at = roots[r].calls[position]
+            fresh = [c for c in session.sampled_calls() if (c.agent, c.index) == (at.agent, at.index)]
+            if outcome.result is None or session.mismatches or not fresh:
+                continue  # dropped (logged above), or its prefix did not replay: no member of this group
+            samples.append(call_sample(fresh[0], outcome.result, r, roots[r].instance, roles, agent_to_policy,
+                                       weights, committed=False))
+        metrics.update({"gateway/branch_runs": float(len(branch_of)),
+                        "gateway/fallback_instances": float(len(set(roots[r].instance for r in fallback)))})
+        return samples, episodes, metrics
+
     def _play(self, gateway: Gateway, plan: list[int], split: str,
-              replay: list[FinishedRun] | None) -> list[tuple[EpisodeSession, RunOutcome]]:
-        """Run the program once per entry of `plan` (replaying `replay[i]`'s calls in run i if given)."""
+              replay: list[list[Call]] | None) -> list[tuple[EpisodeSession, RunOutcome]]:
+        """Run the program once per entry of `plan` (run i answers from `replay[i]`'s calls where they match)."""
         limit = self.settings.max_concurrent
         names = frozenset(a.name for a in self.agents)
         sessions = [gateway.sessions.open(index, names, self.max_turns) for index in plan]
         for session, earlier in zip(sessions, replay or []):
-            session.replay = {(c.agent, c.index): c for c in earlier.calls}
+            session.replay = {(c.agent, c.index): c for c in earlier}
         # Sample as soon as every running program has asked: K lock-step runs cost one call per turn.
         gateway.worker.flush_at = min(limit, len(plan))
 
@@ -185,23 +234,31 @@ class ProgramWorkflow:
                 metrics[key] = metrics.get(key, 0.0) + 1
         return metrics
 
-    def _check_determinism(self, gateway: Gateway, finished: list[FinishedRun], split: str) -> dict[str, float]:
-        """Replay the first finished run of each instance; count those whose prompts or calls differ."""
+    def _check_determinism(self, gateway: Gateway, finished: list[FinishedRun], split: str
+                           ) -> tuple[dict[str, float], set[int]]:
+        """Replay the first finished run of each instance; (metrics, the instances whose prompts or calls differ)."""
         firsts = list({run.instance: run for run in reversed(finished)}.values())
-        replayed = self._play(gateway, [run.instance for run in firsts], split, replay=firsts)
-        differing = 0
+        replayed = self._play(gateway, [run.instance for run in firsts], split, replay=[r.calls for r in firsts])
+        differing: set[int] = set()
         for run, (session, outcome) in zip(firsts, replayed):
             same_calls = [(c.agent, c.index) for c in session.calls] == [(c.agent, c.index) for c in run.calls]
             if session.mismatches or not same_calls or outcome.dropped:
-                differing += 1
+                differing.add(run.instance)
                 reason = (session.mismatches or ["it made other calls when replayed"
                                                   if not same_calls else f"replay {outcome.dropped}"])[0]
                 log.warning("gateway: the program is not deterministic given its responses on instance %d (%s); "
-                            "grouping stays trajectory-level (K independent runs)", run.instance, reason)
-        return {"gateway/replayed_runs": float(len(firsts)), "gateway/nondeterministic_runs": float(differing)}
+                            "it is trained on K independent runs (trajectory-level groups)", run.instance, reason)
+        return ({"gateway/replayed_runs": float(len(firsts)), "gateway/nondeterministic_runs": float(len(differing))},
+                differing)
 
     def close(self) -> None:
         if self.gateway is not None:
             self.gateway.close()
             self.gateway.worker.close()
             self.gateway = None
+
+
+def _finished(plan: list[int], played: list[tuple[EpisodeSession, RunOutcome]]) -> list[FinishedRun]:
+    """The runs that reported a result, with the calls they sampled."""
+    return [FinishedRun(index, session.sampled_calls(), outcome.result)
+            for index, (session, outcome) in zip(plan, played) if outcome.result is not None]
