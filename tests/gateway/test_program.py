@@ -191,3 +191,59 @@ def test_calls_past_the_limit_and_after_the_episode_are_refused(two_policies, pe
     wf.max_turns = 1  # the solver's second call is one too many: the run crashes and is dropped
     _, episodes = play(wf, two_policies, per_role, [0], k=1)
     assert episodes == [] and wf.metrics()["gateway/dropped/crashed"] == 1
+
+
+def test_lora_per_role_samples_each_agent_with_its_own_adapter(per_role):
+    from teamrl.config.sections import LoraConfig
+    from teamrl.policies.loading import Policy
+    from teamrl.policies.lora import attach_adapters
+
+    from conftest import CHAT_TEMPLATE
+    from toy import tiny_policy
+
+    base = tiny_policy(seed=4, chat_template=CHAT_TEMPLATE)
+    network = attach_adapters(base.network, {"planner": LoraConfig(r=4, alpha=8), "solver": LoraConfig(r=4, alpha=8)})
+    torch.manual_seed(9)
+    with torch.no_grad():  # fresh adapters are the base (B = 0): make the two differ
+        for name, param in network.named_parameters():
+            if "lora_B" in name:
+                param.normal_(0, 0.5)
+    policies = {role: Policy(role, network, base.tokenizer, True, adapter=role) for role in ("planner", "solver")}
+    samples, _ = play(workflow("two_calls", branching="independent", check_determinism=False),
+                      policies, per_role, [0], k=2)
+    for s in samples:
+        g = s.generation
+        batch = pack_responses([g.prompt_ids], [g.response_ids], base.tokenizer.pad_token_id)
+        scores = {}
+        for role, policy in policies.items():
+            with torch.no_grad():
+                scores[role] = response_logprobs(policy.model, batch, temperature=g.temperature)[0][0, :len(g.logprobs)]
+        assert torch.allclose(scores[s.policy], torch.tensor(g.logprobs), atol=1e-5)
+        other = "solver" if s.policy == "planner" else "planner"
+        assert not torch.allclose(scores[other], torch.tensor(g.logprobs), atol=1e-3)  # the other adapter differs
+
+
+def command_program_source() -> str:
+    return (
+        "import json, os, sys\n"
+        "from openai import OpenAI\n"
+        "instance = json.load(sys.stdin)\n"
+        "client = OpenAI()  # OPENAI_BASE_URL and OPENAI_API_KEY from teamrl\n"
+        "text = client.chat.completions.create(model='planner', messages=[{'role': 'user', 'content': "
+        "'go %d' % instance['index']}]).choices[0].message.content\n"
+        "print('noise')\n"
+        "print(json.dumps({'team': len(text), 'agents': {'planner': 1}}))\n")
+
+
+def test_a_command_line_program_plays_through_the_gateway(two_policies, per_role, tmp_path):
+    script = tmp_path / "team.py"
+    script.write_text(command_program_source())
+    import sys as _sys
+
+    wf = ProgramWorkflow(ProgramSettings(command=f"{_sys.executable} {script}", agents=["planner", "solver"],
+                                         branching="independent", check_determinism=False), max_turns=2)
+    samples, episodes = play(wf, two_policies, per_role, [3], k=2)
+    assert len(episodes) == 2 and [s.agent for s in samples] == ["planner", "planner"]
+    assert all(e.team_return == len(s.generation.text) for e, s in zip(episodes, samples))
+    expected = two_policies["planner"].encode_prompt([{"role": "user", "content": "go 3"}])
+    assert all(s.generation.prompt_ids == expected for s in samples)

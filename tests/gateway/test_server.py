@@ -97,3 +97,21 @@ def test_max_tokens_is_capped_by_the_agents_setting(gateway):
     reply = client(gateway).chat.completions.create(
         model="planner", messages=[{"role": "user", "content": "x"}], max_tokens=500, stop=None)
     assert reply.usage.completion_tokens <= 12
+
+
+def test_episode_routes_take_only_their_own_key_and_record_their_calls(gateway):
+    one = gateway.sessions.open(0, frozenset(gateway.routes), max_calls=1)
+    two = gateway.sessions.open(0, frozenset(gateway.routes), max_calls=1)
+    body = {"model": "planner", "messages": [{"role": "user", "content": "x"}]}
+    url = gateway.episode_url(one) + "/chat/completions"
+    assert httpx.post(url, headers={"Authorization": f"Bearer {two.key}"}, json=body).status_code == 401
+    assert httpx.post(url, headers={"Authorization": f"Bearer {gateway.token}"}, json=body).status_code == 401
+    ok = openai.OpenAI(base_url=gateway.episode_url(one), api_key=one.key, max_retries=0)
+    ok.chat.completions.create(**body)
+    assert [(c.agent, c.index) for c in one.calls] == [("planner", 0)] and two.calls == []
+    with pytest.raises(openai.BadRequestError) as err:  # max_calls=1: the planner's second call
+        ok.chat.completions.create(**body)
+    assert err.value.body["code"] == "call_limit"
+    gateway.sessions.close(one)
+    with pytest.raises(openai.NotFoundError):
+        ok.chat.completions.create(model="solver", messages=body["messages"])
