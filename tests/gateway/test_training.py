@@ -83,3 +83,22 @@ def test_serve_answers_with_the_trained_per_role_policies(model_dir, tmp_path, m
     trained = load_policy("s", str(run / "checkpoints" / "final" / "solver")).network.state_dict()
     served = gateway.routes["solver"].policy.network.state_dict()
     assert all(torch.equal(trained[k], served[k]) for k in trained)
+
+
+def test_scripted_teammates_give_warm_up_demos_and_warm_the_tiny_default_up(tmp_path, monkeypatch):
+    from teamrl.training.tiny_default import WarmupRecipe, warm_up
+    from teamrl.training.build import build_workflow
+    from teamrl.gateway.program import scripted_demos
+
+    config = load_config("examples/gateway/openai_team.yaml", [f"output_dir={tmp_path}"])
+    demos = scripted_demos(build_workflow(config), seed=0)
+    (planner, plan_prompt, plan), (solver, solve_prompt, answer) = next(demos), next(demos)
+    demos.close()
+    assert (planner, solver) == ("planner", "solver")
+    a, b = map(int, plan.removeprefix("Add ").removesuffix(".").split(" and "))
+    assert answer == str(a + b) and f"What is {a} + {b}?" in plan_prompt
+    assert solve_prompt.endswith(f"Plan: {plan}")  # the program's own messages, contents joined as the tiny model reads them
+    monkeypatch.setenv("TEAMRL_CACHE", str(tmp_path / "cache"))
+    folder = warm_up(WarmupRecipe.for_task(config.task, config.workflow.max_turns, steps=2, batch_size=4,
+                                           heldout_demos=4), verbose=False)
+    assert (folder / "config.json").is_file() and json.loads((folder / "warmup.json").read_text())["steps_done"] == 2

@@ -24,7 +24,9 @@ runs (trajectory-level groups), logged in train.log and counted in `gateway/nond
 
 from __future__ import annotations
 
+import itertools
 import logging
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -68,6 +70,10 @@ class ProgramSettings:
     """How long a request waits for others of the same policy before they are sampled together."""
     max_message_chars: int = 200_000
     """Limit on one request's messages (all characters together)."""
+    script: str = ""
+    """module:function (or file.py:function) `script(agent, messages) -> str`: scripted teammates whose
+    episodes (your program played against them) warm up the tiny default model; without it give
+    policy.model a model folder."""
     check_determinism: bool = True
     """Replay one run per instance per step and report programs whose prompts then differ."""
     branching: str = "replay"
@@ -262,3 +268,34 @@ def _finished(plan: list[int], played: list[tuple[EpisodeSession, RunOutcome]]) 
     """The runs that reported a result, with the calls they sampled."""
     return [FinishedRun(index, session.sampled_calls(), outcome.result)
             for index, (session, outcome) in zip(plan, played) if outcome.result is not None]
+
+
+def scripted_demos(workflow: ProgramWorkflow, seed: int) -> Iterator[tuple[str, str, str]]:
+    """(agent, prompt, response) demonstrations, forever: the program played against `task.script`.
+
+    The prompt is the messages' text as the tiny default model reads them (no chat template: the
+    contents joined by blank lines, `teamrl.policies.chat_encoding.encode_chat`).
+    """
+    if not workflow.settings.script:
+        raise ValueError("the program task warms the tiny default model up on scripted teammates: set "
+                         "task.script (module:function, script(agent, messages) -> str), or set policy.model "
+                         "to a model folder")
+    script = load_callable(workflow.settings.script, "task.script")
+    routes = {a.name: None for a in workflow.agents}
+    gateway = Gateway(routes, None, responder=script).start()  # type: ignore[arg-type]
+    names = frozenset(routes)
+    try:
+        for i in itertools.count():
+            index = seed * 100_000 + i  # warm-up seeds draw disjoint instances
+            session = gateway.sessions.open(index, names, workflow.max_turns)
+            endpoint = Endpoint(gateway.episode_url(session), session.key, tuple(routes), "train", index)
+            outcome = call_program(workflow.program, workflow.instances("train", index), endpoint,
+                                   workflow.settings.timeout_s)
+            gateway.sessions.close(session)
+            if outcome.dropped:
+                raise RuntimeError(f"the program failed against the scripted teammates ({outcome.dropped}): "
+                                   f"{outcome.detail}")
+            for call in session.calls:
+                yield call.agent, "\n\n".join(m["content"] for m in call.messages), call.generation.text
+    finally:
+        gateway.close()

@@ -19,6 +19,7 @@ import logging
 import secrets
 import socket
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import uvicorn
@@ -35,6 +36,9 @@ from teamrl.policies.loading import Policy
 from teamrl.rollout.engine import Generation, SamplingParams
 
 log = logging.getLogger("teamrl.gateway")
+
+Responder = Callable[[str, list[dict[str, str]]], str]
+"""(agent, chat messages) -> the agent's answer: a scripted teammate."""
 
 
 @dataclass
@@ -58,9 +62,12 @@ class GatewayLimits:
 class Gateway:
     """An OpenAI-compatible server over `routes` (agent name -> AgentRoute), on 127.0.0.1 by default."""
 
-    def __init__(self, routes: dict[str, AgentRoute], worker: SamplingWorker, limits: GatewayLimits = GatewayLimits(),
-                 host: str = "127.0.0.1", port: int = 0, token: str | None = None) -> None:
-        self.routes, self.worker, self.limits = routes, worker, limits
+    def __init__(self, routes: dict[str, AgentRoute], worker: SamplingWorker | None,
+                 limits: GatewayLimits = GatewayLimits(), host: str = "127.0.0.1", port: int = 0,
+                 token: str | None = None, responder: Responder | None = None) -> None:
+        """responder: answers instead of the policies (scripted teammates for warm-up demonstrations); its
+        calls are recorded with their messages and text but no tokens, and nothing is sampled."""
+        self.routes, self.worker, self.limits, self.responder = routes, worker, limits, responder
         self.host, self.port = host, port
         self.token = token or secrets.token_urlsafe(24)  # random per run: only this run's programs get it
         self.sessions = SessionTable()
@@ -186,6 +193,8 @@ class Gateway:
     async def _generate(self, session: EpisodeSession | None, agent: str, chat: ChatRequest,
                         messages: list[dict[str, str]]) -> tuple[Generation, int]:
         """Sample (or replay) the agent's answer and record it in the session."""
+        if self.responder is not None:
+            return self._scripted(session, agent, messages), 0
         route = self.routes[agent]
         try:
             prompt_ids = route.policy.encode_prompt(messages)
@@ -194,10 +203,7 @@ class Gateway:
         params = self._params(route, chat, len(prompt_ids))
         index = None
         if session is not None:
-            index = session.next_index(agent)
-            if index is None:
-                raise ApiError(400, f"agent {agent!r} made {session.max_calls} calls in this episode, the limit "
-                                    "(workflow.max_turns)", code="call_limit")
+            index = _reserve(session, agent)
             replayed = session.replayed(agent, index, prompt_ids)
             if replayed is not None:
                 session.record(Call(agent, index, messages, replayed, replayed=True))
@@ -211,6 +217,13 @@ class Gateway:
                 raise ApiError(410, "this episode was closed (timed out or dropped)", code="episode_closed")
             session.record(Call(agent, index, messages, generation))
         return generation, len(prompt_ids)
+
+    def _scripted(self, session: EpisodeSession | None, agent: str, messages: list[dict[str, str]]) -> Generation:
+        text = self.responder(agent, messages)
+        generation = Generation([], [], [], [], text, True)
+        if session is not None:
+            session.record(Call(agent, _reserve(session, agent), messages, generation))
+        return generation
 
     def _params(self, route: AgentRoute, chat: ChatRequest, prompt_tokens: int) -> SamplingParams:
         """The agent's settings, with the request's length cap and stop strings (and sampling, if allowed)."""
@@ -229,3 +242,12 @@ class Gateway:
                                 f"{changes['max_new_tokens']} it exceeds the model's context of {context}",
                            code="context_length_exceeded")
         return dataclasses.replace(route.params, **changes)
+
+
+def _reserve(session: EpisodeSession, agent: str) -> int:
+    """The agent's next call index in the session; ApiError 400 when its call budget is spent."""
+    index = session.next_index(agent)
+    if index is None:
+        raise ApiError(400, f"agent {agent!r} made {session.max_calls} calls in this episode, the limit "
+                            "(workflow.max_turns)", code="call_limit")
+    return index
