@@ -247,3 +247,26 @@ def test_a_command_line_program_plays_through_the_gateway(two_policies, per_role
     assert all(e.team_return == len(s.generation.text) for e, s in zip(episodes, samples))
     expected = two_policies["planner"].encode_prompt([{"role": "user", "content": "go 3"}])
     assert all(s.generation.prompt_ids == expected for s in samples)
+
+
+def test_program_results_are_read_or_refused():
+    import doctest
+
+    from teamrl.gateway import grouping
+
+    assert doctest.testmod(grouping).failed == 0
+    assert grouping.parse_result((1, {"a": 2})).agents == {"a": 2.0}
+    assert grouping.parse_result({"team": 0, "success": True}).success is True
+    for bad in (None, True, "1", {"agents": {}}, [1]):
+        with pytest.raises(ValueError):
+            grouping.parse_result(bad)
+
+
+@pytest.mark.parametrize("settings, message", [
+    ({}, "task.entry"), ({"entry": "a:b", "command": "x"}, "exactly one"),
+    ({"entry": "a:b", "agents": []}, "task.agents"), ({"entry": "a:b", "roles": {"x": "y"}}, "task.roles"),
+    ({"entry": "a:b", "branching": "tree"}, "task.branching"),
+])
+def test_bad_program_settings_say_which_key(settings, message):
+    with pytest.raises(ValueError, match=message):
+        ProgramSettings(**{"agents": ["planner"], **settings})
