@@ -106,6 +106,7 @@ def test_k_concurrent_runs_cost_one_engine_call_per_turn(two_policies, per_role,
     wf = workflow("two_calls", batch_window_ms=10_000, branching="independent")  # only "all K asked" flushes
     play(wf, two_policies, per_role, [5], k=4)
     assert sizes == [4, 4, 4]  # planner, solver, solver: one batched call each; the replay samples nothing
+    assert wf.metrics()["gateway/engine_calls"] == 3 and wf.metrics()["gateway/mean_batch"] == 4
 
 
 def test_tree_branches_share_the_roots_prefix(two_policies, per_role):

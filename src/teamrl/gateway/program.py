@@ -152,6 +152,7 @@ class ProgramWorkflow:
                       weights: RewardWeights, generator: torch.Generator) -> tuple[list[Sample], list[Episode]]:
         """`branches` runs of the program per entry of `instances`; their calls as Samples and Episodes."""
         gateway = self.serve(policies, agent_to_policy, params_of, generator)
+        calls_before = len(gateway.worker.batch_sizes)
         roles = {a.name: a.role for a in self.agents}
         if branches > 1 and self.settings.branching == "replay" and split == "train":
             samples, episodes, metrics = self._play_tree(gateway, instances, branches, roles, agent_to_policy, weights)
@@ -164,7 +165,9 @@ class ProgramWorkflow:
                 metrics.update(self._check_determinism(gateway, finished, split)[0])
             samples, episodes = to_records(finished, roles, agent_to_policy, weights)
         metrics.update(group_checks(samples))
-        metrics["gateway/engine_calls"] = float(gateway.worker.calls)
+        batches = gateway.worker.batch_sizes[calls_before:]  # this rollout's engine calls and their sizes
+        metrics["gateway/engine_calls"] = float(len(batches))
+        metrics["gateway/mean_batch"] = sum(batches) / max(len(batches), 1)
         self.last_metrics = metrics
         return samples, episodes
 
