@@ -72,12 +72,21 @@ class ChatRequest(BaseModel):
 def plain_messages(request: ChatRequest, max_chars: int) -> list[dict[str, str]]:
     """The request's messages as teamrl chat messages ({"role", "content"} with text content).
 
-    `developer` is the newer name of `system`. Raises ApiError (400) for what teamrl cannot render
-    faithfully: tool messages or calls, non-text parts, `n` > 1, or more than `max_chars` characters.
+    `developer` is the newer name of `system`. Raises ApiError (400) for what teamrl cannot render or
+    honour faithfully: tools, tool messages or calls, a JSON response_format, non-text parts, `n` > 1,
+    or more than `max_chars` characters.
     """
     if request.n != 1:
         raise ApiError(400, f"n={request.n}: teamrl samples one choice per request; send n separate requests",
                        code="unsupported_parameter")
+    extra = request.model_extra or {}
+    if extra.get("tools") or extra.get("functions"):
+        raise ApiError(400, "tools / functions are not supported by the teamrl gateway: the policies answer in "
+                            "text; parse tool use from the text yourself", code="unsupported_parameter")
+    response_format = extra.get("response_format")
+    if isinstance(response_format, dict) and response_format.get("type", "text") != "text":
+        raise ApiError(400, f"response_format {response_format.get('type')!r} is not supported (text only): "
+                            "nothing would hold the policy to it", code="unsupported_parameter")
     messages, total = [], 0
     for i, message in enumerate(request.messages):
         extra = message.model_extra or {}
