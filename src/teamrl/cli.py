@@ -167,7 +167,9 @@ def cmd_study(args: argparse.Namespace) -> int:
     from teamrl.study.command import run_command
 
     page = run_command(args.name, args.quick, args.seeds, args.rows, args.out, args.overrides, args.instances,
-                       jobs=args.jobs)
+                       jobs=args.jobs, remaining_only=args.remaining)
+    if args.remaining:
+        return 0
     print(f"study written: {page} (table: {page.parent / 'table.md'}, results: {page.parent / 'results.json'})")
     return 0
 
@@ -325,6 +327,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", metavar="DIR", help="output folder (default: runs/study-NAME[-quick])")
     p.add_argument("--jobs", type=_positive, default=1, metavar="N",
                    help="run the seeds in N processes at once, one torch thread each (default 1)")
+    p.add_argument("--remaining", action="store_true",
+                   help="list the cells still to run with an ETA (from measured cell times) and stop")
     p.set_defaults(func=cmd_study)
     return parser
 

@@ -8,7 +8,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from teamrl.study import flow_report
+from teamrl.study import flow_report, scale_rows
 from teamrl.study.protocol import Protocol
 from teamrl.study.rows import Study, select_rows, study
 from teamrl.study.runner import run_study
@@ -22,19 +22,25 @@ table; its numbers are not the study's)."""
 
 
 def run_command(name: str, quick: bool, seeds: list[int] | None, rows: list[str] | None, out: str | None,
-                overrides: list[str], instances: int | None = None, verbose: bool = False, jobs: int = 1) -> Path:
+                overrides: list[str], instances: int | None = None, verbose: bool = False, jobs: int = 1,
+                remaining_only: bool = False) -> Path:
     """Run the named study's rows over its seeds; returns the report page (OUT/index.html).
 
+    A `policy.model=...` override replaces every model the study names (`Study.with_model`).
+    remaining_only: list the cells still to run with their ETA, run nothing (returns OUT/results.json).
     seeds, instances: replace the protocol's seeds and its validation / test instance counts.
     jobs: run the seeds in this many processes at once (one torch thread each), into the same folder.
     """
-    chosen = study(name)
-    protocol = QUICK if quick else FULL
+    chosen = whole_study_model(study(name), overrides)
+    chosen, protocol, quick_overrides = planned(chosen, quick)
     protocol = replace(protocol, seeds=tuple(seeds) if seeds else protocol.seeds,
                        validation_instances=instances or protocol.validation_instances,
                        test_instances=instances or protocol.test_instances)
     folder = Path(out) if out else Path("runs") / f"study-{name}{'-quick' if quick else ''}"
-    all_overrides = [*(QUICK_OVERRIDES if quick else ()), *overrides]
+    all_overrides = [*quick_overrides, *overrides]
+    if remaining_only:
+        run_study(chosen, protocol, select_rows(rows, chosen), folder, all_overrides, dry_run=True)
+        return folder / "results.json"
     if jobs > 1 and len(protocol.seeds) > 1:
         groups = [list(protocol.seeds[i::jobs]) for i in range(min(jobs, len(protocol.seeds)))]
         select_rows(rows, chosen)  # a bad row name fails here, not in every job
@@ -44,11 +50,34 @@ def run_command(name: str, quick: bool, seeds: list[int] | None, rows: list[str]
     return _report(chosen, results)
 
 
+def whole_study_model(chosen: Study, overrides: list[str]) -> Study:
+    """The study with the user's `policy.model=...` (the last one given) in place of every model it names."""
+    models = [o.split("=", 1)[1] for o in overrides if o.startswith("policy.model=")]
+    return chosen.with_model(models[-1]) if models else chosen
+
+
+def planned(chosen: Study, quick: bool) -> tuple[Study, Protocol, tuple[str, ...]]:
+    """The study as run, its protocol and the --quick overrides. A study that plans its budgets runs
+    --quick as the study with its quick budget in place of the full one (so the ETA prices quick cells);
+    the others run FULL, or QUICK with QUICK_OVERRIDES."""
+    if chosen.budget is None:
+        return (chosen, QUICK, QUICK_OVERRIDES) if quick else (chosen, FULL, ())
+    if quick:
+        chosen = replace(chosen, budget=chosen.quick_budget)
+    budget = chosen.budget
+    protocol = Protocol(seeds=tuple(range(budget.seeds)), validation_instances=budget.validation_instances,
+                        test_instances=budget.test_instances, test_samples=1)
+    return chosen, protocol, ()
+
+
 def _report(chosen: Study, results: Path) -> Path:
-    """The study's page; a workflow matrix also gets its report (flows.md, with the alerts scored)."""
+    """The study's page; a workflow matrix also gets its report (flows.md, with the alerts scored), a scale
+    axis its own (scale.md)."""
     page = write_report(results)
     if chosen.flows:
         print(f"workflow matrix report: {flow_report.write(results)}")
+    if any(row.kind == "scale" for row in select_rows(None, chosen)):
+        print(f"scale axis report: {scale_rows.write(results)}")
     return page
 
 

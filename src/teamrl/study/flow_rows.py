@@ -103,9 +103,11 @@ def role_accuracy(workflow: Workflow, episodes: list[Any]) -> dict[str, float]:
     return {key: mean(values) for key, values in sorted(counts.items())}
 
 
-def warm_base(seed_run: "SeedRun", row: "Row", workflow: str) -> str:
-    """The seed's warmed-up tiny default for `workflow` (each workflow imitates its own scripted team)."""
-    if workflow == TEAM:
+def warm_base(seed_run: "SeedRun", row: "Row", workflow: str, reuse_team: bool = True) -> str:
+    """The seed's warmed-up tiny default for `workflow` (each workflow imitates its own scripted team), or
+    the row's named model as it is. reuse_team: the runner's base serves the team workflow (False for a
+    row naming its own model, as the scale rows do)."""
+    if workflow == TEAM and reuse_team:
         return seed_run.model_path  # the runner warmed the task's team workflow up already
     config = seed_run.config(row, (f"workflow.name={workflow}",))
     if config.policy.model != "tiny-default":

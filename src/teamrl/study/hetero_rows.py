@@ -7,7 +7,8 @@ played by a correct scripted agent (Split-Calc: the analyst's formula is right o
 pair; the calculator, given the right formula, answers the instance's value). Rows of kind `bases`:
   hetero: per-role AT-GRPO, base B on the role where its accuracy exceeds A's by the most, A elsewhere;
   homo_b: per-role AT-GRPO, base B on every role.
-The homogeneous A pair is the study's `per_role` row.
+The homogeneous A pair is the study's `per_role` row. A study naming its base B (`Study.base_b`, e.g.
+real_hetero_calc's Gemma-3-270M beside SmolLM2) loads it as it is: no warm-up for either base.
 """
 
 from __future__ import annotations
@@ -119,18 +120,24 @@ class HeteroBases:
     def make(self, run: "SeedRun", config: RunConfig) -> float:
         """Warm up B and measure both bases (once); returns the seconds spent (0 when already made)."""
         if not self.paths:
-            steps = max(1, round(B_STEPS_PER_A_STEP * config.policy.warmup_sft_steps))
-            recipe = VariantRecipe.for_task(config.task, config.workflow.max_turns, steps=steps,
-                                            seed=run.protocol.warmup_seed(run.seed))
-            run.log(f"seed {run.seed}: base B (Qwen2 variant) with warm-up seed {recipe.seed}")
             started = time.time()
-            b_path = str(warm_up_variant(recipe, verbose=run.verbose))
+            b_path = run.study.base_b or self._warm_variant(run, config)
             self.paths = {"A": run.model_path, "B": b_path}
             self.strengths = base_strengths(config, self.paths, run.protocol.validation_instances, run.seed)
             seconds = time.time() - started
             run.log(f"seed {run.seed}: per-role accuracy {self.strengths} ({seconds:.0f} s with B's warm-up)")
             return seconds
         return 0.0
+
+
+    @staticmethod
+    def _warm_variant(run: "SeedRun", config: RunConfig) -> str:
+        """The seed's warmed-up Qwen2 variant (a study naming no base B; a named base B needs none)."""
+        steps = max(1, round(B_STEPS_PER_A_STEP * config.policy.warmup_sft_steps))
+        recipe = VariantRecipe.for_task(config.task, config.workflow.max_turns, steps=steps,
+                                        seed=run.protocol.warmup_seed(run.seed))
+        run.log(f"seed {run.seed}: base B (Qwen2 variant) with warm-up seed {recipe.seed}")
+        return str(warm_up_variant(recipe, verbose=run.verbose))
 
 
 def produce(seed_run: "SeedRun", row: "Row") -> dict[str, Any]:

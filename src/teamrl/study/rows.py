@@ -11,12 +11,18 @@ A row is one method or ablation. Its `kind` says how it is produced:
   flows: every study workflow x policy regime on Split-Calc content (`teamrl.study.flow_rows`).
   transfer: the `source` row's trained policies (the untrained base when `source` is empty) scored on
          the test split of the study's unseen variant (`Study.transfer`: a larger size, other content).
+  scale: voting and evaluator-optimizer x shared / per-agent at one model scale (`teamrl.study.scale_rows`).
+
+The real-model studies (`real_*`, docs/study/real.md) start every seed from a named checkpoint (no
+warm-up) and size their tables with `teamrl.study.real_budget`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+
+from teamrl.study.real_budget import Budget
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 
@@ -25,21 +31,23 @@ FROZEN_LR = 1e-12
 1e-12 leaves it unchanged to float32 precision; the config requires lr > 0)."""
 
 
+KINDS = ("eval", "train", "swap", "alone", "sft", "bases", "transfer", "flows", "scale")
+
+
 @dataclass(frozen=True)
 class Row:
     """One line of the table."""
 
     key: str
-    kind: str  # eval | train | swap | alone | sft | bases | transfer | flows
+    kind: str  # eval | train | swap | alone | sft | bases | transfer | flows | scale
     label: str
     overrides: tuple[str, ...] = ()
     source: str = ""
     """transfer rows: the trained row whose best checkpoint is scored (empty: the untrained base)."""
 
     def __post_init__(self) -> None:
-        if self.kind not in ("eval", "train", "swap", "alone", "sft", "bases", "transfer", "flows"):
-            raise ValueError(f"row {self.key!r}: kind must be eval, train, swap, alone, sft, bases, transfer or flows, "
-                             f"got {self.kind!r}")
+        if self.kind not in KINDS:
+            raise ValueError(f"row {self.key!r}: kind must be one of {', '.join(KINDS)}, got {self.kind!r}")
 
 
 ROWS: dict[str, Row] = {row.key: row for row in (
@@ -66,6 +74,12 @@ ROWS: dict[str, Row] = {row.key: row for row in (
 ),
     Row("flows_hot", "flows", "study workflows x regimes at 10x the lr, with mitigations (voting shared)",
         ("policy.lr=1e-3",)),
+    # The policy-sharing paper's scale axis (real_scale_calc): one row per model, the same calc_flows content
+    # and budget. The tiny default reads compact prompts (its warm-up's); the real models chat prompts.
+    Row("scale_tiny", "scale", "scale: tiny character model (0.87M)",
+        ("policy.model=tiny-default", "workflow.prompt_style=compact", "policy.lora=null")),
+    Row("scale_smollm2", "scale", "scale: SmolLM2-135M-Instruct", ("policy.model=smollm2-135m-instruct",)),
+    Row("scale_gemma", "scale", "scale: Gemma-3-270M", ("policy.model=gemma-3-270m",)),
 )}
 
 COMPARISONS: tuple[tuple[str, str, str], ...] = (
@@ -106,7 +120,68 @@ class Study:
     """Whether this is a study of the study workflows (the `flows` rows only; `teamrl.study.flow_rows`)."""
     overrides: tuple[str, ...] = ()
     """The study's own settings on top of its config (the user's overrides and --quick's come after them)."""
+    rows: tuple[str, ...] = ()
+    """The only rows this study runs (empty: every row its kinds allow)."""
+    base_b: str = ""
+    """The `bases` rows' base B as a named checkpoint or folder (empty: the warmed-up Qwen2 variant)."""
+    labels: tuple[tuple[str, str], ...] = ()
+    """(row, label) pairs naming rows for this study (e.g. which models the hetero pair mixes)."""
+    budget: Budget | None = None
+    """The planned full table (its overrides, seeds and split sizes; `teamrl.study.real_budget`); None: the
+    command's FULL protocol and the config's own training settings."""
+    quick_budget: Budget | None = None
+    """--quick's budget (it takes the full budget's place; `teamrl.study.command.planned`)."""
+    model: str = ""
+    """Set by `with_model`: every model this study names is replaced by this one (a smoke run)."""
 
+    def with_model(self, model: str) -> "Study":
+        """This study with every model it names (the config's, base B's, each scale row's) replaced by
+        `model`: the user's `policy.model=...` applies to the whole study, not only to the rows that do
+        not name their own model."""
+        return replace(self, model=model, base_b=model if self.base_b else "")
+
+    def label(self, row: Row) -> str:
+        return dict(self.labels).get(row.key, row.label)
+
+    def model_overrides(self) -> tuple[str, ...]:
+        """The overrides that come after a row's own (`with_model`'s model beats a scale row's)."""
+        return (f"policy.model={self.model}",) if self.model else ()
+
+
+SMOLLM2, GEMMA = "smollm2-135m-instruct", "gemma-3-270m"
+REAL_SETTINGS = (f"policy.model={SMOLLM2}", "workflow.prompt_style=chat", "policy.lr=3.0e-4",
+                 "rollout.temperature=0.5", "rollout.eval_temperature=0.5", "train.warmup_steps=2")
+"""The real-model studies' settings (those of configs/smollm2_math_team.yaml): chat prompts, and T 0.5,
+at which SmolLM2 keeps a fair prior (T 1.0 ruins a 135M model's answers)."""
+REAL_MAIN_ROWS = ("single", "single_grpo", "team", "shared", "per_role", "swapped", "alone", "trajectory")
+# Sizes from teamrl.study.real_budget's prices (docs/study/real.md has the arithmetic): each full table
+# plans under 6 h on one core, each --quick under 15 min.
+REAL_MAIN = Budget(steps=12, batch_size=4, k=4, max_new_tokens=80, lora_rank=16, eval_every=6,
+                   validation_instances=32, test_instances=64, seeds=3)
+REAL_QUICK = Budget(steps=2, batch_size=2, k=2, max_new_tokens=80, lora_rank=16, eval_every=0,
+                    validation_instances=6, test_instances=6, seeds=1)
+REAL_SCALE = Budget(steps=4, batch_size=2, k=4, max_new_tokens=80, lora_rank=16, eval_every=0,
+                    validation_instances=16, test_instances=32, seeds=3)
+REAL_SCALE_QUICK = Budget(steps=1, batch_size=1, k=2, max_new_tokens=80, lora_rank=16, eval_every=0,
+                          validation_instances=2, test_instances=2, seeds=1, tiny_warmup_steps=50)
+
+REAL_STUDIES: dict[str, Study] = {
+    # (1) the AT-GRPO table on SmolLM2: Split-Calc's analyst sees only the operation, the calculator only the
+    # operands, so neither can answer alone; the team's prior is fair (docs/study/real.md: why not math).
+    "real_split_calc": Study("real_split_calc", CONFIGS / "split_calc_team.yaml", overrides=REAL_SETTINGS,
+                             rows=REAL_MAIN_ROWS, budget=REAL_MAIN, quick_budget=REAL_QUICK),
+    # (2) the heterogeneous pair: SmolLM2 (base A, the per_role row's pair) + Gemma-3-270M (base B).
+    "real_hetero_calc": Study("real_hetero_calc", CONFIGS / "split_calc_team.yaml", overrides=REAL_SETTINGS,
+                              heterogeneous=True, base_b=GEMMA, rows=("per_role", "hetero", "homo_b"),
+                              labels=(("per_role", "homogeneous pair of SmolLM2 (per-role)"),
+                                      ("hetero", "heterogeneous pair (SmolLM2 + Gemma-3-270M)"),
+                                      ("homo_b", "homogeneous pair of Gemma-3-270M (per-role)")),
+                              budget=REAL_MAIN, quick_budget=REAL_QUICK),
+    # (3) the policy-sharing paper's scale axis on calc_flows content (the scale rows name their models).
+    "real_scale_calc": Study("real_scale_calc", CONFIGS / "calc_flows.yaml", overrides=REAL_SETTINGS,
+                             rows=("scale_tiny", "scale_smollm2", "scale_gemma"), budget=REAL_SCALE,
+                             quick_budget=REAL_SCALE_QUICK),
+}
 
 STUDIES: dict[str, Study] = {
     "split_nav": Study("split_nav", CONFIGS / "split_nav_team.yaml"),
@@ -118,6 +193,7 @@ STUDIES: dict[str, Study] = {
     # are known to 5 steps) and logs gradient cosines and output diversity (the echo-chamber alert's inputs).
     "workflows_calc": Study("workflows_calc", CONFIGS / "calc_flows.yaml", flows=True,
                             overrides=("train.steps=60", "train.eval_every=5", "diagnostics.level=full")),
+    **REAL_STUDIES,
 }
 
 
@@ -131,7 +207,9 @@ def select_rows(names: list[str] | None, chosen: Study | None = None) -> list[Ro
     """The rows named (all when None), in table order. A row that needs another pulls it in (`swapped`
     needs `per_role`, a transfer row its source); transfer rows need a study with a transfer variant,
     `bases` rows a study with a heterogeneous pair."""
-    missing = set()
+    if chosen is not None and chosen.rows:
+        return _study_rows(names, chosen)
+    missing = {"scale"}
     if chosen is not None and not chosen.transfer:
         missing.add("transfer")
     if chosen is not None and not chosen.heterogeneous:
@@ -152,4 +230,14 @@ def select_rows(names: list[str] | None, chosen: Study | None = None) -> list[Ro
         what = f"has no {' or '.join(lacks)} for" if lacks else "runs only the workflow matrix, not"
         raise ValueError(f"study {chosen.name!r} {what} row(s) {', '.join(refused)}; drop them "
                          f"(this study's rows: {', '.join(r.key for r in select_rows(None, chosen))})")
+    return [row for key, row in ROWS.items() if key in wanted]
+
+
+def _study_rows(names: list[str] | None, chosen: Study) -> list[Row]:
+    """select_rows for a study with its own row list: the names must be in it (a row pulls in its sources)."""
+    names = list(names or chosen.rows)
+    refused = sorted(n for n in names if n not in chosen.rows)
+    if refused:
+        raise ValueError(f"study {chosen.name!r} has no row(s) {', '.join(refused)}; its rows: {', '.join(chosen.rows)}")
+    wanted = set(names) | ({"per_role"} if "swapped" in names else set())
     return [row for key, row in ROWS.items() if key in wanted]

@@ -4,7 +4,11 @@ Per seed s: the tiny default is warmed up with warm-up seed `protocol.warmup_see
 that seed starts from it (so rows of one seed are paired). A trained row picks its best checkpoint
 on the validation split (the training loop's held-out evaluation, `task.heldout_split=validation`)
 and only that checkpoint is scored on the test split (`task.heldout_split=test`), sampled at the
-config's evaluation temperature. Results go to OUT/results.json, row by row as they finish.
+config's evaluation temperature. Results go to OUT/results.json, row by row as they finish, each
+with its cell digest (`teamrl.study.cells`): a re-run skips finished cells, lists the rest with an
+ETA and refuses a folder whose cells were made with another config or code. A study on a named
+checkpoint (the `real_*` studies) has no warm-up: every seed starts from that checkpoint, and seeds
+differ in their sampling and training seeds and data order only.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from typing import Any
 from teamrl.config import ConfigError, RunConfig, load_config
 from teamrl.policies.loading import Policy
 from teamrl.rollout.agent_params import agent_sampling
-from teamrl.study import flow_rows, hetero_rows, results_file
+from teamrl.study import cells, flow_rows, hetero_rows, results_file, scale_rows
 from teamrl.study.protocol import Protocol, mean_pass_at_k
 from teamrl.study.rows import FROZEN_LR, ROWS, Row, Study
 from teamrl.study.sft_row import sft_row
@@ -41,7 +45,9 @@ def row_config(study: Study, protocol: Protocol, row_overrides: list[str] | tupl
     """
     fixed = [f"seed={seed}", f"output_dir={out / 'runs'}", f"run_name={run_name}", f"task.heldout_split={split}",
              f"train.eval_instances={protocol.validation_instances}", "train.midway_eval_instances=0"]
-    return load_config(study.config, [*study.overrides, *overrides, *row_overrides, *fixed])
+    budget = study.budget.overrides() if study.budget else ()
+    return load_config(study.config, [*study.overrides, *budget, *overrides, *row_overrides,
+                                      *study.model_overrides(), *fixed])
 
 
 def warm_base(config: RunConfig, warmup_seed: int, verbose: bool) -> str:
@@ -124,14 +130,15 @@ class SeedRun:
 
     def run(self, row: Row) -> dict[str, Any]:
         started = time.time()
-        result: dict[str, Any] = {"row": row.key, "label": row.label, "seed": self.seed,
+        result: dict[str, Any] = {"row": row.key, "label": self.study.label(row), "seed": self.seed,
                                   "warmup_seed": self.protocol.warmup_seed(self.seed)}
         produce = {"eval": self._eval, "train": self._train, "swap": self._swap, "alone": self._alone,
                    "sft": lambda r: sft_row(self, r), "bases": lambda r: hetero_rows.produce(self, r),
-                   "transfer": self._transfer, "flows": lambda r: flow_rows.produce(self, r)}[row.kind]
+                   "transfer": self._transfer, "flows": lambda r: flow_rows.produce(self, r),
+                   "scale": lambda r: scale_rows.produce(self, r)}[row.kind]
         result.update(produce(row))
         result["seconds"] = time.time() - started
-        self.log(f"seed {self.seed} {row.label}: test success {result['test_success']:.1%} "
+        self.log(f"seed {self.seed} {result['label']}: test success {result['test_success']:.1%} "
                  f"({result['seconds']:.0f}s)")
         return result
 
@@ -196,13 +203,13 @@ class SeedRun:
 
 
 def run_study(study: Study, protocol: Protocol, rows: list[Row], out: Path, overrides: list[str],
-              log: Log = print, verbose: bool = False) -> Path:
+              log: Log = print, verbose: bool = False, dry_run: bool = False) -> Path:
     """Every row over every seed; writes OUT/results.json after each row.
 
     A results.json already in OUT (same study and overrides) is continued: its (row, seed) results are
     kept and not rerun, so a stopped study resumes and a long table can be run a few rows per command.
     Several processes may run other seeds into the same OUT at once (`teamrl study --jobs`): each row's
-    result is merged into the file under a lock.
+    result is merged into the file under a lock. dry_run: check the folder and list what remains, run nothing.
     """
     out.mkdir(parents=True, exist_ok=True)
     target = out / "results.json"
@@ -214,11 +221,22 @@ def run_study(study: Study, protocol: Protocol, rows: list[Row], out: Path, over
         _check_same(target, results, study, protocol, overrides)
         wanted = set(results["rows"]) | {row.key for row in rows}
         results["rows"] = [key for key in ROWS if key in wanted]  # table order, whatever order rows ran in
-        results["labels"].update({row.key: row.label for row in rows})
+        results["labels"].update({row.key: study.label(row) for row in rows})
         results["protocol"]["seeds"] = sorted(set(results["protocol"]["seeds"]) | set(protocol.seeds))
 
-    results = results_file.update(target, fresh, register)
+    if dry_run:  # check and list without writing: the folder may not exist yet
+        results = results_file.read(target) or json.loads(json.dumps(fresh))
+        register(results)
+    else:
+        results = results_file.update(target, fresh, register)
     done = {(r["row"], r["seed"]) for r in results["results"]}
+    digests = _digests(study, protocol, rows, results, out, overrides)
+    cells.check_cells(target, results["results"], digests, log)
+    todo_cells = [(row.key, seed) for seed in protocol.seeds for row in rows if (row.key, seed) not in done]
+    for line in cells.remaining(todo_cells, results["results"], cells.planned_seconds(study)):
+        log(line)
+    if dry_run:
+        return target
     for seed in protocol.seeds:
         todo = [row for row in rows if (row.key, seed) not in done]
         if not todo:
@@ -235,9 +253,20 @@ def run_study(study: Study, protocol: Protocol, rows: list[Row], out: Path, over
         seed_run.trained.update({r["row"]: Path(r["run_dir"]) for r in results["results"]
                                  if r["seed"] == seed and r.get("run_dir")})
         for row in todo:
-            record = seed_run.run(row)
+            record = seed_run.run(row) | {"digest": digests[(row.key, seed)]}
             results_file.update(target, fresh, lambda results, record=record: results_file.add_record(results, record))
     return target
+
+
+def _digests(study: Study, protocol: Protocol, rows: list[Row], results: dict[str, Any], out: Path,
+             overrides: list[str]) -> dict[tuple[str, int], dict[str, str]]:
+    """(row, seed) -> this command's cell digest, for every cell it may run and every finished one."""
+    wanted = {(row.key, seed) for row in rows for seed in protocol.seeds}
+    wanted |= {(r["row"], r["seed"]) for r in results["results"] if r["row"] in ROWS}
+    settings = vars(protocol)
+    return {(key, seed): cells.cell_digest(row_config(study, protocol, ROWS[key].overrides, seed, out,
+                                                      f"{key}-s{seed}", overrides), settings)
+            for key, seed in sorted(wanted)}
 
 
 def _check_same(target: Path, previous: dict[str, Any], study: Study, protocol: Protocol,

@@ -1,0 +1,151 @@
+"""A study's cells across sessions: each (row, seed) result carries a digest of what decided it.
+
+A cell's digest has two parts:
+  config: the row's resolved run config at that seed (the study's settings, the user's overrides and
+          the row's own, as `teamrl train` would get them; the output folder left out, so a moved
+          folder still continues) and the protocol's split sizes;
+  code:   the source of the packages whose code decides a result (`CODE_PACKAGES`: tasks, workflows,
+          rollout, algorithms, training, policies, config, demos, the study's runner and rows), not
+          of the modules that only report (`REPORT_ONLY`).
+A folder is continued only where every finished cell's digest is what this command would make now;
+otherwise the command stops and names the cell (mixing a table from two codes or two configs would
+compare rows that were not made alike). Records written before digests existed are kept, unchecked.
+
+The cells still to run are listed with an ETA: each priced at the mean measured seconds of its row's
+finished cells, else the study's planned price (`teamrl.study.real_budget`), else the mean of every
+finished cell.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+from collections import defaultdict
+from functools import lru_cache
+from pathlib import Path
+from statistics import mean
+from typing import Any
+
+from teamrl.config import ConfigError, RunConfig
+from teamrl.config.run import config_to_dict
+from teamrl.study import real_budget
+from teamrl.study.rows import ROWS, Row, Study
+
+CODE_PACKAGES = ("teamrl.tasks", "teamrl.workflows", "teamrl.rollout", "teamrl.algorithms", "teamrl.training",
+                 "teamrl.policies", "teamrl.config", "teamrl.demos", "teamrl.study")
+REPORT_ONLY = frozenset({"table.py", "flow_report.py", "alert_scores.py", "cells.py", "command.py"})
+"""Study modules that write pages, list cells or parse the command line: no result depends on them."""
+
+
+@lru_cache(maxsize=1)
+def code_digest() -> str:
+    """sha256 over the source files of `CODE_PACKAGES` (path and content, in a fixed order)."""
+    digest = hashlib.sha256()
+    for package in CODE_PACKAGES:
+        folder = Path(importlib.import_module(package).__file__).parent
+        for path in sorted(folder.rglob("*.py")):
+            if package == "teamrl.study" and path.name in REPORT_ONLY:
+                continue
+            digest.update(f"{package}/{path.relative_to(folder)}\n".encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def config_digest(config: RunConfig, protocol: dict[str, Any]) -> str:
+    """sha256 of the resolved config (output folder aside) and the protocol's settings (seeds aside: the
+    config holds the cell's own seed)."""
+    settings = {k: v for k, v in config_to_dict(config).items() if k != "output_dir"}
+    sizes = {k: v for k, v in protocol.items() if k != "seeds"}
+    text = json.dumps({"config": settings, "protocol": sizes}, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def cell_digest(config: RunConfig, protocol: dict[str, Any]) -> dict[str, str]:
+    return {"config": config_digest(config, protocol), "code": code_digest()}
+
+
+def check_cells(target: Path, records: list[dict[str, Any]], now: dict[tuple[str, int], dict[str, str]],
+                log: Any = print) -> None:
+    """Refuse a folder any finished cell of which was made with another config or code than `now`'s.
+
+    now: (row, seed) -> the digest this command makes for that cell (every finished cell's included)."""
+    unchecked = []
+    for record in records:
+        key = (record["row"], record["seed"])
+        made = record.get("digest")
+        if made is None:
+            unchecked.append(key)
+            continue
+        if key not in now:
+            continue  # a row this version of the study no longer has: the table shows it as it was
+        differing = [part for part in ("config", "code") if made.get(part) != now[key].get(part)]
+        if differing:
+            what = " and ".join(differing)
+            raise ConfigError(
+                f"{target}: cell {key[0]} seed {key[1]} was made with another {what} ({what} digest "
+                f"{' / '.join(made.get(p, '?') for p in differing)}, now {' / '.join(now[key][p] for p in differing)}); "
+                f"its result cannot be mixed with this command's. Start a fresh folder (--out OTHER_DIR), or run "
+                f"the code and settings that made it (a worktree at the folder's commit keeps a long table on one code)")
+    if unchecked:
+        log(f"{len(unchecked)} finished cell(s) have no digest (written before digests); kept unchecked: "
+            f"{', '.join(f'{r} seed {s}' for r, s in unchecked)}")
+
+
+def planned_seconds(study: Study) -> dict[str, float]:
+    """row -> the study's planned seconds of one cell (empty for a study without a budget)."""
+    b = study.budget
+    if b is None:
+        return {}
+    scales = {row.key: _model_of(row, study) for row in ROWS.values() if row.kind == "scale"}
+    planned = {**real_budget.main_table_seed_s(b), **real_budget.hetero_table_seed_s(b),
+               **real_budget.scale_table_seed_s(b, scales)}
+    return {key: seconds for key, seconds in planned.items() if key in study.rows}
+
+
+def _model_of(row: Row, study: Study) -> str:
+    """The model a scale row runs (the study's substitute wins), priced as SmolLM2 when unknown."""
+    named = study.model or next((o.split("=", 1)[1] for o in row.overrides if o.startswith("policy.model=")), "")
+    return named if named in real_budget.MODEL_COST else "smollm2-135m-instruct"
+
+
+def remaining(todo: list[tuple[str, int]], records: list[dict[str, Any]], planned: dict[str, float]) -> list[str]:
+    """Lines listing the cells still to run, each with its expected seconds and where that came from,
+    after a first line with their count and the ETA."""
+    measured: dict[str, list[float]] = defaultdict(list)
+    for record in records:
+        if "seconds" in record:
+            measured[record["row"]].append(float(record["seconds"]))
+    overall = mean(s for v in measured.values() for s in v) if measured else None
+    lines, total, unknown = [], 0.0, 0
+    for row, seed in todo:
+        if measured.get(row):
+            seconds, source = mean(measured[row]), f"measured, {len(measured[row])} cell(s)"
+        elif row in planned:
+            seconds, source = planned[row], "planned"
+        elif overall is not None:
+            seconds, source = overall, "mean of finished cells"
+        else:
+            seconds, source = None, "no measurement"
+        if seconds is None:
+            unknown += 1
+            lines.append(f"  {row} seed {seed}: ? ({source})")
+        else:
+            total += seconds
+            lines.append(f"  {row} seed {seed}: ~{duration(seconds)} ({source})")
+    eta = f"ETA ~{duration(total)}" + (f" + {unknown} cell(s) not priced" if unknown else "")
+    head = f"{len(todo)} cell(s) to run, {len(records)} finished; {eta}" if todo else \
+        f"every cell finished ({len(records)})"
+    return [head, *lines]
+
+
+def duration(seconds: float) -> str:
+    """'1h 05m', '12m', '40s'.
+
+    >>> duration(3900), duration(720), duration(40)
+    ('1h 05m', '12m', '40s')
+    """
+    if seconds < 60:
+        return f"{seconds:.0f}s"
+    minutes = round(seconds / 60)
+    return f"{minutes // 60}h {minutes % 60:02d}m" if minutes >= 60 else f"{minutes}m"

@@ -1,0 +1,112 @@
+"""The real-model studies (docs/study/real.md): their rows resolve to valid configs on the models they
+name, their budgets fit the plan (a table under 6 h, --quick under 15 min), and --quick runs end to end
+with a random tiny model substituted for every named model."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from teamrl.cli import main
+from teamrl.policies.tiny_model import build_char_tokenizer, build_tiny_model
+from teamrl.study import real_budget
+from teamrl.study.cells import planned_seconds
+from teamrl.study.command import planned, whole_study_model
+from teamrl.study.rows import GEMMA, REAL_STUDIES, SMOLLM2, select_rows, study
+from teamrl.study.runner import row_config
+
+TINY = ["train.steps=1", "train.batch_size=1", "algorithm.k=2", "rollout.max_new_tokens=4",
+        "policy.warmup_sft_steps=2"]
+
+
+def _config(name, key, seed=0, overrides=()):
+    chosen = whole_study_model(study(name), list(overrides))
+    row = next(r for r in select_rows(None, chosen) if r.key == key)
+    return row_config(chosen, planned(chosen, False)[1], row.overrides, seed, Path("/tmp/unused"),
+                      f"{key}-s{seed}", list(overrides))
+
+
+@pytest.mark.parametrize("name", sorted(REAL_STUDIES))
+def test_every_row_of_a_real_study_resolves_on_its_named_model(name):
+    for row in select_rows(None, study(name)):
+        config = _config(name, row.key)
+        expected = {"scale_tiny": "tiny-default", "scale_gemma": GEMMA}.get(row.key, SMOLLM2)
+        assert config.policy.model == expected, row.key
+        assert config.train.steps == study(name).budget.steps and config.rollout.temperature == 0.5
+        if row.key != "scale_tiny":  # the tiny default reads its warm-up's compact prompts, without LoRA
+            assert config.workflow.prompt_style == "chat" and config.policy.lora.r == 16
+
+
+def test_a_model_override_replaces_every_model_the_study_names():
+    assert _config("real_scale_calc", "scale_gemma", overrides=["policy.model=tiny-default"]).policy.model == "tiny-default"
+    assert whole_study_model(study("real_hetero_calc"), ["policy.model=x"]).base_b == "x"
+    assert study("real_hetero_calc").base_b == GEMMA and whole_study_model(study("split_calc"), ["policy.model=x"]).base_b == ""
+
+
+def test_the_rows_of_a_real_study_are_its_own():
+    assert [r.key for r in select_rows(None, study("real_split_calc"))] == [
+        "single", "single_grpo", "team", "shared", "per_role", "swapped", "alone", "trajectory"]
+    assert [r.key for r in select_rows(["swapped"], study("real_split_calc"))] == ["per_role", "swapped"]
+    with pytest.raises(ValueError, match="study 'real_split_calc' has no row.s. sft"):
+        select_rows(["sft"], study("real_split_calc"))
+    assert all(r.kind != "scale" for r in select_rows(None, study("split_calc")))
+
+
+@pytest.mark.parametrize("name", sorted(REAL_STUDIES))
+def test_each_table_plans_under_six_hours_and_quick_under_fifteen_minutes(name):
+    chosen = study(name)
+    full = sum(planned_seconds(chosen).values()) * chosen.budget.seeds
+    quick = sum(planned_seconds(planned(chosen, True)[0]).values())
+    assert set(planned_seconds(chosen)) == set(chosen.rows)  # every row priced
+    assert 2 * 3600 < full <= real_budget.HOURS_PER_TABLE * 3600, full / 3600
+    assert quick <= real_budget.QUICK_MINUTES * 60, quick / 60
+    assert chosen.budget.seeds >= 3
+
+
+def test_the_main_budget_arithmetic():
+    b = REAL_STUDIES["real_split_calc"].budget
+    # 12 steps x 4 instances x K 4 x 70/16 s = 840 s; evaluations at steps 0, 6 and 12 of 32 instances and
+    # 64 test episodes: 160 x 100/64 s = 250 s; one load 15 s
+    assert b.evaluations() == 3 and b.train_s() == pytest.approx(15 + 840 + 250)
+
+
+@pytest.fixture
+def random_model(tmp_path, monkeypatch):
+    monkeypatch.setenv("TEAMRL_CACHE", str(tmp_path / "cache"))
+    tok = build_char_tokenizer()
+    build_tiny_model(tok, hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64).save_pretrained(tmp_path / "m")
+    tok.save_pretrained(tmp_path / "m")
+    return str(tmp_path / "m")
+
+
+def test_quick_real_study_runs_end_to_end_on_a_substituted_model(random_model, tmp_path, capsys):
+    out = tmp_path / "study"
+    code = main(["study", "real_split_calc", "--quick", "--instances", "2", "--out", str(out),
+                 f"policy.model={random_model}", *TINY])
+    assert code == 0, capsys.readouterr().err
+    results = json.loads((out / "results.json").read_text())
+    assert [r["row"] for r in results["results"]] == list(study("real_split_calc").rows)
+    assert all(r["digest"]["config"] and 0.0 <= r["test_success"] <= 1.0 for r in results["results"])
+    assert results["protocol"]["seeds"] == [0]
+    config = (out / "runs" / "shared-s0" / "config.yaml").read_text()
+    assert f"model: {random_model}" in config and "prompt_style: chat" in config
+    assert "AT-GRPO per-role" in (out / "table.md").read_text()
+    assert "8 cell(s) to run, 0 finished; ETA ~" in capsys.readouterr().out
+    again = ["study", "real_split_calc", "--quick", "--instances", "2", "--out", str(out),
+             f"policy.model={random_model}", *TINY, "--remaining"]
+    assert main(again) == 0 and "every cell finished (8)" in capsys.readouterr().out
+
+
+def test_quick_scale_study_records_the_sharing_gain_per_workflow(random_model, tmp_path, capsys):
+    out = tmp_path / "scale"
+    code = main(["study", "real_scale_calc", f"policy.model={random_model}", *TINY, "--quick", "--instances", "2",
+                 "--out", str(out), "--rows", "scale_smollm2"])
+    assert code == 0, capsys.readouterr().err
+    record = json.loads((out / "results.json").read_text())["results"][0]
+    assert set(record["cells"]) == {"voting", "evaluator_optimizer"}
+    assert set(record["cells"]["voting"]) == {"untrained", "shared", "per_agent"}
+    gain = record["sharing_gain"]["voting"]
+    assert gain == record["cells"]["voting"]["shared"]["test_success"] - record["cells"]["voting"]["per_agent"]["test_success"]
+    page = (out / "scale.md").read_text()
+    assert f"| scale: SmolLM2-135M-Instruct | voting | {100 * gain:+.1f} pts | 1 |" in page
+    assert "## scale: SmolLM2-135M-Instruct" in page and "| evaluator_optimizer | per_agent |" in page
