@@ -8,7 +8,7 @@ import pytest
 
 from teamrl.config import ConfigError
 from teamrl.policies.tiny_model import build_char_tokenizer, build_tiny_model
-from teamrl.study import cells
+from teamrl.study import cells, rows
 from teamrl.study.command import planned, run_command
 from teamrl.study.rows import ROWS, study
 from teamrl.study.runner import SeedRun, run_study
@@ -26,10 +26,10 @@ def random_model(tmp_path_factory):
     return str(folder)
 
 
-def _run(out, model, rows, log):
+def _run(out, model, keys, log):
     chosen, protocol, overrides = planned(study("real_split_calc").with_model(str(model)), quick=True)
     protocol = dataclasses.replace(protocol, validation_instances=2, test_instances=2)
-    return run_study(chosen, protocol, [ROWS[r] for r in rows], out, [*overrides, *TINY], log=log)
+    return run_study(chosen, protocol, [ROWS[k] for k in keys], out, [*overrides, *TINY], log=log)
 
 
 def test_a_stopped_study_keeps_its_finished_cell_and_skips_it(tmp_path, random_model, monkeypatch):
@@ -61,7 +61,7 @@ def test_a_cell_made_with_another_config_or_code_is_refused(tmp_path, random_mod
     _run(tmp_path, random_model, ["single"], log=lambda line: None)
     changed = dataclasses.replace(study("real_split_calc"), overrides=(*study("real_split_calc").overrides,
                                                                         "rollout.top_k=5"))
-    monkeypatch.setitem(__import__("teamrl.study.rows", fromlist=["STUDIES"]).STUDIES, "real_split_calc", changed)
+    monkeypatch.setitem(rows.STUDIES, "real_split_calc", changed)  # the study's own settings changed since
     with pytest.raises(ConfigError, match=r"cell single seed 0 was made with another config .*--out OTHER_DIR"):
         _run(tmp_path, random_model, ["single"], log=lambda line: None)
     monkeypatch.undo()

@@ -110,3 +110,19 @@ def test_quick_scale_study_records_the_sharing_gain_per_workflow(random_model, t
     page = (out / "scale.md").read_text()
     assert f"| scale: SmolLM2-135M-Instruct | voting | {100 * gain:+.1f} pts | 1 |" in page
     assert "## scale: SmolLM2-135M-Instruct" in page and "| evaluator_optimizer | per_agent |" in page
+
+
+def test_base_strengths_load_named_checkpoints_through_their_converted_folder(random_model, monkeypatch):
+    from teamrl.study import hetero_rows
+
+    asked = []
+
+    def resolve(model):  # stands in for the conversion of a shipped checkpoint (never loaded in tests)
+        asked.append(model)
+        return random_model
+
+    monkeypatch.setattr(hetero_rows, "resolve_model_source", resolve)
+    config = _config("real_hetero_calc", "hetero", overrides=["algorithm.k=2"])
+    strengths = hetero_rows.base_strengths(config, {"A": SMOLLM2, "B": GEMMA}, instances=2, seed=0)
+    assert asked == [SMOLLM2, GEMMA]
+    assert set(strengths) == {"A", "B"} and set(strengths["A"]) == {"analyst", "calculator"}

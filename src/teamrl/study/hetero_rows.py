@@ -28,6 +28,7 @@ from teamrl.policies.loading import Policy, load_policy
 from teamrl.rollout.agent_params import agent_sampling
 from teamrl.rollout.engine import SamplingParams, sample
 from teamrl.training.build import build_workflow
+from teamrl.training.model_sources import resolve_model_source
 from teamrl.training.variant_warmup import VariantRecipe, warm_up_variant
 from teamrl.workflows.base import Workflow
 
@@ -83,7 +84,11 @@ def base_strengths(config: RunConfig, bases: dict[str, str], instances: int, see
     params = agent_sampling(config.rollout, workflow.agents, "eval")
     strengths = {}
     for name, path in bases.items():
-        policy = load_policy(name, path, config.policy.dtype, config.policy.device)
+        # A named checkpoint (real_hetero_calc's bases) is converted once and loaded from its folder; the
+        # chat template and system prompt are the config's, as in the training runs the strengths choose for.
+        p = config.policy
+        policy = load_policy(name, resolve_model_source(path), p.dtype, p.device, p.chat_template,
+                             system_prompt=p.system_prompt)
         strengths[name] = {a.name: role_accuracy(workflow, policy, a.name, oracle, instances, params[a.name],
                                                  STRENGTH_SAMPLES, seed) for a in workflow.agents}
     return strengths
