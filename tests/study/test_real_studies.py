@@ -33,7 +33,9 @@ def test_every_row_of_a_real_study_resolves_on_its_named_model(name):
         expected = {"scale_tiny": "tiny-default", "scale_gemma": GEMMA}.get(row.key, SMOLLM2)
         assert config.policy.model == expected, row.key
         assert config.train.steps == study(name).budget.steps and config.rollout.temperature == 0.5
-        if row.key != "scale_tiny":  # the tiny default reads its warm-up's compact prompts, without LoRA
+        if row.key == "scale_tiny":  # the tiny default reads its warm-up's compact prompts, without LoRA
+            assert config.workflow.prompt_style == "compact" and config.policy.lora is None
+        else:
             assert config.workflow.prompt_style == "chat" and config.policy.lora.r == 16
 
 
@@ -126,3 +128,17 @@ def test_base_strengths_load_named_checkpoints_through_their_converted_folder(ra
     strengths = hetero_rows.base_strengths(config, {"A": SMOLLM2, "B": GEMMA}, instances=2, seed=0)
     assert asked == [SMOLLM2, GEMMA]
     assert set(strengths) == {"A", "B"} and set(strengths["A"]) == {"analyst", "calculator"}
+
+
+def test_quick_hetero_study_names_its_pairs(random_model, tmp_path, capsys):
+    out = tmp_path / "hetero"
+    code = main(["study", "real_hetero_calc", f"policy.model={random_model}", *TINY, "--quick", "--instances", "2",
+                 "--out", str(out)])
+    assert code == 0, capsys.readouterr().err
+    results = json.loads((out / "results.json").read_text())
+    rows = {r["row"]: r for r in results["results"]}
+    assert set(rows) == {"per_role", "hetero", "homo_b"}
+    assert rows["hetero"]["base_b"] == random_model  # the substitute replaced Gemma too: no warm-up, no download
+    assert sorted(rows["hetero"]["assignment"].values()) == ["A", "B"]
+    assert results["labels"]["hetero"] == "heterogeneous pair (SmolLM2 + Gemma-3-270M)"
+    assert "| heterogeneous vs homogeneous pair of base B | hetero - homo_b |" in (out / "table.md").read_text()
