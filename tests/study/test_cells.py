@@ -93,3 +93,24 @@ def test_the_remaining_command_lists_without_running(tmp_path, random_model, cap
     shown = capsys.readouterr().out
     assert "6 cell(s) to run, 0 finished; ETA ~" in shown and "  shared seed 2: ~18m (planned)" in shown
     assert not (out / "results.json").exists()
+
+
+def test_the_code_digest_follows_the_deciding_sources_only(tmp_path, monkeypatch):
+    package = tmp_path / "deciding_pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "loss.py").write_text("SCALE = 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(cells, "CODE_PACKAGES", ("deciding_pkg", "teamrl.study"))
+    cells.code_digest.cache_clear()
+    try:
+        before = cells.code_digest()
+        (package / "loss.py").write_text("SCALE = 2\n")
+        cells.code_digest.cache_clear()
+        changed = cells.code_digest()
+        assert changed != before
+        monkeypatch.setattr(cells, "REPORT_ONLY", cells.REPORT_ONLY | {"runner.py"})  # as if the runner only reported
+        cells.code_digest.cache_clear()
+        assert cells.code_digest() != changed
+    finally:
+        cells.code_digest.cache_clear()  # the other tests digest the real packages
