@@ -52,6 +52,8 @@ def test_the_rows_of_a_real_study_are_its_own():
     with pytest.raises(ValueError, match="study 'real_split_calc' has no row.s. sft"):
         select_rows(["sft"], study("real_split_calc"))
     assert all(r.kind != "scale" for r in select_rows(None, study("split_calc")))
+    with pytest.raises(ValueError, match="study 'split_calc' has no scale axis for row.s. scale_gemma; drop them"):
+        select_rows(["scale_gemma"], study("split_calc"))
 
 
 @pytest.mark.parametrize("name", sorted(REAL_STUDIES))

@@ -225,7 +225,8 @@ def select_rows(names: list[str] | None, chosen: Study | None = None) -> list[Ro
     wanted |= {ROWS[n].source for n in names if ROWS[n].source}
     refused = sorted(n for n in wanted if ROWS[n].kind in missing)
     if refused:
-        rows_of = {"transfer": "transfer variant", "bases": "heterogeneous pair", "flows": "workflow matrix"}
+        rows_of = {"transfer": "transfer variant", "bases": "heterogeneous pair", "flows": "workflow matrix",
+                   "scale": "scale axis"}
         lacks = sorted({rows_of[ROWS[n].kind] for n in refused if ROWS[n].kind in rows_of})
         what = f"has no {' or '.join(lacks)} for" if lacks else "runs only the workflow matrix, not"
         raise ValueError(f"study {chosen.name!r} {what} row(s) {', '.join(refused)}; drop them "
