@@ -83,11 +83,13 @@ def test_a_short_wait_under_the_limit_is_not_cut_off(box):
 
 
 def test_a_computing_program_on_a_loaded_core_never_runs_into_the_idle_limit():
-    # 1.5 s of CPU under a 0.3 s idle limit, on one core shared with two burners: it waits for
-    # the CPU more than half the time (wall > 2 x CPU) but never sleeps, so the CPU limit decides.
+    # 1.5 s of CPU under a 0.3 s idle limit, on one core shared with two burners: it waits for the
+    # CPU (runnable, not sleeping) for longer than the idle limit several times over, and is never cut.
     code = "import time\nwhile time.process_time() < 1.5:\n    pass\nprint('done')"
     limits = SandboxLimits(cpu_time_s=3.0, idle_time_s=0.3, memory_mb=256)
     with one_core(burners=2), Sandbox(limits, workers=1) as sandbox:
         res = sandbox.run(code)
-    assert res.wall_s > 2 * res.cpu_s, res
+    # The wait is what makes the test mean something; how long it is depends on what else the machine
+    # runs (on a machine already loaded the burners' share is smaller), so only its size is required.
+    assert res.wall_s - res.cpu_s > 2 * limits.idle_time_s, res
     assert (res.status, res.stdout) == ("ok", "done\n"), res
