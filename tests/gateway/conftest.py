@@ -14,8 +14,8 @@ from teamrl.rollout.engine import SamplingParams
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from toy import tiny_policy  # noqa: E402
 
-CHAT_TEMPLATE = ("{% for m in messages %}<{{ m['role'] }}>{{ m['content'] }}\n{% endfor %}"
-                 "{% if add_generation_prompt %}<assistant>{% endif %}")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from gateway_template import CHAT_TEMPLATE  # noqa: E402
 
 
 @pytest.fixture

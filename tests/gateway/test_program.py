@@ -199,7 +199,7 @@ def test_lora_per_role_samples_each_agent_with_its_own_adapter(per_role):
     from teamrl.policies.loading import Policy
     from teamrl.policies.lora import attach_adapters
 
-    from conftest import CHAT_TEMPLATE
+    from gateway_template import CHAT_TEMPLATE
     from toy import tiny_policy
 
     base = tiny_policy(seed=4, chat_template=CHAT_TEMPLATE)

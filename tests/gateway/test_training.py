@@ -11,7 +11,7 @@ from teamrl.config import load_config
 from teamrl.policies.loading import load_policy
 from teamrl.training.loop import train
 
-from conftest import CHAT_TEMPLATE
+from gateway_template import CHAT_TEMPLATE
 from toy import tiny_policy
 
 
