@@ -10,7 +10,7 @@ from data_sets import SUBSET_DIR
 from teamrl.tasks.code_data import CodeProblem, load_humaneval, load_mbpp
 from teamrl.workflows.code_parsing import parse_program, parse_tests, visible_prompt
 from teamrl.workflows.code_runner import CodeRunner
-from teamrl.workflows.code_team import CodeWorkflow
+from teamrl.workflows.code_team import CodeTaskConfig, CodeWorkflow
 from teamrl.workflows.math_team import ProblemSplits
 
 B = 0.1
@@ -194,7 +194,7 @@ def test_benchmark_prompts_hide_the_ground_truth(runner):
         for line in problem.tests.splitlines():
             if line.strip().startswith("assert"):
                 assert line.strip() not in shown, (problem.id, line)
-    wf = CodeWorkflow("mbpp", runner=runner)
+    wf = CodeWorkflow(CodeTaskConfig(source="mbpp", data_dir=str(SUBSET_DIR)), runner=runner)  # no full data needed
     assert wf.problems.heldout[0].id == "mbpp/11" and all(not 11 <= int(p.id[5:]) <= 510 for p in wf.problems.train)
     assert "Write it as: def remove_Occ(" in wf.render("coder", wf.new_state("heldout", 0))
 
