@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 from safetensors.torch import load_file
+from stop_after import stop_after_checkpoint
 
 from teamrl.cli import main as cli_main
 from teamrl.config import load_config
@@ -18,7 +19,6 @@ from teamrl.policies.scoring import left_pad
 from teamrl.rollout.decoding import open_decoder
 from teamrl.rollout.engine import SamplingParams, sample
 from teamrl.rollout.lean_decode import LeanDecoder
-from teamrl.training import loop as loop_module
 from teamrl.training.loop import train
 
 # The math team on one-digit sums, one turn, a few tokens: the smallest real episode (the tool's
@@ -90,25 +90,11 @@ def test_one_at_grpo_step_in_each_regime(tmp_path, smollm2, regime, extra):
             assert "quantization_config" not in json.loads((final / name / "config.json").read_text())
 
 
-class Stop(Exception):
-    """Stands for the process dying right after its step-1 checkpoint."""
-
-
 def test_save_and_resume_round_trip_is_exact(tmp_path, smollm2, monkeypatch):
     two_steps = ["regime=per_role", LORA, "train.steps=2", "train.checkpoint_every=1"]
     reference = train(_config(tmp_path, "smollm2-135m-instruct", *two_steps, "run_name=reference"), progress=False)
-    real_save = loop_module.save_training_state
-
-    def save_then_stop(run, state, *args, **kwargs):
-        path = real_save(run, state, *args, **kwargs)
-        if state.step == 1:
-            raise Stop
-        return path
-
-    monkeypatch.setattr(loop_module, "save_training_state", save_then_stop)
-    with pytest.raises(Stop):
-        train(_config(tmp_path, "smollm2-135m-instruct", *two_steps, "run_name=stopped"), progress=False)
-    monkeypatch.setattr(loop_module, "save_training_state", real_save)
+    stop_after_checkpoint(monkeypatch, 1, lambda: train(
+        _config(tmp_path, "smollm2-135m-instruct", *two_steps, "run_name=stopped"), progress=False))
     stopped = train(_config(tmp_path, "smollm2-135m-instruct", *two_steps, "run_name=stopped", "train.resume=auto"),
                     progress=False)
     for name in ("reasoner", "tool"):

@@ -16,6 +16,7 @@ import pytest
 import torch
 import yaml
 from safetensors.torch import load_file
+from stop_after import Stop, stop_after_checkpoint
 
 from teamrl.cli import main as cli_main
 from teamrl.config import config_to_dict, load_config
@@ -114,24 +115,10 @@ def test_killed_and_resumed_run_equals_uninterrupted(tmp_path, random_model_dir,
     assert sorted(p.name for p in (killed / "checkpoints").iterdir()) == ["best", "final", "step00004", "step00005"]
 
 
-class Stop(Exception):
-    """Stands for the process dying right after a checkpoint."""
-
-
 def _stopped_and_resumed(tmp_path, config_file, monkeypatch, overrides, stop_at=3) -> Path:
     """Run `stopped` until its step-`stop_at` checkpoint is written (then it "dies"), resume it; its folder."""
-    real_save = loop_module.save_training_state
-
-    def save_then_stop(run, state, *args, **kwargs):
-        path = real_save(run, state, *args, **kwargs)
-        if state.step == stop_at:
-            raise Stop
-        return path
-
-    monkeypatch.setattr(loop_module, "save_training_state", save_then_stop)
-    with pytest.raises(Stop):
-        train(load_config(config_file, ["run_name=stopped", *overrides]), progress=False)
-    monkeypatch.setattr(loop_module, "save_training_state", real_save)
+    stop_after_checkpoint(monkeypatch, stop_at,
+                          lambda: train(load_config(config_file, ["run_name=stopped", *overrides]), progress=False))
     stopped = tmp_path / "runs" / "stopped"
     train(load_config(config_file, ["run_name=stopped", "train.resume=auto", *overrides]), progress=False)
     return stopped
