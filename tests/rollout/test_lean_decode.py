@@ -100,10 +100,14 @@ def test_hooks_other_architectures_and_sliding_windows_fall_back_to_the_hf_forwa
     assert all(1 <= len(g.response_ids) == len(g.logprobs) <= 5 for g in gens[0])
 
 
-def test_a_lora_adapter_is_not_skipped():
+def test_a_lora_adapter_is_decoded_on_its_base_not_skipped():
     peft = pytest.importorskip("peft")
     policy = tiny_policy("llama")
     wrapped = peft.get_peft_model(policy.model, peft.LoraConfig(r=2, target_modules=["q_proj", "v_proj"]))
-    # the PEFT wrapper is not a Llama class, and the Llama inside it has LoRA layers in place of Linears
-    assert lean_unsupported(wrapped, 8) is not None
-    assert "not a plain torch Linear" in lean_unsupported(wrapped.get_base_model(), 8)
+    # the PEFT wrapper is not a Llama class; its base, with LoRA layers in place of Linears, is decoded
+    # with the active adapter's deltas (tests/rollout/test_lora_rows.py checks the logits)
+    assert "architecture" in lean_unsupported(wrapped, 8)
+    assert lean_unsupported(wrapped.get_base_model(), 8, ("default",)) is None
+    ids, mask = left_pad([policy.encode_prompt("abc")], policy.tokenizer.pad_token_id)
+    decoder = open_decoder(wrapped, ids, mask, 2, 4)
+    assert isinstance(decoder, LeanDecoder) and decoder.rows.names == ("default",)

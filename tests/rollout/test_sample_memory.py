@@ -32,7 +32,7 @@ def test_chunked_greedy_sampling_equals_one_call(monkeypatch):
                    torch.Generator().manual_seed(0))
     calls = []
     real_open = engine.open_decoder
-    monkeypatch.setattr(engine, "open_decoder", lambda model, ids, *a: calls.append(len(ids)) or real_open(model, ids, *a))
+    monkeypatch.setattr(engine, "open_decoder", lambda model, ids, *a, **kw: calls.append(len(ids)) or real_open(model, ids, *a, **kw))
     budget = 2.5 * 2 * row_bytes(policy.model, max(map(len, prompts)) + 6) / 2**30
     chunked = sample(policy, prompts, 2, SamplingParams(temperature=0.0, max_new_tokens=6, memory_gb=budget),
                      torch.Generator().manual_seed(0))

@@ -4,20 +4,25 @@ Two implementations of one small protocol:
 - `LeanDecoder` (`lean_decode.py`): the arithmetic of a Llama-family step on the model's own
   parameters, a static KV buffer, the prompt's keys shared by its K samples;
 - `HFDecoder`: the HF forward with the reserved KV cache (`kv_cache.py`), for every other model
-  (other architectures, LoRA adapters, hooks, sliding windows).
-`open_decoder` picks the lean one whenever `lean_unsupported` finds nothing against it.
+  (other architectures, LoRA variants such as DoRA, hooks, sliding windows).
+`open_decoder` picks the lean one whenever `lean_unsupported` finds nothing against it. A PEFT model
+is decoded on its base with its LoRA deltas applied per row (`lora_rows.py`), which also lets rows of
+several adapters share one call (`shares_one_call`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Protocol
 
 import torch
 from torch import nn
 
+from teamrl.policies.lora import activate
 from teamrl.policies.scoring import cached_forward
 from teamrl.rollout.kv_cache import reserved_cache
 from teamrl.rollout.lean_decode import LeanDecoder, lean_unsupported
+from teamrl.rollout.lora_rows import RowAdapters
 
 LEAN_DECODE = True
 """Use `LeanDecoder` where it applies (False: always the HF forward; for comparisons and debugging)."""
@@ -67,14 +72,38 @@ class HFDecoder:
         self.mask, self.next_pos = self.mask[rows], self.next_pos[rows]
 
 
+def _peft_parts(model: nn.Module) -> tuple[nn.Module, str | None]:
+    """(the network to decode, its active LoRA adapter): a PEFT model's base and adapter, else (model, None)."""
+    if hasattr(model, "peft_config") and hasattr(model, "get_base_model"):
+        active = model.active_adapter
+        return model.get_base_model(), active if isinstance(active, str) else None
+    return model, None
+
+
+def shares_one_call(model: nn.Module, max_length: int, adapters: Sequence[str]) -> bool:
+    """Whether rows of these LoRA `adapters` of PEFT `model` can be decoded in one call (the lean path)."""
+    base, _ = _peft_parts(model)
+    return LEAN_DECODE and base is not model and lean_unsupported(base, max_length, adapters) is None
+
+
 def open_decoder(model: nn.Module, ids: torch.Tensor, mask: torch.Tensor, repeats: int, reserve: int,
-                 lean: bool | None = None) -> Decoder:
+                 lean: bool | None = None, adapter_blocks: tuple[Sequence[str], Sequence[int]] | None = None
+                 ) -> Decoder:
     """Prefill left-padded prompts ids/mask [B, P] for `repeats` samples each, room for `reserve` steps.
 
     lean: None follows `LEAN_DECODE`; the lean decoder is used only where `lean_unsupported` allows.
+    adapter_blocks: (adapter names, prompt counts) of a PEFT `model` whose consecutive prompt blocks run
+    different adapters (only where `shares_one_call`); None: every prompt runs the active adapter.
     """
     positions = (mask.cumsum(-1) - 1).clamp(min=0)
     use_lean = LEAN_DECODE if lean is None else lean
-    if use_lean and lean_unsupported(model, mask.shape[1] + reserve) is None:
-        return LeanDecoder(model, ids, mask, positions, repeats, reserve)
+    base, active = _peft_parts(model)
+    if adapter_blocks is not None:
+        names, sizes = adapter_blocks
+        if not (use_lean and shares_one_call(model, mask.shape[1] + reserve, names)):
+            raise ValueError("rows of several adapters share a call only on the lean decode path (shares_one_call)")
+        return LeanDecoder(base, ids, mask, positions, repeats, reserve, RowAdapters.blocks(names, sizes),
+                           activate=lambda name: activate(model, name))
+    if use_lean and lean_unsupported(base, mask.shape[1] + reserve, (active,)) is None:
+        return LeanDecoder(base, ids, mask, positions, repeats, reserve, RowAdapters.one(active, ids.shape[0]))
     return HFDecoder(model, ids, mask, positions, repeats, reserve)

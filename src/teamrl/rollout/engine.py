@@ -13,7 +13,9 @@ the truncated distribution is kept too (`sampler_logprobs`) so the mismatch can 
 top_k=0 and top_p=1 the two are identical and the sampler is exactly the trained policy.
 
 One call samples every row with one `SamplingParams`: the rollout driver calls `sample` once per
-agent, so agents with different settings (rollout.by_role) never share a batch.
+agent, so agents with different settings (rollout.by_role) never share a batch. `sample_together`
+samples several LoRA policies on one base in one call (one base matmul per projection for all their
+rows, each adapter's delta on its own rows: `rollout/lora_rows.py`).
 
 Stop strings: a response ends at the first stop string. The stop string is kept: it ends the text
 the workflow reads, and the tokens up to the one that completed it are the trained response (their
@@ -33,7 +35,7 @@ import torch
 
 from teamrl.policies.loading import Policy
 from teamrl.policies.scoring import left_pad
-from teamrl.rollout.decoding import open_decoder
+from teamrl.rollout.decoding import open_decoder, shares_one_call
 from teamrl.rollout.stops import StopScanner
 
 
@@ -175,6 +177,53 @@ def sample(
     if chunk < len(prompts):  # bounded memory: several calls of `chunk` prompts each
         return [group for start in range(0, len(prompts), chunk)
                 for group in sample(policy, prompts[start:start + chunk], num_samples, params, generator)]
+    return _sample_rows(policy, prompts, num_samples, params, generator)
+
+
+def can_sample_together(policies: Sequence[Policy], prompts: Sequence[list[list[int]]], num_samples: int,
+                        params: SamplingParams) -> bool:
+    """Whether `sample_together` can take these policies' prompts in one call: two or more LoRA adapters of
+    one PEFT network with one tokenizer, on the lean decode path, within `params.memory_gb`."""
+    if len(policies) < 2 or any(p.adapter is None for p in policies):
+        return False
+    first = policies[0]
+    if any(p.network is not first.network or p.tokenizer is not first.tokenizer for p in policies):
+        return False
+    every = [prompt for group in prompts for prompt in group]
+    if not every or any(len(p) == 0 for p in every):
+        return False
+    longest = max(map(len, every)) + params.max_new_tokens
+    if not shares_one_call(first.network, longest, [p.adapter for p in policies]):
+        return False
+    return prompts_per_call(first.network, every, num_samples, params) >= len(every)
+
+
+@torch.no_grad()
+def sample_together(policies: Sequence[Policy], prompts: Sequence[list[list[int]]], num_samples: int,
+                    params: SamplingParams, generator: torch.Generator) -> list[list[list[Generation]]]:
+    """`sample(policies[j], prompts[j], ...)` for every j, in one decode call when `can_sample_together`
+    allows (else one call per policy, in order); result[j] is policy j's.
+
+    The tokens are those of separate calls only in law: the random draws of all rows come from one
+    stream, so with temperature > 0 a row's sample differs from the one a separate call would draw;
+    greedy rows are the same tokens, and every log-prob is the adapter's own (tests/rollout/test_lora_rows.py).
+    """
+    if not can_sample_together(policies, prompts, num_samples, params):
+        return [sample(p, group, num_samples, params, generator) for p, group in zip(policies, prompts)]
+    every = [prompt for group in prompts for prompt in group]
+    blocks = ([p.adapter for p in policies], [len(group) for group in prompts])
+    rows = _sample_rows(policies[0], every, num_samples, params, generator, adapter_blocks=blocks)
+    out, start = [], 0
+    for group in prompts:
+        out.append(rows[start:start + len(group)])
+        start += len(group)
+    return out
+
+
+def _sample_rows(policy: Policy, prompts: list[list[int]], num_samples: int, params: SamplingParams,
+                 generator: torch.Generator, adapter_blocks: tuple[list[str], list[int]] | None = None,
+                 ) -> list[list[Generation]]:
+    """One decode call over every prompt (see `sample`); adapter_blocks: see `open_decoder`."""
     model, tok = policy.model, policy.tokenizer
     device = policy.device
     stop_ids = torch.tensor(policy.stop_token_ids(), device=device)
@@ -182,7 +231,8 @@ def sample(
     model.eval()
 
     ids, mask = left_pad(prompts, tok.pad_token_id)
-    decoder = open_decoder(model, ids.to(device), mask.to(device), num_samples, params.max_new_tokens)
+    decoder = open_decoder(model, ids.to(device), mask.to(device), num_samples, params.max_new_tokens,
+                           adapter_blocks=adapter_blocks)
     logits = decoder.prefill_logits  # [B, V]
     if num_samples > 1:
         logits = logits.repeat_interleave(num_samples, dim=0)  # [B*K, V]

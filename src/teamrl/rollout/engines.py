@@ -124,16 +124,28 @@ def serve_with_vllm(policies: dict[str, Policy], kv_cache_gb: float, seed: int =
 def sample_many(requests: Sequence[SampleRequest], generator: torch.Generator) -> list[list[list[Generation]]]:
     """Several `sample` calls: result[j] is request j's. The requests whose policies one engine serves
     go to it together when it samples batches (`sample_batch`: a vLLM engine with the adapters of
-    several LoRA policies samples them in one batch); the rest run one by one, in order.
+    several LoRA policies samples them in one batch); on the built-in engine, the requests of LoRA
+    policies on one base with the same settings are one call (`engine.sample_together`); the rest run
+    one by one, in order.
 
-    Deterministic for a generator state. Without engines that batch, the same as calling `sample` on
-    each request in order.
+    Deterministic for a generator state. Where nothing is batched, the same as calling `sample` on each
+    request in order.
     """
     results: list[list[list[Generation]] | None] = [None] * len(requests)
     for j, request in enumerate(requests):
         if results[j] is not None:
             continue
         sampler = served_by(request.policy)
+        if sampler is None:
+            together = [i for i in range(j, len(requests)) if results[i] is None and _same_builtin_call(request, requests[i])]
+            batch = [requests[i] for i in together]
+            if len(together) > 1 and builtin.can_sample_together([r.policy for r in batch], [r.prompts for r in batch],
+                                                                 request.num_samples, request.params):
+                outs = builtin.sample_together([r.policy for r in batch], [r.prompts for r in batch],
+                                               request.num_samples, request.params, generator)
+                for i, result in zip(together, outs):
+                    results[i] = result
+                continue
         if getattr(sampler, "sample_batch", None) is None:
             results[j] = sample(request.policy, request.prompts, request.num_samples, request.params, generator)
             continue
@@ -141,3 +153,10 @@ def sample_many(requests: Sequence[SampleRequest], generator: torch.Generator) -
         for i, result in zip(together, sampler.sample_batch([requests[i] for i in together], generator)):
             results[i] = result
     return results
+
+
+def _same_builtin_call(first: SampleRequest, other: SampleRequest) -> bool:
+    """Whether `other` can join `first` in one built-in call: LoRA adapters of one network, same settings."""
+    return (served_by(other.policy) is None and first.policy.adapter is not None
+            and other.policy.network is first.policy.network and other.num_samples == first.num_samples
+            and other.params == first.params)

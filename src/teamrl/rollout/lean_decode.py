@@ -19,10 +19,15 @@ arithmetic of the architecture and nothing else:
 
 The same logits as the HF forward (tests: max abs difference 1e-5 in fp32). `lean_unsupported`
 says when a model is outside what this reproduces exactly; the engine then uses the HF forward.
+
+PEFT LoRA projections are computed from their parts (`lora_rows.py`), and the rows of one call may run
+different adapters on the one base: the prompts of adapter block i are prefilled with that adapter
+active, and every decode step does one base matmul per projection plus each block's rank-r delta.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -31,6 +36,7 @@ from torch import nn
 from transformers import DynamicCache
 
 from teamrl.policies.scoring import cache_keyword
+from teamrl.rollout.lora_rows import RowAdapters, lora_unsupported, project
 
 LEAN_ARCHITECTURES = ("LlamaForCausalLM", "Qwen2ForCausalLM", "Phi3ForCausalLM")
 """Model classes whose decoder layers `LeanDecoder` reproduces (pre-norm, rotary, SwiGLU/SiLU MLP)."""
@@ -38,8 +44,9 @@ POSITION_FREE_ROPE = ("default", "linear", "llama3")
 """Rotary types whose frequencies do not depend on the sequence length (so one table serves a call)."""
 
 
-def lean_unsupported(model: nn.Module, max_length: int) -> str | None:
-    """Why `LeanDecoder` cannot decode `model` exactly up to `max_length` positions; None when it can."""
+def lean_unsupported(model: nn.Module, max_length: int, adapters: Sequence[str | None] = (None,)) -> str | None:
+    """Why `LeanDecoder` cannot decode `model` exactly up to `max_length` positions with the PEFT LoRA
+    `adapters` (None: the base alone); None when it can. `model` is the base (the model under PEFT's)."""
     name = type(model).__name__
     if name not in LEAN_ARCHITECTURES:
         return f"architecture {name} is not one of {', '.join(LEAN_ARCHITECTURES)}"
@@ -60,9 +67,10 @@ def lean_unsupported(model: nn.Module, max_length: int) -> str | None:
             return f"forward hooks on {type(module).__name__}"
     linears = [model.lm_head] + [m for layer in _layers(model)
                                  for m in (*layer.qkv, layer.o_proj, *layer.gate_up, layer.down)]
-    odd = next((m for m in linears if type(m) is not nn.Linear), None)
-    if odd is not None:  # a LoRA or quantised layer computes more than weight @ x + bias
-        return f"projection {type(odd).__name__} is not a plain torch Linear"
+    for module in linears:  # a quantised layer or a LoRA variant computes more than W x + b (+ B A x)
+        problem = lora_unsupported(module, adapters)
+        if problem is not None:
+            return problem
     return None
 
 
@@ -106,10 +114,6 @@ def _layers(model: nn.Module) -> list[_Layer]:
     return out
 
 
-def _linear(x: torch.Tensor, layer: nn.Linear) -> torch.Tensor:
-    return F.linear(x, layer.weight, layer.bias)
-
-
 class LeanDecoder:
     """Decode steps of a Llama-family model after an HF prefill of left-padded prompts.
 
@@ -118,8 +122,13 @@ class LeanDecoder:
     """
 
     def __init__(self, model: nn.Module, ids: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor,
-                 repeats: int, reserve: int) -> None:
-        """Prefill ids/mask/positions [B, P] with the HF forward; room for `reserve` decode steps."""
+                 repeats: int, reserve: int, adapters: RowAdapters | None = None,
+                 activate: Callable[[str], None] | None = None) -> None:
+        """Prefill ids/mask/positions [B, P] with the HF forward; room for `reserve` decode steps.
+
+        adapters: the LoRA adapter of each block of *prompts* (None: whatever `model` runs now, for every
+        prompt); with several blocks, `activate(name)` makes PEFT run adapter `name` for its prefill.
+        """
         config = model.config
         self.model = model
         self.layers = _layers(model)
@@ -128,13 +137,28 @@ class LeanDecoder:
         self.head_dim = model.model.layers[0].self_attn.head_dim
         self.scaling = model.model.layers[0].self_attn.scaling
         self.repeats = repeats
-        cache = DynamicCache()
-        hidden = model.model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True,
-                             **{cache_keyword(model.model): cache}).last_hidden_state  # final norm applied
-        self.prefill_logits = _linear(hidden[:, -1, :], model.lm_head).float()  # [B, V]
-        # [B, Hkv, P, D] each; post-rotary keys, as the HF cache holds them
-        self.k_prompt = [layer.keys for layer in cache.layers]
-        self.v_prompt = [layer.values for layer in cache.layers]
+        blocks = (adapters or RowAdapters.one(None, ids.shape[0])).spans()
+        if len(blocks) > 1 and activate is None:
+            raise ValueError("several adapter blocks need `activate` to prefill each with its own adapter")
+        self.k_prompt, self.v_prompt, logits = [], [], []
+        for name, start, end in blocks:  # one HF prefill per adapter block (the HF forward runs one adapter)
+            if len(blocks) > 1:
+                activate(name)
+            cache = DynamicCache()
+            hidden = model.model(input_ids=ids[start:end], attention_mask=mask[start:end],
+                                 position_ids=positions[start:end], use_cache=True,
+                                 **{cache_keyword(model.model): cache}).last_hidden_state  # final norm applied
+            logits.append(project(hidden[:, -1, :], model.lm_head, RowAdapters.one(name, end - start)))
+            # [b, Hkv, P, D] each; post-rotary keys, as the HF cache holds them
+            self.k_prompt.append([layer.keys for layer in cache.layers])
+            self.v_prompt.append([layer.values for layer in cache.layers])
+        def joined(parts: Sequence[torch.Tensor]) -> torch.Tensor:  # no copy for one block
+            return parts[0] if len(parts) == 1 else torch.cat(parts)
+
+        self.prefill_logits = joined(logits).float()  # [B, V]
+        self.k_prompt = [joined(parts) for parts in zip(*self.k_prompt)]  # per layer [B, Hkv, P, D]
+        self.v_prompt = [joined(parts) for parts in zip(*self.v_prompt)]
+        self.rows = RowAdapters.blocks([n for n, _, _ in blocks], [(e - s) * repeats for _, s, e in blocks])
         self.prompt_bias = torch.zeros(mask.shape, dtype=self.k_prompt[0].dtype, device=ids.device)
         self.prompt_bias = self.prompt_bias.masked_fill(mask == 0, float("-inf"))[:, None, None, :]  # [B,1,1,P]
         rows = ids.shape[0] * repeats
@@ -151,8 +175,11 @@ class LeanDecoder:
         self.cos, self.sin = cos[0], sin[0]  # [span, rot]
         self.slot: torch.Tensor | None = None  # [R] each row's place in the [B*K] grid; None: row r is slot r
 
+    def _linear(self, x: torch.Tensor, layer: nn.Module) -> torch.Tensor:
+        return project(x, layer, self.rows)
+
     def _logits(self, hidden: torch.Tensor) -> torch.Tensor:
-        return _linear(_rms_norm(hidden, self.model.model.norm), self.model.lm_head).float()
+        return self._linear(_rms_norm(hidden, self.model.model.norm), self.model.lm_head).float()
 
     def step(self, tokens: torch.Tensor) -> torch.Tensor:
         """Feed one token per row [R]; return next-token logits [R, V] (fp32)."""
@@ -164,19 +191,19 @@ class LeanDecoder:
         for i, layer in enumerate(self.layers):
             h = _rms_norm(x, layer.input_norm)
             if len(layer.qkv) == 1:
-                q, k, v = _linear(h, layer.qkv[0]).split([heads * dim, kv * dim, kv * dim], dim=-1)
+                q, k, v = self._linear(h, layer.qkv[0]).split([heads * dim, kv * dim, kv * dim], dim=-1)
             else:
-                q, k, v = (_linear(h, proj) for proj in layer.qkv)
+                q, k, v = (self._linear(h, proj) for proj in layer.qkv)
             q = _rope(q.view(rows, heads, dim), cos, sin)
             self.k_resp[i][self.filled] = _rope(k.view(rows, kv, dim), cos, sin)
             self.v_resp[i][self.filled] = v.view(rows, kv, dim)
-            x = x + _linear(self._attend(i, q * self.scaling), layer.o_proj)
+            x = x + self._linear(self._attend(i, q * self.scaling), layer.o_proj)
             h = _rms_norm(x, layer.post_norm)
             if len(layer.gate_up) == 1:
-                gate, up = _linear(h, layer.gate_up[0]).chunk(2, dim=-1)
+                gate, up = self._linear(h, layer.gate_up[0]).chunk(2, dim=-1)
             else:
-                gate, up = (_linear(h, proj) for proj in layer.gate_up)
-            x = x + _linear(up * F.silu(gate), layer.down)
+                gate, up = (self._linear(h, proj) for proj in layer.gate_up)
+            x = x + self._linear(up * F.silu(gate), layer.down)
         self.filled += 1
         self.next_pos = self.next_pos + 1
         return self._logits(x)
@@ -228,6 +255,7 @@ class LeanDecoder:
         self.k_resp = [self._select_filled(k, rows) for k in self.k_resp]
         self.v_resp = [self._select_filled(v, rows) for v in self.v_resp]
         self.next_pos = self.next_pos[rows]
+        self.rows = self.rows.keep(rows)
         slot = rows if self.slot is None else self.slot[rows]
         prompt_of = torch.div(slot, self.repeats, rounding_mode="floor")
         present = torch.unique(prompt_of)  # sorted; prompts with a row left

@@ -115,7 +115,8 @@ def _sample_phase(workflow: Workflow, live: list[int], source: dict[int, Any], p
 
     Agents on one policy with the same settings share one request (prompts rendered agent by agent,
     episode by episode); the requests go through `sample_many`, so an engine that batches (a vLLM
-    engine serving several LoRA policies) samples them together, and the built-in engine in order.
+    engine serving several LoRA policies, the built-in engine's LoRA policies on one base) samples them
+    together, and the rest in order.
     """
     batches: dict[tuple[str, SamplingParams], list[str]] = {}
     for agent in workflow.agents:
@@ -171,7 +172,7 @@ def run_episodes(
         # Parallel agents all read the pre-turn state; sequential agents read the latest commit.
         pre_turn = {e: episodes[e].state for e in live} if workflow.parallel else None
         # Parallel agents' prompts are all known now: sampled together, one batch per engine that batches
-        # (a vLLM engine serving several agents' LoRA adapters); the built-in engine samples them in order.
+        # (several agents' LoRA adapters on one base, built-in or vLLM); other policies are sampled in order.
         pre_sampled = _sample_phase(workflow, live, pre_turn, policies, agent_to_policy, params_of, branches,
                                      generator) if workflow.parallel else {}
         commits: list[tuple[int, str, str]] = []

@@ -55,7 +55,7 @@ def write_checkpoint(root: Path, tag: str, policies: dict[str, Policy],
     An existing `root/<tag>` is replaced only once the new one is complete.
     """
     root.mkdir(parents=True, exist_ok=True)
-    final, partial, old = root / tag, root / f"{tag}.partial", root / f"{tag}.old"
+    partial = root / f"{tag}.partial"
     if partial.exists():  # left by a crash; never complete here, or recover() would have promoted it
         shutil.rmtree(partial)
     partial.mkdir()
@@ -68,8 +68,14 @@ def write_checkpoint(root: Path, tag: str, policies: dict[str, Policy],
     except Exception as err:  # (a crash or Ctrl-C leaves the partial folder to recover())
         shutil.rmtree(partial, ignore_errors=True)  # never complete, and it holds the space a retry needs
         if is_disk_full(err, root):
-            raise DiskFullError(f"checkpoint {final}") from err
+            raise DiskFullError(f"checkpoint {root / tag}") from err
         raise
+    return _promote(root, partial, tag)
+
+
+def _promote(root: Path, partial: Path, tag: str) -> Path:
+    """Replace `root/<tag>` by the complete `partial` folder."""
+    final, old = root / tag, root / f"{tag}.old"
     if final.exists():
         # A directory cannot be renamed over a non-empty one: move the old aside first. A crash
         # between the two renames leaves <tag>.old and a complete <tag>.partial; recover() keeps the new.
@@ -81,6 +87,32 @@ def write_checkpoint(root: Path, tag: str, policies: dict[str, Policy],
     if old.exists():
         shutil.rmtree(old)
     return final
+
+
+def link_checkpoint(root: Path, source: str, tag: str) -> Path:
+    """`root/<tag>` as a copy of the complete `root/<source>` made of hard links (no bytes written twice;
+    a plain copy where the file system has no hard links), sealed under its own tag, atomically."""
+    origin, partial = root / source, root / f"{tag}.partial"
+    manifest = read_manifest(origin)
+    if manifest is None:
+        raise FileNotFoundError(f"checkpoint {origin} is not complete; cannot copy it to {tag}")
+    if partial.exists():
+        shutil.rmtree(partial)
+    shutil.copytree(origin, partial, copy_function=_link_or_copy, ignore=shutil.ignore_patterns(MARKER))
+    temporary = partial / (MARKER + ".tmp")
+    with open(temporary, "w") as handle:  # the same files (sizes, hashes) under the new tag
+        json.dump({**manifest, "tag": tag}, handle, indent=1)
+        handle.flush()
+        os.fsync(handle.fileno())
+    temporary.rename(partial / MARKER)
+    return _promote(root, partial, tag)
+
+
+def _link_or_copy(src: str, dst: str) -> None:
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
 
 
 def save_optimizer(state: Any, folder: Path) -> None:

@@ -25,6 +25,7 @@ from teamrl.rollout.logprob_gap import gap_metrics
 from teamrl.rollout.tree import Episode, RewardWeights, Sample, run_episodes
 from teamrl.training.backends import UpdateSettings, make_backend
 from teamrl.training.backends.rollout_workers import RolloutPool
+from teamrl.training.best_weights import BestWeights
 from teamrl.training.build import build_policies, build_workflow
 from teamrl.training.credit import assign_advantages, trainable
 from teamrl.training.disk_full import DiskFullError, is_disk_full, what_was_written
@@ -139,13 +140,15 @@ def train(config: RunConfig, model_path: str | None = None, progress: bool = Tru
             return metrics["success"], pick
 
         threads.apply()
+        best_weights = BestWeights(run, policies, optimizers, on_disk=bool(tcfg.checkpoint_every))
         if state is None:
             initial, best_initial = held_out(0, tcfg.eval_instances)
-            run.save_checkpoint("best", policies)  # best = the weights of best_step, step 0 until beaten
+            best_weights.record(0)  # best = the weights of best_step, step 0 until beaten
             state = LoopState(initial_success=initial, best_success=best_initial)
             diagnostics.alerts(0, {"eval/success": initial})  # the first peak (a resumed run restored its own)
         history = {"initial": state.initial_success}
         best, best_step = state.best_success, state.best_step
+        best_weights.step = best_step  # a resumed run's best checkpoint is on disk already
         started = time.time() - state.elapsed_s
         bar = tqdm(range(state.step + 1, tcfg.steps + 1), disable=not progress, desc="train", dynamic_ncols=True)
         step = state.step
@@ -178,7 +181,7 @@ def train(config: RunConfig, model_path: str | None = None, progress: bool = Tru
                 evaluated = {"eval/success": success}
                 if pick > best:
                     best, best_step = pick, step
-                    run.save_checkpoint("best", policies)
+                    best_weights.record(step)
                 metrics["eval/best_success"] = best
                 run.write_json(f"transcripts/train_step{step:05d}.json",
                                training_transcripts(samples, episodes, config.diagnostics.train_transcripts))
@@ -198,8 +201,8 @@ def train(config: RunConfig, model_path: str | None = None, progress: bool = Tru
         _report_alerts(run.path, diagnostics.alerts(step, {"eval/success": final}), progress)
         if best_final > best:  # a tie keeps the earlier step, as during training (and the collapse alert)
             best, best_step = best_final, step
-            run.save_checkpoint("best", policies)
-        run.save_checkpoint("final", policies)
+            best_weights.record(step, last=True)
+        best_weights.finish(step)
         summary = {"initial_success": history["initial"], "final_success": final, "best_success": best,
                    "best_step": best_step, "best_instances": midway, "steps": step, "train_seconds": train_seconds,
                    "agent_to_policy": mapping}
