@@ -79,8 +79,9 @@ class TeamState:
 
 class CountTeam:
     """Agents speak in order, each seeing the history. An agent in `rewarded` earns the count of 'x'
-    in its text plus 0.1 per character; every other agent earns a constant, so its groups carry no
-    signal and are left out of the update."""
+    in its text plus a local reward that differs between almost any two texts (0.1 per character plus
+    its first character's code / 1000), so its groups always carry signal whatever the sampler drew;
+    every other agent earns a constant, so its groups carry no signal and are left out of the update."""
 
     def __init__(self, agents: list[Agent], rewarded: set[str], max_turns: int = 1) -> None:
         self.agents, self.rewarded, self.max_turns = agents, rewarded, max_turns
@@ -99,7 +100,8 @@ class CountTeam:
         state.history.append(response)
         if agent not in self.rewarded:
             return Outcome(team=0.0, local=0.0)
-        return Outcome(team=float(response.count("x")), local=0.1 * len(response))
+        first = ord(response[0]) / 1000 if response else 0.0
+        return Outcome(team=float(response.count("x")), local=0.1 * len(response) + first)
 
     def is_done(self, state: TeamState) -> bool:
         return False
