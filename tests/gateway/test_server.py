@@ -119,3 +119,47 @@ def test_episode_routes_take_only_their_own_key_and_record_their_calls(gateway):
     gateway.sessions.close(one)
     with pytest.raises(openai.NotFoundError):
         ok.chat.completions.create(model="solver", messages=body["messages"])
+
+
+def test_batching_window_restarts_with_every_arrival_and_delivery():
+    """Requests 30 ms apart stay in one batch under a 200 ms window (counted from the first request they
+    were split); a delivered answer holds the window open too; max_wait_s bounds the wait."""
+    import threading
+    import time
+
+    import torch
+
+    from teamrl.gateway import SamplingWorker
+    from teamrl.rollout.engine import Generation, SamplingParams
+
+    def fake(policy, prompts, n, params, generator):
+        return [[Generation(p, [], [], [], "x", True)] for p in prompts]
+
+    def submit_spaced(worker: SamplingWorker, count: int, gap_s: float) -> None:
+        futures = []
+        for _ in range(count):
+            futures.append(worker.submit(None, SamplingParams(), [1]))
+            time.sleep(gap_s)
+        for future in futures:
+            future.result(timeout=5)
+
+    worker = SamplingWorker(torch.Generator(), window_s=0.2, sampler=fake, max_wait_s=5.0)
+    try:
+        submit_spaced(worker, 4, 0.03)
+        assert worker.batch_sizes == [4]
+        deliveries = threading.Thread(target=lambda: [time.sleep(0.1) or worker.delivered() for _ in range(4)])
+        deliveries.start()
+        first = worker.submit(None, SamplingParams(), [1])
+        time.sleep(0.45)  # past the window of the first request, not past that of the last delivery
+        second = worker.submit(None, SamplingParams(), [1])
+        first.result(timeout=5), second.result(timeout=5)
+        deliveries.join()
+        assert worker.batch_sizes == [4, 2]
+    finally:
+        worker.close()
+    capped = SamplingWorker(torch.Generator(), window_s=0.2, sampler=fake, max_wait_s=0.1)
+    try:
+        submit_spaced(capped, 6, 0.06)
+        assert len(capped.batch_sizes) > 1 and sum(capped.batch_sizes) == 6  # at most 100 ms per batch
+    finally:
+        capped.close()

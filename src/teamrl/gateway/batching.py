@@ -4,9 +4,15 @@ Why one thread: torch modules are not re-entrant across threads for the same mod
 policy switches the shared network's active adapter on every `policy.model` read), and K parallel
 episodes asking the same policy at about the same time should cost one batched `sample` call, not K.
 
-The worker waits for a first request, then gathers more until the batching window has passed or
-`flush_at` requests are pending (the number of episodes that may still call), and samples each
-(policy, settings) group in one call of the policy's engine (`teamrl.rollout.engines.sample`).
+The worker waits for a first request, then gathers more until the gateway has been quiet for the
+batching window (no request arrived and no answer was handed back for `window_s`), or `flush_at`
+requests are pending (the number of episodes that may still call), or `max_wait_s` has passed since
+the first; then it samples each (policy, settings) group in one call of the policy's engine
+(`teamrl.rollout.engines.sample`). Why "quiet" and not "the first request's window": the HTTP server
+hands a batch's K answers back one after another before it reads the next requests, and under load
+that takes longer than the window, so a window counted from the first request split one turn's K
+requests into several engine calls (measured, 32 runs on the tiny default: [1, 31], [2, 30], [16, 16]
+per turn; benchmarks/gateway_throughput.py). Handlers report each answer they take (`delivered`).
 """
 
 from __future__ import annotations
@@ -41,15 +47,18 @@ class _Pending:
 class SamplingWorker:
     """Samples submitted prompts on one thread, batching concurrent ones per (policy, settings).
 
-    window_s: how long the first request of a batch waits for company; flush_at: sample at once when
-    this many are pending (0: only the window decides). `calls` counts engine calls, `batch_sizes`
-    their sizes, for tests and metrics.
+    window_s: a batch closes once no request has arrived and no answer was delivered for this long;
+    max_wait_s: ...or once its first request has waited this long (default 10 windows); flush_at:
+    sample at once when this many are pending (0: only the windows decide). `calls` counts engine calls, `batch_sizes` their sizes,
+    for tests and metrics.
     """
 
     def __init__(self, generator: torch.Generator, window_s: float = 0.02, flush_at: int = 0,
-                 sampler: Sampler | None = None) -> None:
+                 sampler: Sampler | None = None, max_wait_s: float | None = None) -> None:
         self.generator = generator
         self.window_s = window_s
+        self.max_wait_s = 10 * window_s if max_wait_s is None else max_wait_s
+        self._last_activity = time.monotonic()  # the latest request or delivered answer
         self.flush_at = flush_at
         self._sampler = sampler
         self._queue: queue.Queue[_Pending | None] = queue.Queue()
@@ -70,8 +79,13 @@ class SamplingWorker:
         with self._lock:
             self._outstanding += 1
             self._idle.clear()
+        self._last_activity = time.monotonic()
         self._queue.put(pending)
         return pending.future
+
+    def delivered(self) -> None:
+        """A handler took its answer: its program will likely ask again soon, so the window restarts."""
+        self._last_activity = time.monotonic()
 
     def wait_idle(self, timeout_s: float | None = None) -> bool:
         """Block until nothing is queued or being sampled (so the models may be updated)."""
@@ -82,16 +96,18 @@ class SamplingWorker:
         self._thread.join(timeout=30)
 
     def _gather(self, first: _Pending) -> tuple[list[_Pending], bool]:
-        """The first request and those arriving within the window; (batch, whether to stop after it)."""
-        batch, deadline = [first], time.monotonic() + self.window_s
+        """The first request and those arriving until the gateway is quiet for a window, flush_at are
+        pending or max_wait_s has passed; (batch, whether to stop after it)."""
+        batch, start = [first], time.monotonic()  # requests queued while sampling count from now
+        last_call = start + self.max_wait_s
         while not (self.flush_at and len(batch) >= self.flush_at):
-            left = deadline - time.monotonic()
+            left = min(max(self._last_activity, start) + self.window_s, last_call) - time.monotonic()
             if left <= 0:
                 break
             try:
                 item = self._queue.get(timeout=left)
             except queue.Empty:
-                break
+                continue  # an answer delivered meanwhile may have moved the window on: look again
             if item is None:
                 return batch, True
             batch.append(item)

@@ -212,6 +212,8 @@ class Gateway:
             generation = await asyncio.wrap_future(self.worker.submit(route.policy, params, prompt_ids))
         except Exception as err:  # noqa: BLE001 - any sampling failure is the server's, answered as such
             raise ApiError(500, f"sampling failed: {err}", "server_error", "sampling_failed") from None
+        finally:
+            self.worker.delivered()  # the batching window waits while answers are still going out
         if session is not None:
             if session.closed:  # timed out or dropped while waiting: its calls no longer count
                 raise ApiError(410, "this episode was closed (timed out or dropped)", code="episode_closed")
