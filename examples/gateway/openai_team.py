@@ -11,13 +11,25 @@ from openai import AsyncOpenAI, OpenAI
 
 from team_task import question, score
 
+_client: OpenAI | None = None
+
+
+def client_for(endpoint) -> OpenAI:
+    """One client for every episode, re-pointed at each episode's endpoint: building an `OpenAI` client
+    costs ~34 ms of CPU (an SSL context, even for http), more than the tiny model's whole turn."""
+    global _client
+    if _client is None:
+        _client = OpenAI(base_url=endpoint.base_url, api_key=endpoint.api_key)
+    return _client.with_options(base_url=endpoint.base_url, api_key=endpoint.api_key)
+
+
 PLANNER = "You are the planner. Say in one line how to solve the problem."
 SOLVER = "You are the solver. Follow the plan and end with the number."
 
 
 def run_episode(instance: dict, endpoint) -> dict:
     """One episode: the planner plans, the solver answers; returns the rewards."""
-    client = OpenAI(base_url=endpoint.base_url, api_key=endpoint.api_key)
+    client = client_for(endpoint)
     plan = client.chat.completions.create(
         model="planner", max_tokens=24,
         messages=[{"role": "system", "content": PLANNER}, {"role": "user", "content": question(instance)}],
