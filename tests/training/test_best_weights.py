@@ -44,7 +44,7 @@ def test_off_keeps_the_best_in_memory_and_writes_it_once_at_the_end(tmp_path):
     assert run.saves == []  # nothing written during training
     best.finish(final_step=6)
     assert run.saves == [("final", 5.0), ("best", 2.0)]
-    assert float(next(policy.model.parameters()).flatten()[0]) == 5.0  # the final weights are back
+    assert float(next(policy.model.parameters()).detach().flatten()[0]) == 5.0  # the final weights are back
     verify(run.root / "best")
     verify(run.root / "final")
 
