@@ -49,7 +49,7 @@ class SamplingWorker:
 
     window_s: a batch closes once no request has arrived and no answer was delivered for this long;
     max_wait_s: ...or once its first request has waited this long (default 10 windows); flush_at:
-    sample at once when this many are pending (0: only the windows decide). `calls` counts engine calls, `batch_sizes` their sizes,
+    sample at once when this many are pending (0: only the windows decide). `calls` counts sample requests (one per policy and settings; LoRA policies on one base share a decode call, `engines.sample_many`), `batch_sizes` their sizes,
     for tests and metrics.
     """
 
@@ -132,16 +132,27 @@ class SamplingWorker:
         for item in batch:
             if item.future.set_running_or_notify_cancel():  # a cancelled request (its client left) is skipped
                 groups.setdefault((id(item.policy), item.params), []).append(item)
+        if self._sampler is None:  # the policies' engines: LoRA policies on one base share a decode call
+            self._draw(list(groups.values()), lambda requests: engines.sample_many(requests, self.generator))
+            return
         for items in groups.values():
-            sample = self._sampler or engines.sample
-            try:
-                drawn = sample(items[0].policy, [i.prompt for i in items], 1, items[0].params, self.generator)
-            except Exception as err:  # the handlers answer 500 with the reason; the worker keeps serving
-                log.exception("gateway sampling failed")
+            self._draw([items], lambda requests: [self._sampler(r.policy, r.prompts, 1, r.params, self.generator)
+                                                  for r in requests])
+
+    def _draw(self, groups: list[list[_Pending]], draw) -> None:
+        """Sample every group (one request each); a failure answers each of their requests with it."""
+        requests = [engines.SampleRequest(items[0].policy, [i.prompt for i in items], 1, items[0].params)
+                    for items in groups]
+        try:
+            drawn = draw(requests)
+        except Exception as err:  # the handlers answer 500 with the reason; the worker keeps serving
+            log.exception("gateway sampling failed")
+            for items in groups:
                 for item in items:
                     item.future.set_exception(err)
-                continue
+            return
+        for items, result in zip(groups, drawn, strict=True):
             self.calls += 1
             self.batch_sizes.append(len(items))
-            for item, group in zip(items, drawn, strict=True):
+            for item, group in zip(items, result, strict=True):
                 item.future.set_result(group[0])
