@@ -95,6 +95,7 @@ class Setup:
     min_distance: int = 3
     team_turns: int = 3
     drop_zero_signal: bool = False  # teamrl's default is True; False trains every sample, as TRL does
+    lora_r: int = 0  # > 0: a LoRA adapter of this rank (alpha 2r, q/k/v/o) on both sides instead of full fine-tuning
 
     def __post_init__(self) -> None:
         if self.prompts < 1 or self.k < 2 or self.max_new_tokens < 1 or self.steps < 1 or self.warmup_steps < 0:
@@ -116,7 +117,21 @@ def teamrl_overrides(setup: Setup, team: bool) -> list[str]:
         f"train.batch_size={setup.prompts}", f"train.steps={setup.warmup_steps + setup.steps}",
         "train.warmup_steps=0", "train.schedule=constant", "train.grad_clip=1.0",
         "train.eval_every=0", "train.eval_instances=1", "train.checkpoint_every=0", "report_to=none",
-    ]
+    ] + ([f"policy.lora={{r: {setup.lora_r}, alpha: {2 * setup.lora_r}, target_modules: [{', '.join(LORA_TARGETS)}]}}"]
+         if setup.lora_r else [])
+
+
+LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj")
+
+
+def trl_peft_config(setup: Setup):
+    """The PEFT LoraConfig TRL trains with --lora-r, the same adapter as teamrl's (None: full fine-tuning)."""
+    if not setup.lora_r:
+        return None
+    import peft
+
+    return peft.LoraConfig(r=setup.lora_r, lora_alpha=2 * setup.lora_r, lora_dropout=0.0,
+                           target_modules=list(LORA_TARGETS), bias="none", task_type="CAUSAL_LM")
 
 
 def trl_arguments(setup: Setup, output_dir: str) -> dict:
@@ -192,7 +207,8 @@ def worker_trl(setup: Setup, out: Path) -> None:
     tokenizer = AutoTokenizer.from_pretrained(setup.model)
     with tempfile.TemporaryDirectory() as output_dir:
         trainer = GRPOTrainer(model=setup.model, reward_funcs=plan_path_reward, args=GRPOConfig(**trl_arguments(setup, output_dir)),
-                              train_dataset=Dataset.from_list(rows), processing_class=tokenizer, callbacks=[StepClock()])
+                              train_dataset=Dataset.from_list(rows), processing_class=tokenizer, callbacks=[StepClock()],
+                              peft_config=trl_peft_config(setup))
         trainer.train()
         optim = str(trainer.args.optim)
     batch = float(setup.prompts * setup.k)  # TRL's loss covers every completion of the step
@@ -464,6 +480,7 @@ def main() -> None:
     parser.add_argument("--k", type=int, default=8)
     parser.add_argument("--max-new-tokens", type=int, default=24)
     parser.add_argument("--no-team", action="store_true", help="skip the two-agent team side")
+    parser.add_argument("--lora-r", type=int, default=0, help="a LoRA adapter of this rank on both sides (0: full)")
     parser.add_argument("--teamrl-default-filter", action="store_true",
                         help="teamrl drops zero-signal groups from its update (its default; TRL cannot)")
     parser.add_argument("--quick", action="store_true", help="2 rounds, 1 warm-up + 2 timed steps (~3 min)")
@@ -487,7 +504,8 @@ def main() -> None:
 
             model = str(save_random_llama(Path(tmp) / "model", hidden=128, layers=4, heads=4, intermediate=384))
         setup = Setup(model=model, prompts=args.prompts, k=args.k, max_new_tokens=args.max_new_tokens,
-                      warmup_steps=args.warmup_steps, steps=args.steps, drop_zero_signal=args.teamrl_default_filter)
+                      warmup_steps=args.warmup_steps, steps=args.steps, drop_zero_signal=args.teamrl_default_filter,
+                      lora_r=args.lora_r)
         sides = [s for s in SIDES if not (args.no_team and s == "team")]
         rounds, peaks = [], [measure_peak()]
         for n in range(args.rounds):
