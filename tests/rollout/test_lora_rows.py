@@ -180,3 +180,12 @@ def test_lora_variants_and_the_switch_fall_back_to_the_hf_forward(monkeypatch):
     assert not can_sample_together(team, prompts, 2, SamplingParams())
     with pytest.raises(ValueError, match="lean decode"):
         open_decoder(team[0].network, *left_pad(prompts[0] + prompts[1], 0), 2, 4, adapter_blocks=(["plan", "tool"], [1, 1]))
+
+
+def test_several_active_adapters_at_once_fall_back_to_the_hf_forward():
+    team = lora_team()
+    network = team[0].network
+    network.base_model.set_adapter(["plan", "tool"])  # PEFT sums both deltas: not one row block's adapter
+    assert network.active_adapters == ["plan", "tool"]
+    ids, mask = left_pad([team[0].encode_prompt("ab")], team[0].tokenizer.pad_token_id)
+    assert isinstance(open_decoder(network, ids, mask, 2, 4), HFDecoder)

@@ -73,10 +73,11 @@ class HFDecoder:
 
 
 def _peft_parts(model: nn.Module) -> tuple[nn.Module, str | None]:
-    """(the network to decode, its active LoRA adapter): a PEFT model's base and adapter, else (model, None)."""
+    """(the network to decode, its active LoRA adapter): a PEFT model's base and adapter (None when several
+    adapters are active at once, whose deltas PEFT sums), else (model, None)."""
     if hasattr(model, "peft_config") and hasattr(model, "get_base_model"):
-        active = model.active_adapter
-        return model.get_base_model(), active if isinstance(active, str) else None
+        active = list(getattr(model, "active_adapters", None) or [model.active_adapter])
+        return model.get_base_model(), active[0] if len(active) == 1 and isinstance(active[0], str) else None
     return model, None
 
 
@@ -104,6 +105,7 @@ def open_decoder(model: nn.Module, ids: torch.Tensor, mask: torch.Tensor, repeat
             raise ValueError("rows of several adapters share a call only on the lean decode path (shares_one_call)")
         return LeanDecoder(base, ids, mask, positions, repeats, reserve, RowAdapters.blocks(names, sizes),
                            activate=lambda name: activate(model, name))
-    if use_lean and lean_unsupported(base, mask.shape[1] + reserve, (active,)) is None:
+    several_active = base is not model and active is None  # PEFT with several adapters active at once
+    if use_lean and not several_active and lean_unsupported(base, mask.shape[1] + reserve, (active,)) is None:
         return LeanDecoder(base, ids, mask, positions, repeats, reserve, RowAdapters.one(active, ids.shape[0]))
     return HFDecoder(model, ids, mask, positions, repeats, reserve)
