@@ -52,6 +52,20 @@ def _wait_for(condition, proc: subprocess.Popen, what: str, timeout: float = 120
         time.sleep(0.02)
 
 
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
+def _signal_masks(pid: int) -> str:
+    """The SigBlk / SigIgn / SigCgt lines of a process (for a failure message)."""
+    try:
+        lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+    except OSError:
+        return "unknown"
+    return ", ".join(line.replace("\t", " ") for line in lines if line.startswith(("SigBlk", "SigIgn", "SigCgt")))
+
+
 def test_second_writer_is_refused_and_ctrl_c_says_how_to_resume(tmp_path, model_dir, capsys):
     config_file = _config_file(tmp_path, model_dir, "train.steps=100000", "train.checkpoint_every=1",
                                "train.keep_last=1")
@@ -59,7 +73,11 @@ def test_second_writer_is_refused_and_ctrl_c_says_how_to_resume(tmp_path, model_
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1",
            "PYTHONPATH": os.pathsep.join([str(Path(loop_module.__file__).parents[2]), os.environ.get("PYTHONPATH", "")])}
     command = [sys.executable, "-m", "teamrl.cli", "train", str(config_file), "run_name=shared", "train.resume=auto"]
-    first = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # SIGINT at its default in the child, not blocked: a disposition (ignored) or mask (blocked) that the test
+    # process inherited from whatever started it would otherwise pass to the run, which then never sees Ctrl-C
+    # (seen twice in full-suite runs started from a background job: the run went on for 120 s after SIGINT).
+    first = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             preexec_fn=_default_sigint)
     try:
         _wait_for(lambda: (run / "checkpoints" / "step00001").is_dir(), first, "its first checkpoint")
         # The same command again, while the first one runs: refused before any work, naming the holder.
@@ -72,8 +90,12 @@ def test_second_writer_is_refused_and_ctrl_c_says_how_to_resume(tmp_path, model_
         err = capsys.readouterr().err.strip()
         assert err.startswith("teamrl: error: run directory") and "being written by another" in err, err
         assert first.poll() is None, "the refused writer must not have stopped the first one"
+        masks = _signal_masks(first.pid)
         first.send_signal(signal.SIGINT)
-        _, stderr = first.communicate(timeout=120)
+        try:
+            _, stderr = first.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"the run did not stop within 120 s of SIGINT; its signal masks: {masks}") from None
     finally:
         if first.poll() is None:
             first.kill()
