@@ -16,7 +16,7 @@ from statistics import median
 
 import torch
 
-from teamrl.rollout.engine import draw_tokens
+from teamrl.rollout.token_draw import draw_tokens
 
 
 def timed(fn, repeats: int) -> float:

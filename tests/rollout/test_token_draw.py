@@ -2,7 +2,7 @@
 
 import torch
 
-from teamrl.rollout.engine import draw_tokens
+from teamrl.rollout.token_draw import draw_tokens
 
 
 def test_draws_follow_each_rows_distribution():

@@ -139,8 +139,7 @@ def sample_many(requests: Sequence[SampleRequest], generator: torch.Generator) -
         if sampler is None:
             together = [i for i in range(j, len(requests)) if results[i] is None and _same_builtin_call(request, requests[i])]
             batch = [requests[i] for i in together]
-            if len(together) > 1 and builtin.can_sample_together([r.policy for r in batch], [r.prompts for r in batch],
-                                                                 request.num_samples, request.params):
+            if len(together) > 1:  # one decode call where it can be (else one call per request, in order)
                 outs = builtin.sample_together([r.policy for r in batch], [r.prompts for r in batch],
                                                request.num_samples, request.params, generator)
                 for i, result in zip(together, outs):
