@@ -61,9 +61,23 @@ CASES = (
 )
 
 
+# Models without a chat template (base models): their answers end at the blank line that starts the next worked
+# example (teamrl.policies.chat_encoding.plain_transcript), and the math prompts show worked examples (the other
+# tasks' chat prompts always do). Without them Gemma-3-270M scored 0% on one-digit sums (the first record).
+BASE_MODELS = {"gemma-3-270m"}
+
+
+def model_overrides(case: Case, model: str) -> tuple[str, ...]:
+    """The settings a model needs on every case beyond the case's own (empty for instruct models)."""
+    if model not in BASE_MODELS:
+        return ()
+    worked = ("task.worked_examples=true",) if case.config == "math_team.yaml" else ()
+    return ('rollout.stop=["\\n\\n"]', *worked)
+
+
 def case_configs(case: Case, model: str, temperature: float, threads: int) -> tuple[RunConfig, RunConfig]:
     """(sampled, greedy) run configs of one case on one model."""
-    common = [*case.overrides, f"policy.model={model}", "workflow.prompt_style=chat", "regime=shared",
+    common = [*case.overrides, *model_overrides(case, model), f"policy.model={model}", "workflow.prompt_style=chat", "regime=shared",
               f"train.threads={threads}", f"rollout.temperature={temperature}"]
     sampled = load_config(CONFIGS / case.config, [*common, f"rollout.eval_temperature={temperature}"])
     greedy = load_config(CONFIGS / case.config, [*common, "rollout.eval_temperature=0"])
@@ -72,7 +86,8 @@ def case_configs(case: Case, model: str, temperature: float, threads: int) -> tu
 
 def key(record: dict) -> tuple:
     """What makes two results the same measurement."""
-    return record["model"], record["case"], record["instances"], record["k"], record["temperature"]
+    return (record["model"], record["case"], record["instances"], record["k"], record["temperature"],
+            tuple(record.get("model_overrides", ())))
 
 
 def finished(out: Path) -> list[dict]:
@@ -89,16 +104,19 @@ def measure(case: Case, model: str, instances: int, k: int, temperature: float, 
     # model_path only stands in for tiny-default, which no case uses: each case loads its real model.
     rates = base_rates(sampled, greedy, "", instances, k, seed)
     return {"model": model, "case": case.name, "config": case.config, "overrides": list(case.overrides),
+            "model_overrides": list(model_overrides(case, model)),
             "instances": instances, "k": k, "temperature": temperature, "greedy": rates["greedy"],
             "pass@1": rates["pass@1"], f"pass@{k}": rates[f"pass@{k}"], "seconds": round(time.time() - started, 1)}
 
 
 def table(records: list[dict]) -> str:
     """A Markdown table of results, one row per (model, case)."""
-    lines = ["| model | case | N | greedy | pass@1 | pass@K (K, T) |", "| --- | --- | ---: | ---: | ---: | ---: |"]
+    lines = ["| model | case | model settings | N | greedy | pass@1 | pass@K (K, T) |",
+             "| --- | --- | --- | ---: | ---: | ---: | ---: |"]
     for r in records:
         pass_k = r[f"pass@{r['k']}"]
-        lines.append(f"| {r['model']} | {r['case']} | {r['instances']} | {r['greedy']:.1%} | {r['pass@1']:.1%} | "
+        settings = " ".join(r.get("model_overrides", ())) or "-"
+        lines.append(f"| {r['model']} | {r['case']} | `{settings}` | {r['instances']} | {r['greedy']:.1%} | {r['pass@1']:.1%} | "
                      f"{pass_k:.1%} ({r['k']}, {r['temperature']}) |")
     return "\n".join(lines)
 
@@ -118,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     done = {key(r) for r in finished(args.out)}
     for model in args.models:
         for case in (c for c in CASES if c.name in args.cases):
-            if (model, case.name, args.instances, args.k, args.temperature) in done:
+            if (model, case.name, args.instances, args.k, args.temperature, model_overrides(case, model)) in done:
                 print(f"{model} {case.name}: already in {args.out}")
                 continue
             try:

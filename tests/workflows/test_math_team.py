@@ -219,3 +219,34 @@ def test_settings_object_and_single_agent_baseline(runner):
         wf.apply("tool", state, "print(1)")
     with pytest.raises(ValueError, match="final_agent"):
         MathTaskConfig(final_agent="judge")
+
+
+def test_worked_examples_are_earlier_turns_ending_in_a_cue(wf):
+    from teamrl.workflows.math_team import CHAT_CUES, CHAT_EXAMPLES
+    shots = MathWorkflow(PROBLEMS, prompt_style="chat", runner=wf.runner, worked_examples=True)
+    state = shots.new_state("heldout", 0)
+    for agent in ("reasoner", "tool"):
+        messages = shots.render(agent, state)
+        assert [m["role"] for m in messages] == ["user", "assistant", "user", "assistant", "user"]
+        assert messages[-1]["content"] == f"Problem: 2+2\n{CHAT_CUES[agent]}"
+        assert [m["content"] for m in messages[1::2]] == [answer for _, answer in CHAT_EXAMPLES[agent]]
+    # each example answer is well formed for its role and right
+    for (asked, answer), (_, program) in zip(CHAT_EXAMPLES["reasoner"], CHAT_EXAMPLES["tool"]):
+        expression = asked.split("\n")[0].removeprefix("Problem: ")
+        assert reasoner_answer(answer) == (str(eval(expression)), True)  # noqa: S307 - our own literal
+        assert wf.runner.run([program.removeprefix("```python\n").removesuffix("\n```")])[0][0].strip() == \
+            str(eval(expression))  # noqa: S307
+    play_turn(shots, state, "answer: 5", "print(2+3)")
+    second = shots.render("reasoner", state)[-1]["content"]
+    assert "the Python program printed: 5" in second and second.endswith("\nSolution:")
+    assert MathWorkflow(PROBLEMS, prompt_style="chat", runner=wf.runner).render("tool", state).count("Problem") == 1
+
+
+def test_worked_examples_are_no_problem_of_any_arithmetic_level():
+    from teamrl.tasks.math_data import generate_arithmetic
+    from teamrl.workflows.math_team import CHAT_EXAMPLES
+    asked = {q.split("\n")[0].removeprefix("Problem: ") for q, _ in CHAT_EXAMPLES["reasoner"] + CHAT_EXAMPLES["tool"]}
+    for level in (1, 2, 3):
+        for split in ("train", "heldout"):
+            questions = {p.question for p in generate_arithmetic(level, 3000, seed=0, split=split, unique=False)}
+            assert not asked & questions, (level, split)

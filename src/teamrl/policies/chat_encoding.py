@@ -52,17 +52,37 @@ def leading_bos(tokenizer: PreTrainedTokenizerBase) -> list[int]:
     return [bos] if auto and auto[0] == bos else []
 
 
+def plain_transcript(messages: Messages) -> str:
+    r"""The messages as plain text for a model without a chat template (a base model).
+
+    Contents are joined by blank lines, except that an assistant message follows the message before it
+    on the next line: a worked example reads "question\nanswer", so the model answers the last question
+    the same way, right after it, and ends its answer with the blank line that starts the next example
+    (which `rollout.stop: ["\n\n"]` cuts). With blank lines everywhere a base model (Gemma-3-270M) began
+    every answer with one, and a stop at a blank line would end it empty.
+
+    >>> plain_transcript([{"role": "user", "content": "1+1 ="}, {"role": "assistant", "content": "2"},
+    ...                   {"role": "user", "content": "2+2 ="}])
+    '1+1 =\n2\n\n2+2 ='
+    """
+    text = ""
+    for i, message in enumerate(messages):
+        if i:
+            text += "\n" if message["role"] == "assistant" else "\n\n"
+        text += message["content"]
+    return text
+
+
 def encode_chat(tokenizer: PreTrainedTokenizerBase, prompt: str | Messages, *, use_template: bool,
                 system_prompt: str = "") -> list[int]:
     """Token ids of a role prompt ready for the model to answer.
 
     With a chat template: the messages rendered with a generation prompt (Qwen3's thinking off).
-    Without one: the messages' contents joined by blank lines (the system prompt first), after the
-    tokenizer's BOS when it uses one.
+    Without one: `plain_transcript` of the messages, after the tokenizer's BOS when it uses one.
     """
     messages = as_messages(prompt, system_prompt)
     if not use_template:
-        return leading_bos(tokenizer) + text_ids(tokenizer, "\n\n".join(m["content"] for m in messages))
+        return leading_bos(tokenizer) + text_ids(tokenizer, plain_transcript(messages))
     placeheld = [dict(m, content=f"{_OPEN}{i}{_CLOSE}") for i, m in enumerate(messages)]
     rendered = tokenizer.apply_chat_template(placeheld, tokenize=False, add_generation_prompt=True,
                                              enable_thinking=False)

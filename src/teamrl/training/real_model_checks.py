@@ -40,6 +40,11 @@ def real_model_warnings(config: RunConfig, policies: dict[str, Policy], mapping:
             warnings.append(f"policies {names} are pretrained LLMs but workflow.prompt_style is compact (prompts for "
                             "the tiny character model, on which a real model scores about 0%); set "
                             "workflow.prompt_style=chat")
+        bare = [name for name in real if not policies[name].use_chat_template]
+        if bare and config.task.get("name") == "math" and not config.task.get("worked_examples", False):
+            warnings.append(f"policies {', '.join(bare)} have no chat template (base models) and the math prompts "
+                            "show no worked examples: a base model continues the problem's text instead of solving "
+                            "it (Gemma-3-270M: 0% on one-digit sums); set task.worked_examples=true")
         for agent, policy in mapping.items():
             if policy not in real:
                 continue
@@ -48,6 +53,10 @@ def real_model_warnings(config: RunConfig, policies: dict[str, Policy], mapping:
                 warnings.append(f"agent {agent} ({policy}, a pretrained LLM) samples at temperature "
                                 f"{rollout.temperature:g}: at 1.0 SmolLM2-135M solves 1.6% of one-digit sums, at 0.5 "
                                 "16%; set rollout.temperature=0.5 (or 0.6-0.7)")
+            if not policies[policy].use_chat_template and not rollout.stop:
+                warnings.append(f"agent {agent} ({policy}) is a pretrained LLM without a chat template (a base model) "
+                                "and rollout.stop is empty: it answers a worked example's question and goes on to "
+                                'write the next example; set rollout.stop=["\\n\\n"]')
             if rollout.max_new_tokens < SHORT_RESPONSE:
                 warnings.append(f"agent {agent} ({policy}) gets rollout.max_new_tokens={rollout.max_new_tokens}: a "
                                 f"pretrained LLM's answers need more; set at least {SHORT_RESPONSE} (64-128 typical)")

@@ -42,6 +42,7 @@ from teamrl.tasks.math_shape import answer_refusal, hedge_refusal
 from teamrl.tasks.math_parsing import extract_final_answer, locate_final_answer
 from teamrl.tasks.code_blocks import extract_code_block
 from teamrl.workflows.base import Agent, Outcome
+from teamrl.workflows.chat_shots import few_shot
 from teamrl.workflows.program_runner import ProgramRunner
 
 T = TypeVar("T")
@@ -157,6 +158,10 @@ class MathTaskConfig:
     `expression`: any single-valued expression equal to the gold counts; `auto`: value for
     arithmetic, GSM8K and AIME, expression for MATH-500 and other sets. Either way an answer that
     restates the question's expression is no answer (`teamrl.tasks.math_echo`)."""
+    worked_examples: bool = False
+    """Chat prompts show two solved problems (`CHAT_EXAMPLES`, not from any split) as earlier turns before the
+    agent's problem. A base model without a chat template (Gemma-3-270M) needs them: told only the
+    instruction, it continues the problem's text ("1+4" -> "+12+16+18...") instead of answering it."""
 
     def __post_init__(self) -> None:
         if self.final_agent not in ("reasoner", "tool"):
@@ -239,6 +244,17 @@ CHAT_INSTRUCTIONS = {
 }
 
 
+# Two-digit operands: outside the arithmetic levels' question spaces (tested), so no example hands over an answer.
+# Each question ends with a cue line: after a bare "Problem:\n1+4" Gemma-3-270M went on writing the sum ("+10+15").
+CHAT_CUES = {"reasoner": "Solution:", "tool": "Program:"}
+CHAT_EXAMPLES = {
+    "reasoner": [("Problem: 57+26\nSolution:", "57+26 = 83.\nAnswer: 83"),
+                 ("Problem: 63-28+14\nSolution:", "63-28 = 35, and 35+14 = 49.\nAnswer: 49")],
+    "tool": [("Problem: 57+26\nProgram:", "```python\nprint(57 + 26)\n```"),
+             ("Problem: 63-28+14\nProgram:", "```python\nprint(63 - 28 + 14)\n```")],
+}
+
+
 CHAT_SECOND_TURN = {
     "reasoner": ("A program computes exactly what it is written to compute, which may not be the problem. Check "
                  "both answers against the problem and give the right one as 'Answer: <number>'."),
@@ -277,12 +293,14 @@ class MathWorkflow:
         match_timeout_s: float = 1.0,
         single_agent: bool = False,
         answer_form: str = "auto",
+        worked_examples: bool = False,
     ) -> None:
         """`problems`: splits, a source spec (see `math_problems`) or a `MathTaskConfig` (whose
-        seed, final_agent and answer_form then apply). `single_agent`: the reasoner alone, for one turn (with
+        seed, final_agent, answer_form and worked_examples then apply). `single_agent`: the reasoner alone, for one turn (with
         no partner there is no feedback, so further turns would repeat the same prompt)."""
         if isinstance(problems, MathTaskConfig):
             final_agent, seed, answer_form = problems.final_agent, problems.seed, problems.answer_form
+            worked_examples = problems.worked_examples
             problems = math_problems(problems.source, seed, problems.data_dir)
         resolve_answer_form(answer_form)  # raises on an unknown form
         if prompt_style not in ("compact", "chat"):
@@ -298,6 +316,7 @@ class MathWorkflow:
         self.format_bonus = format_bonus
         self.final_agent = final_agent
         self.answer_form = answer_form
+        self.worked_examples = worked_examples
         # Bounds each math-verify parse; hostile answers like 9^{9^{9^9}} cost up to ~3 timeouts once.
         self.match_timeout_s = match_timeout_s
         self.agents = [Agent("reasoner", "reasoner")] if single_agent else [
@@ -311,7 +330,7 @@ class MathWorkflow:
 
     # ------------------------------------------------------------------ prompts
 
-    def render(self, agent: str, state: MathState) -> str:
+    def render(self, agent: str, state: MathState) -> str | list[dict[str, str]]:
         self._check_agent(agent)
         question = state.problem.question
         if self.prompt_style == "compact":
@@ -327,6 +346,9 @@ class MathWorkflow:
                          f"- the Python program printed: {state.answers.get('tool') or 'nothing usable'}\n"
                          f"- the reasoning agent answered: {state.answers.get('reasoner') or 'nothing'}")
             parts.append(CHAT_SECOND_TURN[agent])
+        if self.worked_examples:
+            asked = "\n\n".join([f"Problem: {question}", *parts[2:]]) + f"\n{CHAT_CUES[agent]}"
+            return few_shot(parts[0], CHAT_EXAMPLES[agent], asked)
         return "\n\n".join(parts)
 
     # ------------------------------------------------------------------ applying answers

@@ -1,0 +1,53 @@
+"""The load-time warnings for settings that waste a real pretrained LLM (teamrl.training.real_model_checks)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from teamrl.config import load_config
+from teamrl.training.real_model_checks import real_model_warnings
+
+CONFIGS = Path(__file__).resolve().parents[2] / "src" / "teamrl" / "configs"
+CHAT_MATH = ["workflow.prompt_style=chat", "rollout.temperature=0.5", "rollout.max_new_tokens=64",
+             "task.source=arithmetic:1"]
+
+
+def fake_policy(vocabulary: int, template: bool) -> SimpleNamespace:
+    """What the checks read of a policy: its vocabulary size, template and device."""
+    return SimpleNamespace(tokenizer=[0] * vocabulary, use_chat_template=template, device=torch.device("cpu"))
+
+
+def warnings_for(overrides: list[str], template: bool, vocabulary: int = 49_152) -> list[str]:
+    config = load_config(CONFIGS / "math_team.yaml", ["regime=shared", *overrides])
+    mapping = {"reasoner": "shared", "tool": "shared"}
+    return real_model_warnings(config, {"shared": fake_policy(vocabulary, template)}, mapping,
+                               {"reasoner": "reasoner", "tool": "tool"})
+
+
+def test_real_settings_on_an_instruct_model_give_no_warning():
+    assert warnings_for(CHAT_MATH, template=True) == []
+
+
+def test_tiny_model_settings_on_a_real_model_are_each_named():
+    text = " ".join(warnings_for(["rollout.temperature=1.0", "rollout.max_new_tokens=16"], template=True))
+    assert "prompt_style is compact" in text and "temperature 1" in text and "max_new_tokens=16" in text
+
+
+def test_a_character_model_gets_none_of_the_real_model_warnings():
+    assert warnings_for(["rollout.temperature=1.0", "rollout.max_new_tokens=16"], template=False, vocabulary=64) == []
+
+
+def test_a_base_model_without_stop_strings_or_worked_examples_is_told_both_fixes():
+    text = " ".join(warnings_for(CHAT_MATH, template=False))
+    assert 'rollout.stop=["\\n\\n"]' in text and "task.worked_examples=true" in text
+    assert warnings_for([*CHAT_MATH, 'rollout.stop=["\\n\\n"]', "task.worked_examples=true"], template=False) == []
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_pure_low_precision_training_on_cpu_points_to_autocast(dtype):
+    text = " ".join(warnings_for([*CHAT_MATH, f"policy.dtype={dtype}"], template=True))
+    assert "no float32 master copy" in text and "algorithm.autocast=bf16" in text
