@@ -47,6 +47,12 @@ CASES = (
     Case("math_arith1", "math_team.yaml", ("task.source=arithmetic:1", "rollout.max_new_tokens=80")),
     Case("math_arith2", "math_team.yaml", ("task.source=arithmetic:2", "rollout.max_new_tokens=80")),
     Case("math_arith3", "math_team.yaml", ("task.source=arithmetic:3", "rollout.max_new_tokens=80")),
+    # The main job's team (final answer: the program's) with one turn and with a second turn, on the same problems:
+    # does a second turn help the untrained team?
+    Case("math_arith2_tool_final_1turn", "math_team.yaml", ("task.source=arithmetic:2", "task.final_agent=tool",
+                                                             "workflow.max_turns=1", "rollout.max_new_tokens=80")),
+    Case("math_arith2_tool_final_2turns", "math_team.yaml", ("task.source=arithmetic:2", "task.final_agent=tool",
+                                                              "workflow.max_turns=2", "rollout.max_new_tokens=80")),
     Case("math_gsm8k", "math_team.yaml", ("task.source=gsm8k", "rollout.max_new_tokens=160")),
     Case("code_team", "code_team.yaml", ("rollout.max_new_tokens=160",)),
     Case("plan_path_team", "plan_path_team.yaml", ("rollout.max_new_tokens=40",)),

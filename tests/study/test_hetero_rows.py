@@ -130,3 +130,21 @@ def test_hetero_rows_in_a_quick_study(tmp_path, monkeypatch, capsys):
 def test_doctests_hold():
     result = doctest.testmod(hetero_rows)
     assert result.attempted > 0 and result.failed == 0
+
+
+def test_a_named_base_without_a_chat_template_stops_its_roles_at_a_blank_line(tmp_path, monkeypatch):
+    from teamrl.study import hetero_rows
+
+    templates = {"smollm2": "{{ messages }}", "gemma": None}  # what each base's tokenizer ships
+    monkeypatch.setattr(hetero_rows, "resolve_model_source", lambda path: path)
+    monkeypatch.setattr(hetero_rows, "load_tokenizer",
+                        lambda name, path: type("Tokenizer", (), {"chat_template": templates[path]})())
+    paths = {"A": "smollm2", "B": "gemma"}
+    stops = hetero_rows.base_stops(paths, named={"A", "B"})
+    assert stops == {"A": (), "B": ("\n\n",)}
+    assert hetero_rows.base_stops(paths, named=set()) == {"A": (), "B": ()}  # the tiny study's bases: untouched
+    local = {"A": str(tmp_path / "llama"), "B": str(tmp_path / "qwen2")}
+    config = load_config(CONFIGS / "split_calc_team.yaml",
+                         list(bases_overrides({"analyst": "A", "calculator": "B"}, local, stops)))
+    assert config.rollout.for_agent("calculator", "calculator").stop == ["\n\n"]
+    assert config.rollout.for_agent("analyst", "analyst").stop == []

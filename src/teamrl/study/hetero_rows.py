@@ -14,6 +14,8 @@ real_hetero_calc's Gemma-3-270M beside SmolLM2) loads it as it is: no warm-up fo
 from __future__ import annotations
 
 import copy
+import dataclasses
+import json
 import random
 import time
 from collections.abc import Callable
@@ -24,7 +26,7 @@ import torch
 
 from teamrl.config import ConfigError, RunConfig
 from teamrl.demos.strong import strong_team
-from teamrl.policies.loading import Policy, load_policy
+from teamrl.policies.loading import Policy, load_policy, load_tokenizer
 from teamrl.rollout.agent_params import agent_sampling
 from teamrl.rollout.engine import SamplingParams, sample
 from teamrl.training.build import build_workflow
@@ -77,8 +79,10 @@ def role_accuracy(workflow: Workflow, policy: Policy, agent: str, oracle: Oracle
                       for state, group in zip(states, drawn) for g in group))  # mean of bools may be an int
 
 
-def base_strengths(config: RunConfig, bases: dict[str, str], instances: int, seed: int) -> dict[str, dict[str, float]]:
-    """base name -> agent -> accuracy (`role_accuracy` at the config's evaluation sampling)."""
+def base_strengths(config: RunConfig, bases: dict[str, str], instances: int, seed: int,
+                   stops: dict[str, tuple[str, ...]] | None = None) -> dict[str, dict[str, float]]:
+    """base name -> agent -> accuracy (`role_accuracy` at the config's evaluation sampling, with the base's
+    `stops` added to each role's stop strings)."""
     workflow = build_workflow(config)
     oracle = oracle_for(config.task["name"], workflow)
     params = agent_sampling(config.rollout, workflow.agents, "eval")
@@ -89,8 +93,13 @@ def base_strengths(config: RunConfig, bases: dict[str, str], instances: int, see
         p = config.policy
         policy = load_policy(name, resolve_model_source(path), p.dtype, p.device, p.chat_template,
                              system_prompt=p.system_prompt)
-        strengths[name] = {a.name: role_accuracy(workflow, policy, a.name, oracle, instances, params[a.name],
-                                                 STRENGTH_SAMPLES, seed) for a in workflow.agents}
+        extra = (stops or {}).get(name, ())
+        strengths[name] = {
+            a.name: role_accuracy(workflow, policy, a.name, oracle, instances,
+                                  dataclasses.replace(params[a.name],
+                                                      stop_strings=(*params[a.name].stop_strings, *extra)),
+                                  STRENGTH_SAMPLES, seed)
+            for a in workflow.agents}
     return strengths
 
 
@@ -108,11 +117,32 @@ def hetero_assignment(strengths: dict[str, dict[str, float]]) -> dict[str, str]:
     return {role: "B" if role == best_for_b else "A" for role in roles}
 
 
-def bases_overrides(assignment: dict[str, str], paths: dict[str, str]) -> tuple[str, ...]:
-    """Config overrides giving each role its own policy (named after the role) on its base's folder."""
+PLAIN_TRANSCRIPT_STOP = ("\n\n",)
+"""Where a base model's answer ends (`teamrl.policies.chat_encoding.plain_transcript`): the blank line that starts
+the next worked example."""
+
+
+def base_stops(paths: dict[str, str], named: set[str]) -> dict[str, tuple[str, ...]]:
+    """base -> the stop strings its roles sample with: `PLAIN_TRANSCRIPT_STOP` for a named real checkpoint
+    without a chat template (Gemma-3-270M base: without a stop its Split-Calc formula ran on into the next
+    worked example, "x+y Operation: x plus y", which no verifier accepts), none otherwise. Only named bases
+    (`Study.base_b`): the tiny study's warmed-up base B keeps its own stopping."""
+    stops = {}
+    for base, path in paths.items():
+        plain = base in named and not load_tokenizer(base, resolve_model_source(path)).chat_template
+        stops[base] = PLAIN_TRANSCRIPT_STOP if plain else ()
+    return stops
+
+
+def bases_overrides(assignment: dict[str, str], paths: dict[str, str],
+                    stops: dict[str, tuple[str, ...]] | None = None) -> tuple[str, ...]:
+    """Config overrides giving each role its own policy (named after the role) on its base's folder, and the
+    stop strings of its base (`base_stops`) where it has any."""
     policies = ", ".join(f"{role}: {{model: {paths[base]}}}" for role, base in assignment.items())
     roles = ", ".join(f"{role}: {role}" for role in assignment)
-    return (f"policies={{{policies}}}", f"roles={{{roles}}}")
+    stop_overrides = tuple(f"rollout.by_role.{role}.stop={json.dumps(list(stops[base]))}"
+                           for role, base in assignment.items() if stops and stops.get(base))
+    return (f"policies={{{policies}}}", f"roles={{{roles}}}", *stop_overrides)
 
 
 class HeteroBases:
@@ -121,6 +151,7 @@ class HeteroBases:
     def __init__(self) -> None:
         self.paths: dict[str, str] = {}
         self.strengths: dict[str, dict[str, float]] = {}
+        self.stops: dict[str, tuple[str, ...]] = {}
 
     def make(self, run: "SeedRun", config: RunConfig) -> float:
         """Warm up B and measure both bases (once); returns the seconds spent (0 when already made)."""
@@ -128,7 +159,9 @@ class HeteroBases:
             started = time.time()
             b_path = run.study.base_b or self._warm_variant(run, config)
             self.paths = {"A": run.model_path, "B": b_path}
-            self.strengths = base_strengths(config, self.paths, run.protocol.validation_instances, run.seed)
+            self.stops = base_stops(self.paths, {"A", "B"} if run.study.base_b else set())
+            self.strengths = base_strengths(config, self.paths, run.protocol.validation_instances, run.seed,
+                                            self.stops)
             seconds = time.time() - started
             run.log(f"seed {run.seed}: per-role accuracy {self.strengths} ({seconds:.0f} s with B's warm-up)")
             return seconds
@@ -160,6 +193,6 @@ def produce(seed_run: "SeedRun", row: "Row") -> dict[str, Any]:
         assignment = {role: "B" for role in roles}
     else:
         raise ConfigError(f"row {row.key!r} of kind bases: only hetero and homo_b are defined")
-    result = seed_run._train(row, bases_overrides(assignment, bases.paths))
+    result = seed_run._train(row, bases_overrides(assignment, bases.paths, bases.stops))
     return result | {"assignment": assignment, "strengths": bases.strengths, "base_b": bases.paths["B"],
                      "bases_seconds": spent}

@@ -79,7 +79,8 @@ ROWS: dict[str, Row] = {row.key: row for row in (
     Row("scale_tiny", "scale", "scale: tiny character model (0.87M)",
         ("policy.model=tiny-default", "workflow.prompt_style=compact", "policy.lora=null")),
     Row("scale_smollm2", "scale", "scale: SmolLM2-135M-Instruct", ("policy.model=smollm2-135m-instruct",)),
-    Row("scale_gemma", "scale", "scale: Gemma-3-270M", ("policy.model=gemma-3-270m",)),
+    # Gemma-3-270M is a base model: its answers end at the blank line before the next worked example.
+    Row("scale_gemma", "scale", "scale: Gemma-3-270M", ("policy.model=gemma-3-270m", 'rollout.stop=["\\n\\n"]')),
 )}
 
 COMPARISONS: tuple[tuple[str, str, str], ...] = (
