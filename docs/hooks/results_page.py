@@ -27,6 +27,14 @@ def _pct(x) -> str:
     return f"{100 * float(x):.1f}%"
 
 
+def _is_comparison(data) -> bool:
+    """A method comparison's result: a list of runs (or {"runs": [...]}) with run, initial, final and best.
+    Any other JSON file (a benchmark's summary) is no study result and is left out of the page."""
+    runs = data.get("runs") if isinstance(data, dict) else data
+    return isinstance(runs, list) and all(isinstance(r, dict) and {"run", "initial", "final", "best"} <= set(r)
+                                          for r in runs)
+
+
 def _rows() -> tuple[list[str], list[str]]:
     legacy = yaml.safe_load((RESULTS / "provenance.yaml").read_text()) or {}
     domains, studies = [], []
@@ -42,7 +50,7 @@ def _rows() -> tuple[list[str], list[str]]:
                            f"{_pct(single.get('success', 0))} | {_pct(untrained['success'])} | "
                            f"{_pct(trained['success'])} | {_pct(best['success'])} (step {best['step']}) | "
                            f"{where[0]} | {where[1]} |")
-        else:
+        elif _is_comparison(data):
             runs = data["runs"] if isinstance(data, dict) else data
             for run in runs:
                 studies.append(f"| `{path.name}` | {run['run']} | {run.get('steps', 0)} | {_pct(run['initial'])} | "

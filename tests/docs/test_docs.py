@@ -156,3 +156,19 @@ def test_docs_pages_render_in_chromium(site, tmp_path, page, shot, expected):
     assert dark > 0.02 * image.size[0] * image.size[1], f"{shot} looks blank ({dark} dark pixels)"
     for text in expected:
         assert text in dom, f"{page}: {text!r} not in the rendered page"
+
+
+def test_results_page_hook_lists_study_results_and_skips_other_json(tmp_path, monkeypatch):
+    sys.path.insert(0, str(ROOT / "docs" / "hooks"))
+    try:
+        import results_page
+    finally:
+        sys.path.remove(str(ROOT / "docs" / "hooks"))
+    (tmp_path / "provenance.yaml").write_text("{}\n")
+    (tmp_path / "a_study.json").write_text('{"runs": [{"run": "team", "initial": 0.1, "final": 0.5, "best": 0.6}], '
+                                           '"provenance": {"commit": "abc1234", "command": "python x.py"}}')
+    (tmp_path / "b_summary.json").write_text('{"ratio": 1.5, "rounds": 3}')  # a benchmark's summary, no study
+    monkeypatch.setattr(results_page, "RESULTS", tmp_path)
+    domains, studies = results_page._rows()
+    assert domains == [] and len(studies) == 1
+    assert studies[0].startswith("| `a_study.json` | team | 0 | 10.0% | 50.0% | 60.0% | `abc1234`")
