@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -112,7 +113,17 @@ def measure(case: Case, model: str, instances: int, k: int, temperature: float, 
     return {"model": model, "case": case.name, "config": case.config, "overrides": list(case.overrides),
             "model_overrides": list(model_overrides(case, model)),
             "instances": instances, "k": k, "temperature": temperature, "greedy": rates["greedy"],
-            "pass@1": rates["pass@1"], f"pass@{k}": rates[f"pass@{k}"], "seconds": round(time.time() - started, 1)}
+            "pass@1": rates["pass@1"], f"pass@{k}": rates[f"pass@{k}"], "seconds": round(time.time() - started, 1),
+            "commit": commit()}
+
+
+def commit() -> str:
+    """The checkout's commit (with "+changes" when the tree differs from it): what a record was measured with."""
+    root = Path(__file__).resolve().parents[1]
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True)
+    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root, capture_output=True,
+                           text=True)
+    return (head.stdout.strip() or "unknown") + ("+changes" if dirty.stdout.strip() else "")
 
 
 def table(records: list[dict]) -> str:
