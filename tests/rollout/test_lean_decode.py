@@ -111,3 +111,20 @@ def test_a_lora_adapter_is_decoded_on_its_base_not_skipped():
     ids, mask = left_pad([policy.encode_prompt("abc")], policy.tokenizer.pad_token_id)
     decoder = open_decoder(wrapped, ids, mask, 2, 4)
     assert isinstance(decoder, LeanDecoder) and decoder.rows.names == ("default",)
+
+
+def test_the_hf_forward_prefill_projects_only_the_last_position_onto_the_vocabulary():
+    """A prefill of P positions must not make [B, P, V] logits (Gemma-3's 262k vocabulary: 15 GB for 96 rows of
+    150-token prompts); the next-token logits stay those of the whole forward."""
+    policy = context_sensitive_policy("llama")
+    model, pad = policy.model, policy.tokenizer.pad_token_id
+    prompts = [policy.encode_prompt(p) for p in PROMPTS]
+    ids, mask = left_pad(prompts, pad)
+    seen = []
+    handle = model.lm_head.register_forward_hook(lambda module, args, out: seen.append(tuple(args[0].shape)))
+    with torch.no_grad():
+        decoder = open_decoder(model, ids, mask, 2, 3, lean=False)
+    handle.remove()
+    assert isinstance(decoder, HFDecoder)
+    assert seen == [(len(prompts), 1, model.config.hidden_size)]
+    assert (decoder.prefill_logits - hf_next_logits(model, prompts, pad)).abs().max() < 1e-5
