@@ -10,6 +10,8 @@ and settings) is skipped, so an interrupted benchmark resumes.
 
     nice -n 5 python benchmarks/gateway_vs_builtin.py --seeds 0 1 2
     python benchmarks/gateway_vs_builtin.py --table     # the table of the file's runs (docs/howto/gateway.md)
+    python benchmarks/gateway_vs_builtin.py --roles     # each final model re-measured with more episodes
+                                                        # (benchmarks/results/gateway_vs_builtin_final_models.jsonl)
 """
 
 from __future__ import annotations
@@ -102,6 +104,51 @@ def table(output: Path) -> str:
     return "\n".join(lines)
 
 
+def role_accuracy(run_dir: str, instances: int = 100, samples: int = 8, seed: int = 0, threads: int = 1
+                  ) -> dict[str, float]:
+    """A run's final model on held-out instances at temperature 1 (the eval's), `samples` times each, by the
+    built-in workflow's code whichever way it was trained: the team's success (analyst, then calculator on its
+    formula), the analyst's share of right formulas, and the calculator's share of right values when handed
+    the right formula (its skill apart from the analyst's); and teamrl's own held-out `evaluate` (one episode per
+    instance) with eval seeds 1000..1008 instead of the run's seed, averaged."""
+    import torch
+
+    from teamrl.config import load_config
+    from teamrl.policies.loading import load_policy
+    from teamrl.rollout.agent_params import agent_sampling
+    from teamrl.rollout.engine import SamplingParams
+    from teamrl.rollout.engines import sample
+    from teamrl.tasks.split_calc import OPERATIONS
+    from teamrl.training.build import build_workflow
+    from teamrl.training.evaluate import evaluate
+
+    torch.set_num_threads(threads)
+    config = load_config(CONFIGS["builtin"])
+    workflow = build_workflow(config)
+    policy = load_policy("shared", str(Path(run_dir) / "checkpoints" / "final" / "shared"))
+    params = SamplingParams(temperature=1.0, max_new_tokens=10)
+    generator = torch.Generator().manual_seed(seed)
+    states = [workflow.new_state("heldout", i) for i in range(instances) for _ in range(samples)]
+    for agent in ("analyst", "calculator"):  # the team, one episode per state
+        groups = sample(policy, [policy.encode_prompt(workflow.render(agent, s)) for s in states], 1, params, generator)
+        for state, group in zip(states, groups):
+            workflow.apply(agent, state, group[0].text)
+    out = {"team": mean(workflow.success(s) for s in states)}
+    eval_params = agent_sampling(config.rollout, workflow.agents, "eval")
+    mapping = {"analyst": "shared", "calculator": "shared"}
+    out["evaluate_9_seeds"] = mean(evaluate(workflow, {"shared": policy}, mapping, instances, seed=1000 + s,
+                                            sampling=eval_params)[0]["success"] for s in range(9))
+    states = states[::samples]
+    for agent in ("analyst", "calculator"):
+        for state in states:
+            state.formula = OPERATIONS[state.item[0]]  # the calculator is handed the right formula
+        groups = sample(policy, [policy.encode_prompt(workflow.render(agent, s)) for s in states], samples, params,
+                        generator)
+        right = [workflow.apply(agent, s, g.text).team for s, group in zip(states, groups) for g in group]
+        out[agent] = mean(right)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
@@ -114,9 +161,19 @@ def main() -> None:
     parser.add_argument("--output", type=Path, default=ROOT / "benchmarks/results/gateway_vs_builtin.jsonl")
     parser.add_argument("--runs-dir", type=Path, default=ROOT / "runs/gateway_vs_builtin")
     parser.add_argument("--table", action="store_true", help="print the table of --output and exit")
+    parser.add_argument("--roles", action="store_true", help="print each run's `role_accuracy` and exit")
     args = parser.parse_args()
     if args.table:
         print(table(args.output))
+        return
+    if args.roles:
+        target = args.output.with_name(args.output.stem + "_final_models.jsonl")
+        with target.open("w") as f:
+            for r in (json.loads(line) for line in args.output.read_text().splitlines() if line.strip()):
+                row = {"way": r["way"], "seed": r["seed"], "run_commit": r["commit"]}
+                row |= role_accuracy(r["run_dir"], threads=args.threads)
+                f.write(json.dumps(row | provenance()) + "\n")
+                print(json.dumps(row), flush=True)
         return
     overrides = budget_overrides(args)
     model = warmed_model()
