@@ -109,23 +109,92 @@ def test_k_concurrent_runs_cost_one_engine_call_per_turn(two_policies, per_role,
     assert wf.metrics()["gateway/engine_calls"] == 3 and wf.metrics()["gateway/mean_batch"] == 4
 
 
-def test_tree_branches_share_the_roots_prefix(two_policies, per_role):
+def test_tree_levels_share_the_committed_prefix(two_policies, per_role):
     wf = workflow("two_calls")
     samples, episodes = play(wf, two_policies, per_role, [0, 1], k=3)
     metrics = wf.metrics()
-    assert len(episodes) == 2 and metrics["gateway/runs"] == 2  # one root run per instance
-    assert metrics["gateway/branch_runs"] == 2 * 3 * 2  # K-1 = 2 branches at each of a root's 3 calls
+    assert len(episodes) == 2 and metrics["gateway/runs"] == 2 * 3  # level 0: K free runs per instance
+    assert metrics["gateway/levels"] == 3  # planner, solver, solver: one level per call
+    assert metrics["gateway/branch_runs"] == 2 * 2 * 3  # levels 1 and 2: K replaying runs per instance
     assert metrics["gateway/fallback_instances"] == 0 and metrics["gateway/nondeterministic_runs"] == 0
     groups: dict = {}
     for s in samples:
         groups.setdefault(s.tree_key, []).append(s)
     assert len(groups) == 6 and all(len(g) == 3 for g in groups.values())
     for group in groups.values():
-        assert sum(s.committed for s in group) == 1  # the root's own call
-        # the branches replayed the root's earlier calls: every member saw the same prompt
+        assert sum(s.committed for s in group) == 1
+        # the level's runs replayed the committed calls before it: every member saw the same prompt
         assert len({tuple(s.generation.prompt_ids) for s in group}) == 1
-    # ...and sampled anew at the branching call (6 random tokens twice alike: next to impossible)
+    # ...and sampled anew at the level's call (6 random tokens twice alike: next to impossible)
     assert all(len({s.generation.text for s in group}) > 1 for group in groups.values())
+
+
+def _score(text: str) -> float:
+    """A reward that differs between almost any two texts (so the best candidate is unique)."""
+    return sum(map(ord, text)) % 101 / 101
+
+
+def scored_chain(instance, endpoint):
+    """planner, then solver twice; each prompt holds the earlier answers; every reward depends on the text."""
+    client = openai.OpenAI(base_url=endpoint.base_url, api_key=endpoint.api_key, max_retries=0)
+
+    def ask(agent: str, content: str) -> str:
+        return client.chat.completions.create(model=agent, messages=[
+            {"role": "user", "content": content}]).choices[0].message.content
+
+    plan = ask("planner", f"task {instance['index']}")
+    first = ask("solver", f"plan {plan}")
+    second = ask("solver", f"plan {plan} first {first}")
+    return {"team": _score(second), "agents": {"planner": _score(plan), "solver": _score(first)}}
+
+
+def constant(instance, endpoint):
+    """planner, then solver; every run scores the same: each commit is a tie."""
+    client = openai.OpenAI(base_url=endpoint.base_url, api_key=endpoint.api_key, max_retries=0)
+    plan = client.chat.completions.create(model="planner", messages=[
+        {"role": "user", "content": f"task {instance['index']}"}]).choices[0].message.content
+    client.chat.completions.create(model="solver", messages=[{"role": "user", "content": f"plan {plan}"}])
+    return 1.0
+
+
+def test_tree_commits_the_best_candidate_and_continues_from_it(two_policies, per_role):
+    """AT-GRPO's commit-and-continue: the later calls are sampled after the best earlier candidate, not
+    after whichever run happened to be sampled first."""
+    k = 4
+    samples, episodes = play(workflow("scored_chain"), two_policies, per_role, [0, 1, 2], k=k)
+    groups: dict = {}
+    for s in samples:
+        groups.setdefault(s.tree_key, []).append(s)
+    assert sorted(groups) == sorted((i, t, a) for i in (0, 1, 2) for t, a in ((0, "planner"), (0, "solver"),
+                                                                            (1, "solver")))
+    assert all(len(g) == k for g in groups.values())  # K per level, every candidate a training sample
+    best = {}
+    for key, group in groups.items():
+        (chosen,) = [s for s in group if s.committed]
+        assert chosen.reward == max(s.reward for s in group)  # rewards differ: the argmax is unique
+        best[key] = chosen.generation.text
+    solver = two_policies["solver"]
+    for i in (0, 1, 2):
+        plan, first = best[(i, 0, "planner")], best[(i, 0, "solver")]
+        # The solver's K first calls all read the best plan; its K second calls the best plan and first answer.
+        for key, content in (((i, 0, "solver"), f"plan {plan}"), ((i, 1, "solver"), f"plan {plan} first {first}")):
+            expected = solver.encode_prompt([{"role": "user", "content": content}])
+            assert all(s.generation.prompt_ids == expected for s in groups[key])
+        # The recorded episode is the committed path, and each sample names its episode.
+        (episode,) = [e for e in episodes if e.instance == i]
+        assert [t["text"] for t in episode.transcript] == [plan, first, best[(i, 1, "solver")]]
+        assert {s.episode for t, group in groups.items() if t[0] == i for s in group} == {episodes.index(episode)}
+
+
+def test_tree_ties_are_broken_by_the_seeded_rng(two_policies, per_role):
+    k = 3
+    samples, _ = play(workflow("constant"), two_policies, per_role, [0, 1, 2, 3], k=k)
+    groups: dict = {}
+    for s in samples:
+        groups.setdefault(s.tree_key, []).append(s)
+    chosen = [[s.committed for s in group].index(True) for group in groups.values()]  # in commit order
+    rng = random.Random(0)  # the rng `play` hands to run_episodes
+    assert chosen == [rng.choice(range(k)) for _ in groups] and len(set(chosen)) > 1
 
 
 def test_a_nondeterministic_instance_falls_back_to_independent_runs(two_policies, per_role, caplog):
@@ -133,7 +202,7 @@ def test_a_nondeterministic_instance_falls_back_to_independent_runs(two_policies
     samples, episodes = play(wf, two_policies, per_role, [0], k=3)
     metrics = wf.metrics()
     assert metrics["gateway/fallback_instances"] == 1 and metrics["gateway/branch_runs"] == 0
-    assert len(episodes) == 3 and len(samples) == 3  # the root and K-1 independent runs, one call each
+    assert len(episodes) == 3 and len(samples) == 3  # its K level-0 runs as independent ones, one call each
     assert "trained on K independent runs" in caplog.text
 
 

@@ -94,9 +94,17 @@ def test_a_step_has_the_built_in_prompts_and_groups(model_dir, tmp_path):
         assert all(len(s.generation.prompt_ids) for s in kind)
     prompts = {(s.instance, s.agent): s.generation.prompt_ids for s in builtin if s.agent == "analyst"}
     assert {(s.instance, s.agent): s.generation.prompt_ids for s in program if s.agent == "analyst"} == prompts
-    # The calculator's prompt holds the formula its run's analyst wrote: it is the built-in's prompt for that
+    # Both commit the best of the analyst's K formulas (algorithm.commit: greedy) and sample the calculator's
+    # group on it (AT-GRPO's commit and continue): each analyst group's committed member has the group's top reward.
+    for kind in (builtin, program):
+        for instance in {s.instance for s in kind}:
+            group = [s for s in kind if (s.instance, s.agent) == (instance, "analyst")]
+            assert sum(s.committed for s in group) == 1
+            assert next(s for s in group if s.committed).reward == max(s.reward for s in group)
+    # The calculator's prompt holds the committed formula of its episode: it is the built-in's prompt for that
     # formula, and each call's reward is the built-in's reward for the same responses.
     formulas = {s.episode: s.generation.text for s in program if s.agent == "analyst" and s.committed}
+    assert len(formulas) == len({s.instance for s in program})  # one episode per instance
     for s in program:
         state = builtin_flow.new_state("train", s.instance)
         if s.agent == "analyst":

@@ -37,9 +37,11 @@ def test_a_training_step_of_the_example_team(model_dir, tmp_path, config_file, e
     run = train(config, model_path=str(model_dir), progress=False)
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     step = next(r for r in rows if "train/samples" in r)
-    # tree sampling: a root run per instance, K-1 = 2 branches at each of its 2 calls
-    assert step["gateway/runs"] == 2 and step["gateway/branch_runs"] == 8 and step["gateway/dropped_runs"] == 0
-    assert step["train/samples"] == 2 * 2 + 8  # the roots' calls and each branch's fresh call
+    # tree sampling: K = 3 free runs per instance (level 0, the planner's call), then K replaying the committed
+    # plan (level 1, the solver's call)
+    assert step["gateway/runs"] == 2 * 3 and step["gateway/branch_runs"] == 2 * 3 and step["gateway/levels"] == 2
+    assert step["gateway/dropped_runs"] == 0
+    assert step["train/samples"] == 2 * 2 * 3  # K candidates per instance and level
     assert step["gateway/planner/groups"] == 2 and step["gateway/nondeterministic_runs"] == 0
     # A policy whose groups all tied has nothing to learn this step (no loss row); the others trained.
     trained = [p for p in ("planner", "solver") if f"policy/{p}/loss" in step]

@@ -25,8 +25,8 @@ def test_the_openai_client_team_trains_a_step_on_smollm2_through_the_gateway(smo
     run = train(config, progress=False)
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     step = next(r for r in rows if "train/samples" in r)
-    # tree sampling: one root run with a planner and a solver call, one branch (K - 1) at each call
-    assert step["gateway/runs"] == 1 and step["gateway/branch_runs"] == 2 and step["gateway/dropped_runs"] == 0
+    # tree sampling: K = 2 free runs (level 0, the planner's call), then K replaying the committed plan (the solver's)
+    assert step["gateway/runs"] == 2 and step["gateway/branch_runs"] == 2 and step["gateway/dropped_runs"] == 0
     assert step["train/samples"] == 4 and step["gateway/nondeterministic_runs"] == 0
     moved = {}
     for role in ("planner", "solver"):

@@ -70,22 +70,23 @@ class FinishedRun:
 def to_records(runs: list[FinishedRun], roles: dict[str, str], agent_to_policy: dict[str, str],
                weights: RewardWeights) -> tuple[list[Sample], list[Episode]]:
     """One Episode per run and one Sample per sampled call (all committed: each is its run's own)."""
-    samples: list[Sample] = []
-    episodes: list[Episode] = []
-    for e, run in enumerate(runs):
-        result = run.result
-        success = result.success if result.success is not None else result.team > 0
-        episode = Episode(run.instance, state=None, team_return=result.team, success=success)
-        for call in run.calls:
-            sample = call_sample(call, result, e, run.instance, roles, agent_to_policy, weights, committed=True)
-            samples.append(sample)
-            episode.transcript.append({"turn": call.index, "agent": call.agent, "text": call.generation.text,
-                                       "reward": sample.reward})
-            episode.turns = max(episode.turns, call.index + 1)
-        for agent in dict.fromkeys(c.agent for c in run.calls):
-            episode.rewards_by_agent[agent] = weights.team * result.team + weights.local * result.agents.get(agent, 0.0)
-        episodes.append(episode)
-    return samples, episodes
+    samples = [call_sample(call, run.result, e, run.instance, roles, agent_to_policy, weights, committed=True)
+               for e, run in enumerate(runs) for call in run.calls]
+    return samples, [episode_record(run, weights) for run in runs]
+
+
+def episode_record(run: FinishedRun, weights: RewardWeights) -> Episode:
+    """The Episode of one run: its result, and its calls (replayed ones too: they are its history) as transcript."""
+    result = run.result
+    success = result.success if result.success is not None else result.team > 0
+    episode = Episode(run.instance, state=None, team_return=result.team, success=success)
+    for call in run.calls:
+        reward = weights.team * result.team + weights.local * result.agents.get(call.agent, 0.0)
+        episode.transcript.append({"turn": call.index, "agent": call.agent, "text": call.generation.text,
+                                   "reward": reward})
+        episode.turns = max(episode.turns, call.index + 1)
+        episode.rewards_by_agent[call.agent] = reward
+    return episode
 
 
 def call_sample(call: Call, result: EpisodeResult, episode: int, instance: int, roles: dict[str, str],

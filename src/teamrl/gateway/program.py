@@ -11,21 +11,30 @@ For every task instance the training step runs the program K times (algorithm.k)
 own endpoint; the calls of the K runs are grouped by (instance, agent, that agent's call index) and
 trained with the usual AT-GRPO advantages and PPO update. Held-out evaluation runs it once per instance.
 
-Tree sampling (algorithm.grouping: tree, task.branching: replay): per instance a root run plays
-freely; then, for each of its calls, K-1 branch runs replay the root's earlier calls from the record
-(no sampling) and sample anew from that call on. The root's call and the K-1 branches' fresh calls
-at that point share their prefix: they are the call's group, each scored by its own run's reward.
+Tree sampling (algorithm.grouping: tree, task.branching: replay) follows AT-GRPO's "commit and
+continue", level by level, all instances together (each level's runs are batched):
+- level 0: K runs per instance play freely; their first calls are the group;
+- each level's group is scored by each member's own run's reward (`call_sample`: team and that agent's
+  own reward), and the best member's run is committed (`algorithm.commit`: greedy argmax, ties by the
+  seeded rng): its calls up to and including this level's become the instance's committed prefix;
+- level j: K runs replay the committed prefix from the record (no sampling) and sample anew from call
+  j on; their call j (same prefix, so the same prompt) is the group;
+- an instance stops when its committed run made no further call. Every member of every group is a
+  training sample (`committed` marks the chosen one); the runs' later calls only feed their reward.
+  The instance's Episode is its last committed run.
 
-Determinism check: before branching, one run per instance is played again with all its responses
+Determinism check: after level 0, one run per instance is played again with all its responses
 replayed. A program whose prompts then differ is not deterministic given its responses, and
-branching from a replayed prefix would be wrong for it: that instance falls back to K independent
-runs (trajectory-level groups), logged in train.log and counted in `gateway/nondeterministic_runs`.
+branching from a replayed prefix would be wrong for it: that instance is trained on its K level-0
+runs as independent ones (trajectory-level groups), logged in train.log and counted in
+`gateway/nondeterministic_runs`.
 """
 
 from __future__ import annotations
 
 import itertools
 import logging
+import random
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -34,13 +43,13 @@ from typing import Any
 import torch
 
 from teamrl.gateway.batching import SamplingWorker
-from teamrl.gateway.grouping import FinishedRun, call_sample, group_checks, to_records
+from teamrl.gateway.grouping import FinishedRun, call_sample, episode_record, group_checks, to_records
 from teamrl.gateway.runs import Endpoint, Program, RunOutcome, call_program, command_program, load_callable
 from teamrl.gateway.server import AgentRoute, Gateway, GatewayLimits
 from teamrl.gateway.sessions import Call, EpisodeSession
 from teamrl.policies.loading import Policy
 from teamrl.rollout.engine import SamplingParams
-from teamrl.rollout.tree import Episode, RewardWeights, Sample
+from teamrl.rollout.tree import Episode, RewardWeights, Sample, commit_index
 from teamrl.workflows.base import Agent, Outcome
 
 log = logging.getLogger("teamrl.gateway")
@@ -77,10 +86,10 @@ class ProgramSettings:
     check_determinism: bool = True
     """Replay one run per instance per step and report programs whose prompts then differ."""
     branching: str = "replay"
-    """With algorithm.grouping: tree. replay: AT-GRPO tree sampling (a root run per instance, then for each
-    of its calls K-1 runs that replay the root's earlier calls and sample anew from that call on);
-    independent: K independent runs per instance. Instances whose program is not deterministic given
-    its responses fall back to independent runs."""
+    """With algorithm.grouping: tree. replay: AT-GRPO tree sampling (level by level, K runs that replay the
+    committed calls and sample anew from the next one; the best of them is committed); independent: K
+    independent runs per instance. Instances whose program is not deterministic given its responses
+    fall back to independent runs."""
 
     def __post_init__(self) -> None:
         if bool(self.entry) == bool(self.command):
@@ -149,13 +158,18 @@ class ProgramWorkflow:
 
     def play_episodes(self, instances: list[int], split: str, policies: dict[str, Policy],
                       agent_to_policy: dict[str, str], params_of: dict[str, SamplingParams], branches: int,
-                      weights: RewardWeights, generator: torch.Generator) -> tuple[list[Sample], list[Episode]]:
-        """`branches` runs of the program per entry of `instances`; their calls as Samples and Episodes."""
+                      weights: RewardWeights, generator: torch.Generator, rng: random.Random,
+                      commit_rule: str = "greedy") -> tuple[list[Sample], list[Episode]]:
+        """`branches` runs of the program per entry of `instances`; their calls as Samples and Episodes.
+
+        rng, commit_rule: which tree-sampling candidate is committed (`algorithm.commit`; greedy ties by `rng`).
+        """
         gateway = self.serve(policies, agent_to_policy, params_of, generator)
         calls_before = len(gateway.worker.batch_sizes)
         roles = {a.name: a.role for a in self.agents}
         if branches > 1 and self.settings.branching == "replay" and split == "train":
-            samples, episodes, metrics = self._play_tree(gateway, instances, branches, roles, agent_to_policy, weights)
+            samples, episodes, metrics = self._play_tree(gateway, instances, branches, roles, agent_to_policy, weights,
+                                                         rng, commit_rule)
         else:
             plan = [index for index in instances for _ in range(branches)]
             played = self._play(gateway, plan, split, replay=None)
@@ -172,39 +186,43 @@ class ProgramWorkflow:
         return samples, episodes
 
     def _play_tree(self, gateway: Gateway, instances: list[int], k: int, roles: dict[str, str],
-                   agent_to_policy: dict[str, str], weights: RewardWeights
+                   agent_to_policy: dict[str, str], weights: RewardWeights, rng: random.Random, commit_rule: str
                    ) -> tuple[list[Sample], list[Episode], dict[str, float]]:
-        """Root runs, the determinism check, then K-1 branches at every call of each deterministic root."""
-        played = self._play(gateway, instances, "train", replay=None)
-        roots = _finished(instances, played)
+        """AT-GRPO tree sampling by replay, level by level, all instances together (module docstring)."""
+        plan = [index for index in instances for _ in range(k)]
+        played = self._play(gateway, plan, "train", replay=None)  # level 0: K free runs per instance
         metrics = self._drop_report(played, "train")
-        check, differing = self._check_determinism(gateway, roots, "train")
+        finished = _finished(plan, played)
+        check, differing = self._check_determinism(gateway, finished, "train")
         metrics.update(check)
-        branch_of: list[tuple[int, int]] = []  # (root, position of the branching call in the root's calls)
-        replays: list[list[Call]] = []
-        fallback: list[int] = []  # roots whose instance gets K-1 independent runs instead
-        for r, root in enumerate(roots):
-            if root.instance in differing:
-                fallback += [r] * (k - 1)
-                continue
-            for position in range(len(root.calls)):
-                branch_of += [(r, position)] * (k - 1)
-                replays += [root.calls[:position]] * (k - 1)
-        plan = [roots[r].instance for r, _ in branch_of] + [roots[r].instance for r in fallback]
-        played = self._play(gateway, plan, "train", replay=replays)
-        metrics.update({f"{key}_branches" if key.startswith("gateway/dropped") else key: value
-                        for key, value in self._drop_report(played, "train").items() if key != "gateway/runs"})
-        independent = _finished(plan[len(branch_of):], played[len(branch_of):])
-        samples, episodes = to_records(roots + independent, roles, agent_to_policy, weights)
-        for (r, position), (session, outcome) in zip(branch_of, played):
-            at = roots[r].calls[position]
-            fresh = [c for c in session.sampled_calls() if (c.agent, c.index) == (at.agent, at.index)]
-            if outcome.result is None or session.mismatches or not fresh:
-                continue  # dropped (logged above), or its prefix did not replay: no member of this group
-            samples.append(call_sample(fresh[0], outcome.result, r, roots[r].instance, roles, agent_to_policy,
-                                       weights, committed=False))
-        metrics.update({"gateway/branch_runs": float(len(branch_of)),
-                        "gateway/fallback_instances": float(len(set(roots[r].instance for r in fallback)))})
+        # An instance whose replay differed trains on its K level-0 runs as K independent episodes.
+        samples, episodes = to_records([run for run in finished if run.instance in differing], roles,
+                                       agent_to_policy, weights)
+        lines: dict[int, _Line] = {}
+        levels, branch_runs, branch_drops = 0, 0, {"gateway/dropped_runs_branches": 0.0}
+        while True:
+            levels += 1
+            going: list[_Line] = []  # the lines that committed a call at this level and have a next one
+            for index, runs in _runs_by_instance(plan, played, exclude=differing).items():
+                if index not in lines:  # level 0: the instance's first finished run until one is committed
+                    lines[index] = _Line(len(episodes) + len(lines), runs[0])
+                group = lines[index].commit(runs, roles, agent_to_policy, weights, rng, commit_rule)
+                samples += group
+                if group and lines[index].next_key() is not None:
+                    going.append(lines[index])
+            if not going:
+                break
+            # The next level: K runs per line replaying its committed prefix and sampling anew from the next call.
+            plan = [line.run.instance for line in going for _ in range(k)]
+            played = self._play(gateway, plan, "train", replay=[line.prefix() for line in going for _ in range(k)])
+            branch_runs += len(plan)
+            for key, value in self._drop_report(played, "train").items():
+                if key.startswith("gateway/dropped"):
+                    branch_drops[f"{key}_branches"] = branch_drops.get(f"{key}_branches", 0.0) + value
+        episodes += [episode_record(line.run, weights) for line in lines.values()]
+        metrics.update(branch_drops)
+        metrics.update({"gateway/branch_runs": float(branch_runs), "gateway/levels": float(levels),
+                        "gateway/fallback_instances": float(len(differing))})
         return samples, episodes, metrics
 
     def _play(self, gateway: Gateway, plan: list[int], split: str,
@@ -271,6 +289,54 @@ def _finished(plan: list[int], played: list[tuple[EpisodeSession, RunOutcome]]) 
     """The runs that reported a result, with the calls they sampled."""
     return [FinishedRun(index, session.sampled_calls(), outcome.result)
             for index, (session, outcome) in zip(plan, played) if outcome.result is not None]
+
+
+def _runs_by_instance(plan: list[int], played: list[tuple[EpisodeSession, RunOutcome]], exclude: set[int]
+                      ) -> dict[int, list[FinishedRun]]:
+    """Instance -> its runs of one level that reported a result and replayed their prefix, with all their calls
+    (the replayed prefix included); instances in `exclude` left out."""
+    runs: dict[int, list[FinishedRun]] = {}
+    for index, (session, outcome) in zip(plan, played):
+        if outcome.result is not None and not session.mismatches and index not in exclude:
+            runs.setdefault(index, []).append(FinishedRun(index, list(session.calls), outcome.result))
+    return runs
+
+
+@dataclass
+class _Line:
+    """One instance's committed path through its tree: the run committed last and how many of its calls are
+    committed (its prefix, which the next level's runs replay)."""
+
+    episode: int  # the index of the instance's Episode among the rollout's episodes
+    run: FinishedRun
+    depth: int = 0
+
+    def next_key(self) -> tuple[str, int] | None:
+        """(agent, call index) of the committed run's first uncommitted call; None when it made no further call."""
+        if self.depth >= len(self.run.calls):
+            return None
+        call = self.run.calls[self.depth]
+        return call.agent, call.index
+
+    def prefix(self) -> list[Call]:
+        return self.run.calls[: self.depth]
+
+    def commit(self, runs: list[FinishedRun], roles: dict[str, str], agent_to_policy: dict[str, str],
+               weights: RewardWeights, rng: random.Random, commit_rule: str) -> list[Sample]:
+        """Score this level's runs by their fresh call at the line's next position (the group: same prefix, so
+        the same prompt), commit the best one's run (ties: `rng`) and return the group's Samples."""
+        key = self.next_key()
+        members = [(run, call) for run in runs for call in run.calls
+                   if (call.agent, call.index) == key and not call.replayed]
+        if not members:  # all of this level's runs were dropped: the line ends on the run committed before
+            return []
+        group = [call_sample(call, run.result, self.episode, run.instance, roles, agent_to_policy, weights,
+                             committed=False) for run, call in members]
+        chosen = commit_index([s.reward for s in group], commit_rule, rng)
+        group[chosen].committed = True
+        self.run, call = members[chosen]
+        self.depth = self.run.calls.index(call) + 1
+        return group
 
 
 def scripted_demos(workflow: ProgramWorkflow, seed: int) -> Iterator[tuple[str, str, str]]:

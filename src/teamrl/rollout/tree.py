@@ -85,8 +85,8 @@ class RewardWeights:
         return self.team * outcome.team + self.local * outcome.local
 
 
-def _commit_index(rewards: list[float], rule: str, rng: random.Random) -> int:
-    """Greedy argmax with seeded tie-breaks, or sampling proportional to softmax(reward)."""
+def commit_index(rewards: list[float], rule: str, rng: random.Random) -> int:
+    """The committed candidate: greedy argmax with seeded tie-breaks, or sampled proportionally to softmax(reward)."""
     if rule == "greedy":
         best = max(rewards)
         return rng.choice([i for i, r in enumerate(rewards) if r == best])
@@ -151,12 +151,13 @@ def run_episodes(
     agent_to_policy: agent name -> name in `policies` of the policy that speaks for that agent.
     params: the sampling settings of every agent, or agent name -> that agent's settings.
     A workflow with a `play_episodes(instances, split, policies, agent_to_policy, params_of, branches,
-    weights, generator)` method plays the episodes itself and returns the same records.
+    weights, generator, rng, commit_rule)` method plays the episodes itself and returns the same records.
     """
     params_of = params_by_agent(params, [a.name for a in workflow.agents])
     play = getattr(workflow, "play_episodes", None)
     if play is not None:  # a workflow that plays its own episodes (a user's program: teamrl.gateway)
-        return play(instances, split, policies, agent_to_policy, params_of, branches, weights, generator)
+        return play(instances, split, policies, agent_to_policy, params_of, branches, weights, generator, rng,
+                    commit_rule)
     unmapped = [a.name for a in workflow.agents if agent_to_policy.get(a.name) not in policies]
     if unmapped:
         raise ValueError(f"agents {', '.join(unmapped)} have no policy in agent_to_policy={agent_to_policy} "
@@ -196,7 +197,7 @@ def run_episodes(
             for j, e in enumerate(live):
                 block = range(j * branches, (j + 1) * branches)
                 rewards = [weights.combine(outcomes[b]) for b in block]
-                chosen = _commit_index(rewards, commit_rule, rng)
+                chosen = commit_index(rewards, commit_rule, rng)
                 for k, b in enumerate(block):
                     samples.append(Sample(groups[j][k], outcomes[b], rewards[k], e,
                                           episodes[e].instance, turn, agent.name, agent.role,
