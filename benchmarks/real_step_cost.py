@@ -7,8 +7,11 @@ Run: nice python benchmarks/real_step_cost.py --steps 3 --out benchmarks/results
 Each (model, mode) is one `teamrl train configs/smollm2_math_team.yaml` run of `--steps` steps (batch 4 x K 4,
 80 new tokens, regime per_role) with the model swapped in; Gemma-3 (a base model) gets the math team's worked
 examples and a stop at the blank line (docs/howto/real-models.md). Read from the run's metrics.jsonl: each
-step's rollout and update seconds (the first step is left out of the medians: it pays one-time costs) and the
-largest per-policy peak memory of a step. One JSON line per (model, mode) is appended to --out as it finishes;
+step's rollout and update seconds (the first step is left out of the medians: it pays one-time costs), the
+largest per-policy peak memory of an update (on CPU the growth of the resident set during it:
+`teamrl.training.memory`), and the whole process's peak resident set (weights, optimizer state, rollout and
+evaluation included). An update's time depends on how many samples it trains: groups whose rewards are all
+equal carry no advantage and are skipped, so steps differ even on a quiet machine. One JSON line per (model, mode) is appended to --out as it finishes;
 a re-run skips the pairs already there. Times are wall seconds of a step on a machine that may be shared: say
 what else ran.
 """
@@ -46,9 +49,13 @@ def measure(model: str, mode: str, steps: int, threads: int) -> dict:
         started = time.time()
         args = [sys.executable, "-m", "teamrl.cli", "train", str(CONFIG),
                 *overrides(model, mode, steps, threads, out_dir)]
-        done = subprocess.run(args, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
-        if done.returncode != 0:
-            raise RuntimeError(f"{model} {mode}: teamrl train failed:\n{done.stderr[-2000:]}")
+        log = Path(out_dir) / "stderr.txt"
+        with log.open("w") as err:
+            child = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=err,
+                                     env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
+            _, status, usage = os.wait4(child.pid, 0)  # this child's own resource use, its peak RSS among it
+        if os.waitstatus_to_exitcode(status) != 0:
+            raise RuntimeError(f"{model} {mode}: teamrl train failed:\n{log.read_text()[-2000:]}")
         metrics_file = next(Path(out_dir).rglob("metrics.jsonl"))
         records = [json.loads(line) for line in metrics_file.read_text().splitlines() if line.strip()]
     steps_seen = [r for r in records if "time/rollout_s" in r]
@@ -59,7 +66,7 @@ def measure(model: str, mode: str, steps: int, threads: int) -> dict:
             "update_s": [round(r["time/update_s"], 2) for r in steps_seen],
             "median_rollout_s": round(statistics.median(r["time/rollout_s"] for r in later), 2),
             "median_update_s": round(statistics.median(r["time/update_s"] for r in later), 2),
-            "peak_memory_mb": round(peak), "wall_s": round(time.time() - started, 1),
+            "peak_memory_mb": round(peak), "process_peak_rss_mb": round(usage.ru_maxrss / 1024), "wall_s": round(time.time() - started, 1),
             "load_average": os.getloadavg()}
 
 
@@ -72,9 +79,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("real_step_cost.jsonl"))
     args = parser.parse_args(argv)
     done = set()
-    if args.out.exists():
+    if args.out.exists():  # records from before the process peak was measured do not count as done
         done = {(r["model"], r["mode"], r["steps"], r["threads"])
-                for r in map(json.loads, args.out.read_text().splitlines()) if r}
+                for r in map(json.loads, args.out.read_text().splitlines()) if "process_peak_rss_mb" in r}
     for model in args.models:
         for mode in args.modes:
             if (model, mode, args.steps, args.threads) in done:
@@ -84,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
             with args.out.open("a") as f:
                 f.write(json.dumps(record) + "\n")
             print(f"{model} {mode}: rollout {record['median_rollout_s']} s, update {record['median_update_s']} s, "
-                  f"peak {record['peak_memory_mb']} MB per step (load {record['load_average'][0]:.1f})", flush=True)
+                  f"update peak {record['peak_memory_mb']} MB, process peak {record['process_peak_rss_mb']} MB (load {record['load_average'][0]:.1f})", flush=True)
     return 0
 
 
