@@ -10,6 +10,10 @@ and settings) is skipped, so an interrupted benchmark resumes.
 
     nice -n 5 python benchmarks/gateway_vs_builtin.py --seeds 0 1 2
     python benchmarks/gateway_vs_builtin.py --table     # the table of the file's runs (docs/howto/gateway.md)
+    python benchmarks/gateway_vs_builtin.py --table --with benchmarks/results/gateway_vs_builtin_best_commit.jsonl
+                                                        # ... beside the program runs after the gateway's tree
+                                                        # commits the best candidate (2ebeabb; written with
+                                                        # --ways program --output that file)
     python benchmarks/gateway_vs_builtin.py --roles     # each final model re-measured with more episodes
                                                         # (benchmarks/results/gateway_vs_builtin_final_models.jsonl)
 """
@@ -83,24 +87,33 @@ def train_once(way: str, seed: int, overrides: list[str], model: str, runs_dir: 
             "run_dir": str(run)} | provenance()
 
 
-def table(output: Path) -> str:
-    """Markdown: held-out success at each evaluation, per way and seed, with each way's mean and spread."""
-    rows = [json.loads(line) for line in output.read_text().splitlines() if line.strip()]
+def table(outputs: list[Path]) -> str:
+    """Markdown: held-out success at each evaluation and the mean training success, per way and seed, with each
+    way's mean and spread. Given several results files, each row's way is labelled with its file's name."""
+    rows = []
+    for output in outputs:
+        for line in output.read_text().splitlines():
+            if line.strip():
+                row = json.loads(line)
+                row["label"] = row["way"] if len(outputs) == 1 else f"{row['way']} ({output.stem})"
+                rows.append(row)
     points = sorted({(p["step"], p["instances"]) for r in rows for p in r["curve"]})
-    head = "| way | seed | " + " | ".join(f"step {s} ({n})" for s, n in points) + " | wall |"
-    lines = [head, "|" + "---|" * (len(points) + 3)]
-    for way in CONFIGS:
-        mine = sorted((r for r in rows if r["way"] == way), key=lambda r: r["seed"])
+    head = "| way | seed | " + " | ".join(f"step {s} ({n})" for s, n in points) + " | train success | wall |"
+    lines = [head, "|" + "---|" * (len(points) + 4)]
+    for label in dict.fromkeys(r["label"] for r in rows):
+        mine = sorted((r for r in rows if r["label"] == label), key=lambda r: r["seed"])
         for r in mine:
             at = {(p["step"], p["instances"]): p["success"] for p in r["curve"]}
-            lines.append(f"| {way} | {r['seed']} | " + " | ".join(f"{at[p]:.0%}" if p in at else "" for p in points)
-                         + f" | {r['wall_s'] / 60:.1f} min |")
+            lines.append(f"| {label} | {r['seed']} | " + " | ".join(f"{at[p]:.0%}" if p in at else "" for p in points)
+                         + f" | {r['train_success_mean']:.3f} | {r['wall_s'] / 60:.1f} min |")
         if len(mine) > 1:
             cells = []
             for point in points:
                 values = [p["success"] for r in mine for p in r["curve"] if (p["step"], p["instances"]) == point]
                 cells.append(f"{mean(values):.1%} ± {pstdev(values):.1%}" if values else "")
-            lines.append(f"| **{way}** | mean ± sd | " + " | ".join(cells) + " | |")
+            train = [r["train_success_mean"] for r in mine]
+            lines.append(f"| **{label}** | mean ± sd | " + " | ".join(cells)
+                         + f" | {mean(train):.3f} ± {pstdev(train):.3f} | |")
     return "\n".join(lines)
 
 
@@ -160,11 +173,13 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1, help="train.threads (torch threads per run)")
     parser.add_argument("--output", type=Path, default=ROOT / "benchmarks/results/gateway_vs_builtin.jsonl")
     parser.add_argument("--runs-dir", type=Path, default=ROOT / "runs/gateway_vs_builtin")
-    parser.add_argument("--table", action="store_true", help="print the table of --output and exit")
+    parser.add_argument("--table", action="store_true", help="print the table of --output (and --with) and exit")
+    parser.add_argument("--with", dest="more", type=Path, nargs="+", default=[],
+                        help="with --table: more results files in the table (e.g. the program runs after a fix)")
     parser.add_argument("--roles", action="store_true", help="print each run's `role_accuracy` and exit")
     args = parser.parse_args()
     if args.table:
-        print(table(args.output))
+        print(table([args.output, *args.more]))
         return
     if args.roles:
         target = args.output.with_name(args.output.stem + "_final_models.jsonl")
