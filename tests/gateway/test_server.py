@@ -163,3 +163,35 @@ def test_batching_window_restarts_with_every_arrival_and_delivery():
         assert len(capped.batch_sizes) > 1 and sum(capped.batch_sizes) == 6  # at most 100 ms per batch
     finally:
         capped.close()
+
+
+def test_batching_waits_grow_with_the_last_engine_call():
+    """After a long engine call (a real model's decode) a straggler 60 ms behind the others joins their
+    batch; after a short one (the tiny model) the configured 20 ms window splits them."""
+    import time
+
+    import torch
+
+    from teamrl.gateway import SamplingWorker
+    from teamrl.rollout.engine import Generation, SamplingParams
+
+    def fake(policy, prompts, n, params, generator):
+        return [[Generation(p, [], [], [], "x", True)] for p in prompts]
+
+    def one_turn(worker: SamplingWorker) -> list[int]:
+        before = len(worker.batch_sizes)
+        futures = [worker.submit(None, SamplingParams(), [1]) for _ in range(3)]
+        time.sleep(0.06)
+        futures.append(worker.submit(None, SamplingParams(), [1]))
+        for future in futures:
+            future.result(timeout=5)
+        return worker.batch_sizes[before:]
+
+    worker = SamplingWorker(torch.Generator(), window_s=0.02, sampler=fake)
+    try:
+        assert one_turn(worker) == [3, 1]  # the fake's calls take microseconds: 20 ms decides
+        worker.last_call_s = 5.0  # as if the last decode took 5 s: window 100 ms, cap 500 ms
+        time.sleep(0.05)  # the worker is idle, waiting for a first request: it reads last_call_s then
+        assert one_turn(worker) == [4]
+    finally:
+        worker.close()

@@ -13,6 +13,13 @@ hands a batch's K answers back one after another before it reads the next reques
 that takes longer than the window, so a window counted from the first request split one turn's K
 requests into several engine calls (measured, 32 runs on the tiny default: [1, 31], [2, 30], [16, 16]
 per turn; benchmarks/gateway_throughput.py). Handlers report each answer they take (`delivered`).
+
+Both waits grow with the engine: the window is at least `WINDOW_SHARE` and the cap at least `WAIT_SHARE`
+of the last engine call's duration. A request that misses a batch costs a whole further call, which on a
+real model takes seconds (a decode is memory-bound: 16 rows cost about what 32 do), so waiting a few
+percent of a call for a straggler pays; on the tiny model calls take milliseconds and the configured
+window decides. Measured on SmolLM2-135M with 32 lock-step runs: with the fixed 20 ms window two of three
+rounds split each turn into two calls of 16 (benchmarks/results/gateway_throughput.txt).
 """
 
 from __future__ import annotations
@@ -32,6 +39,11 @@ from teamrl.rollout import engines
 from teamrl.rollout.engine import Generation, SamplingParams
 
 log = logging.getLogger("teamrl.gateway")
+
+WINDOW_SHARE = 0.02
+"""The quiet window is at least this share of the last engine call's seconds."""
+WAIT_SHARE = 0.1
+"""A batch's longest wait is at least this share of the last engine call's seconds."""
 
 Sampler = Callable[[Policy, list[list[int]], int, SamplingParams, torch.Generator], list[list[Generation]]]
 
@@ -59,6 +71,7 @@ class SamplingWorker:
         self.window_s = window_s
         self.max_wait_s = 10 * window_s if max_wait_s is None else max_wait_s
         self._last_activity = time.monotonic()  # the latest request or delivered answer
+        self.last_call_s = 0.0  # how long the latest engine call took (the waits grow with it)
         self.flush_at = flush_at
         self._sampler = sampler
         self._queue: queue.Queue[_Pending | None] = queue.Queue()
@@ -99,9 +112,10 @@ class SamplingWorker:
         """The first request and those arriving until the gateway is quiet for a window, flush_at are
         pending or max_wait_s has passed; (batch, whether to stop after it)."""
         batch, start = [first], time.monotonic()  # requests queued while sampling count from now
-        last_call = start + self.max_wait_s
+        window = max(self.window_s, WINDOW_SHARE * self.last_call_s)
+        last_call = start + max(self.max_wait_s, WAIT_SHARE * self.last_call_s)
         while not (self.flush_at and len(batch) >= self.flush_at):
-            left = min(max(self._last_activity, start) + self.window_s, last_call) - time.monotonic()
+            left = min(max(self._last_activity, start) + window, last_call) - time.monotonic()
             if left <= 0:
                 break
             try:
@@ -143,6 +157,7 @@ class SamplingWorker:
         """Sample every group (one request each); a failure answers each of their requests with it."""
         requests = [engines.SampleRequest(items[0].policy, [i.prompt for i in items], 1, items[0].params)
                     for items in groups]
+        started = time.monotonic()
         try:
             drawn = draw(requests)
         except Exception as err:  # the handlers answer 500 with the reason; the worker keeps serving
@@ -151,6 +166,7 @@ class SamplingWorker:
                 for item in items:
                     item.future.set_exception(err)
             return
+        self.last_call_s = time.monotonic() - started
         for items, result in zip(groups, drawn, strict=True):
             self.calls += 1
             self.batch_sizes.append(len(items))
