@@ -7,17 +7,24 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from safetensors.torch import load_file
 
 from teamrl.config import load_config
 from teamrl.training.loop import train
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "gateway" / "openai_team.yaml"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "gateway"
 
 
-def test_the_openai_client_team_trains_a_step_on_smollm2_through_the_gateway(smollm2, tmp_path, monkeypatch):
+@pytest.mark.parametrize("config_file, entry", [
+    ("openai_team.yaml", None),  # the plain client, sync
+    ("openai_team.yaml", "examples/gateway/openai_team.py:run_episode_async"),  # AsyncOpenAI
+    ("langgraph_team.yaml", None),  # the same team as a LangGraph graph
+])
+def test_the_example_teams_train_a_step_on_smollm2_through_the_gateway(smollm2, tmp_path, monkeypatch, config_file,
+                                                                       entry):
     monkeypatch.chdir(Path(__file__).resolve().parents[2])  # the example's entry paths are repository-relative
-    config = load_config(EXAMPLE, [
+    config = load_config(EXAMPLES / config_file, [*([f"task.entry={entry}"] if entry else []), 
         f"policy.model={smollm2}", "policy.lora={r: 2, alpha: 4, target_modules: [q_proj, v_proj]}",
         "policy.lr=1e-3", "rollout.temperature=0.7", "rollout.max_new_tokens=6", "algorithm.k=2",
         "algorithm.drop_zero_signal=false", "train.steps=1", "train.batch_size=1", "train.eval_instances=1",
