@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import functools
 import inspect
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -86,12 +87,22 @@ def left_pad(prompts: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch
     return ids, mask
 
 
+@functools.lru_cache(maxsize=None)
+def _forward_parameters(model_class: type) -> frozenset[str]:
+    """The keyword names a model class's `forward` takes (read once per class: the decode loop asks every step)."""
+    return frozenset(inspect.signature(model_class.forward).parameters)
+
+
+def _inner_forward_parameters(model) -> frozenset[str]:
+    # A PEFT wrapper forwards keyword arguments to the model it wraps: ask that model.
+    inner = model.get_base_model() if hasattr(model, "get_base_model") else model
+    return _forward_parameters(type(inner))
+
+
 def cache_keyword(model) -> str:
     """The keyword `model.forward` takes its KV cache by: `cache`, or `past_key_values` before 5.x."""
-    # transformers renamed `past_key_values` to `cache`; pass whichever this version takes. A PEFT
-    # wrapper forwards keyword arguments to the model it wraps: ask that model.
-    inner = model.get_base_model() if hasattr(model, "get_base_model") else model
-    return "cache" if "cache" in inspect.signature(inner.forward).parameters else "past_key_values"
+    # transformers renamed `past_key_values` to `cache`; pass whichever this version takes.
+    return "cache" if "cache" in _inner_forward_parameters(model) else "past_key_values"
 
 
 def cached_forward_full(model, cache: DynamicCache, **inputs) -> torch.Tensor:
@@ -101,8 +112,7 @@ def cached_forward_full(model, cache: DynamicCache, **inputs) -> torch.Tensor:
 
 def keeps_last_logits(model) -> bool:
     """Whether `model.forward` can compute the logits of the last position only (`logits_to_keep`)."""
-    inner = model.get_base_model() if hasattr(model, "get_base_model") else model
-    return "logits_to_keep" in inspect.signature(inner.forward).parameters
+    return "logits_to_keep" in _inner_forward_parameters(model)
 
 
 def cached_forward(model, cache: DynamicCache, **inputs) -> torch.Tensor:
