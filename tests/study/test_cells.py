@@ -91,7 +91,7 @@ def test_the_remaining_command_lists_without_running(tmp_path, random_model, cap
     out = tmp_path / "plan"
     run_command("real_split_calc", False, None, ["team", "shared"], str(out), [], remaining_only=True)
     shown = capsys.readouterr().out
-    assert "6 cell(s) to run, 0 finished; ETA ~" in shown and "  shared seed 2: ~18m (planned)" in shown
+    assert "6 cell(s) to run, 0 finished; ETA ~" in shown and "  shared seed 2: ~5m (planned)" in shown
     assert not (out / "results.json").exists()
 
 

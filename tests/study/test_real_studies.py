@@ -62,7 +62,7 @@ def test_each_table_plans_under_six_hours_and_quick_under_fifteen_minutes(name):
     full = sum(planned_seconds(chosen).values()) * chosen.budget.seeds
     quick = sum(planned_seconds(planned(chosen, True)[0]).values())
     assert set(planned_seconds(chosen)) == set(chosen.rows)  # every row priced
-    assert 2 * 3600 < full <= real_budget.HOURS_PER_TABLE * 3600, full / 3600
+    assert 0.5 * 3600 < full <= real_budget.HOURS_PER_TABLE * 3600, full / 3600
     assert quick <= real_budget.QUICK_MINUTES * 60, quick / 60
     assert chosen.budget.seeds >= 3
 
@@ -70,8 +70,8 @@ def test_each_table_plans_under_six_hours_and_quick_under_fifteen_minutes(name):
 def test_the_main_budget_arithmetic():
     b = REAL_STUDIES["real_split_calc"].budget
     # 12 steps x 4 instances x K 4 x 70/16 s = 840 s; evaluations at steps 0, 6 and 12 of 32 instances and
-    # 64 test episodes: 160 x 100/64 s = 250 s; one load 15 s
-    assert b.evaluations() == 3 and b.train_s() == pytest.approx(15 + 840 + 250)
+    # 64 test episodes: 160 x 100/64 s = 250 s; both scaled by the measured 0.27; one load 15 s
+    assert b.evaluations() == 3 and b.train_s() == pytest.approx(15 + 0.27 * (840 + 250))
 
 
 @pytest.fixture

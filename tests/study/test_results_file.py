@@ -39,3 +39,13 @@ def test_a_record_of_the_same_row_and_seed_replaces_the_old_one(tmp_path):
     results = json.loads(target.read_text())
     assert results["results"] == [{"row": "team", "seed": 0, "seconds": 5.0}] and results["seconds"] == 5.0
     assert FRESH["results"] == []  # the template is copied, never changed
+
+
+def test_the_table_says_where_the_seeds_start():
+    from teamrl.study.table import starting_point
+    assert starting_point({"study": "split_calc", "overrides": []}) == "each seed warms up its own base."
+    real = starting_point({"study": "real_split_calc", "overrides": ["train.threads=1"]})
+    assert "same pretrained weights (policy.model=smollm2-135m-instruct" in real
+    # the user's model replaces the study's
+    assert "policy.model=/m" in starting_point({"study": "real_split_calc", "overrides": ["policy.model=/m"]})
+    assert starting_point({"study": "real_split_calc", "overrides": ["policy.model=tiny-default"]}).startswith("each")

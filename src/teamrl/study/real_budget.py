@@ -1,34 +1,40 @@
-"""Budgets of the real-model studies, planned from measured step times (docs/study/real.md).
+"""Budgets of the real-model studies, planned from measured cell times (docs/study/real.md).
 
-The machine these tables are sized for has 2 cores; one study process uses one torch thread. The
-measured facts (SmolLM2-135M-Instruct, 1 thread, LoRA r16 per role, 4 instances x K 4, 80 new tokens,
-two-role team): one AT-GRPO step 50-90 s (rollout ~35 s, update ~20-50 s), a 64-instance sampled
-held-out evaluation ~100 s. A plan prices every cell from two rates derived from them:
+The machine these tables are sized for has 2 cores; one study process uses one torch thread. The first
+plan priced a cell from single steps timed before any table ran (SmolLM2-135M-Instruct, 1 thread, LoRA
+r16 per role, 4 instances x K 4, 80 new tokens: one AT-GRPO step 50-90 s, a 64-instance evaluation
+~100 s). The first finished table, `real_hetero_calc` at commit c883e6e (3 seeds, one core, the other
+busy), took 259-330 s per SmolLM2 pair cell where that plan said 1105 s, and 294-320 s per Gemma-3
+pair cell where it said 2195 s. The prices below are the old ones scaled to those cells:
 
-    TRAIN_EPISODE_S = 70 s / 16 sampled episodes   (the middle of 50-90 s over 4 x 4 episodes per step)
-    EVAL_EPISODE_S  = 100 s / 64 episodes
+    TRAIN_EPISODE_S = 70 s / 16 x 0.27,  EVAL_EPISODE_S = 100 s / 64 x 0.27
 
-scaled by the workflow's agent turns per episode (the measurements are of two turns) and by the
-model's size (`MODEL_COST`: SmolLM2 1; Gemma-3-270M 2, unmeasured: twice the parameters, assumed to
-cost twice; the tiny default's cost is a few seconds a cell plus its warm-up). Until a cell has run,
-the study's ETA uses these prices; after, the measured seconds of finished cells replace them.
+(0.27 = the SmolLM2 cells' median 314 s less 15 s of loading, over the old 1090 s), scaled by the
+workflow's agent turns per episode (the cells had two) and by the model's size (`MODEL_COST`:
+SmolLM2 1; Gemma-3-270M 1.0, its measured cells cost what SmolLM2's did; the tiny default's cost is a
+few seconds a cell plus its warm-up). Until a cell of a row has run, the study's ETA uses these prices;
+after, the measured seconds of finished cells replace them.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-TRAIN_EPISODE_S = 70.0 / 16
-EVAL_EPISODE_S = 100.0 / 64
+MEASURED_SCALE = 0.27
+"""Measured cell seconds over the first plan's, on `real_hetero_calc`'s SmolLM2 pair cells (see above)."""
+TRAIN_EPISODE_S = 70.0 / 16 * MEASURED_SCALE
+EVAL_EPISODE_S = 100.0 / 64 * MEASURED_SCALE
 MEASURED_TURNS = 2
 """Agent turns per episode in the measured runs (the two-role team)."""
 LOAD_S = 15.0
 """Seconds to load a model and its adapters once per cell (not measured alone; a small share of a cell)."""
 HOURS_PER_TABLE = 6.0
 QUICK_MINUTES = 15.0
-MODEL_COST = {"smollm2-135m-instruct": 1.0, "gemma-3-270m": 2.0, "tiny-default": 0.02}
-"""Cost of a model's episode relative to SmolLM2's (Gemma assumed 2x for 2x the parameters; the tiny
-default's 0.87M parameters are about 1/150 of SmolLM2's, priced at 1/50 to cover its overheads)."""
+MODEL_COST = {"smollm2-135m-instruct": 1.0, "gemma-3-270m": 1.0, "tiny-default": 0.07}
+"""Cost of a model's episode relative to SmolLM2's (Gemma-3's measured pair cells, 294-320 s, cost what
+SmolLM2's did: its LoRA step is as fast (docs: real models, step cost) and its answers stop at the blank
+line; the tiny default's 0.87M parameters are about 1/150 of SmolLM2's, priced at 1/50 of the old
+prices, 0.07 of the measured ones, to cover its overheads)."""
 TINY_WARMUP_S_PER_STEP = 600.0 / 500
 """The tiny default's warm-up per SFT step (500 steps took 586 s on this machine, docs/study/heterogeneous.md)."""
 

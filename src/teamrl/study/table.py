@@ -74,6 +74,17 @@ def hetero_lines(results: dict[str, Any]) -> list[str]:
     return lines
 
 
+def starting_point(results: dict[str, Any]) -> str:
+    """Where the seeds' models start: a warmed-up tiny default per seed, or one named checkpoint for all."""
+    chosen = STUDIES.get(results["study"])
+    overrides = [*(chosen.overrides if chosen else ()), *results.get("overrides", ())]
+    model = next((o.split("=", 1)[1] for o in reversed(overrides) if o.startswith("policy.model=")), "tiny-default")
+    if model == "tiny-default":
+        return "each seed warms up its own base."
+    return (f"every seed starts from the same pretrained weights (policy.model={model}; no warm-up) and differs "
+            "in sampling and training only.")
+
+
 def markdown(results: dict[str, Any]) -> str:
     """The table, the paired comparisons and the base rates as Markdown."""
     values = by_row(results)
@@ -81,7 +92,7 @@ def markdown(results: dict[str, Any]) -> str:
     lines = [f"# Study {results['study']}", "",
              f"Test success (sampled, {protocol['test_instances']} test instances; best checkpoint picked on "
              f"{protocol['validation_instances']} validation instances), mean ± std [95% t-interval] over seeds "
-             f"{', '.join(map(str, protocol['seeds']))}; each seed warms up its own base.", "",
+             f"{', '.join(map(str, protocol['seeds']))}; {starting_point(results)}", "",
              "| row | test success | seeds |", "|---|---|---|"]
     for key in results["rows"]:
         if key in values:
@@ -93,7 +104,7 @@ def markdown(results: dict[str, Any]) -> str:
                       "scored with the source row's checkpoint, picked on the original validation split."]
     found = comparisons(values)
     if found:
-        lines += ["", "Paired comparisons (per-seed differences, same warm-up; the papers claim a > b unless "
+        lines += ["", "Paired comparisons (per-seed differences, same starting weights; the papers claim a > b unless "
                   "the verdict gives no 'agrees/against'):", "",
                   "| question | a - b | difference | verdict |", "|---|---|---|---|"]
         lines += [f"| {q} | {ab} | {paired_cell(p)} | {v} |" for q, ab, p, v in found]
