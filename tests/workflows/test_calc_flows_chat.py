@@ -71,3 +71,30 @@ def test_config_with_chat_prompts_loads(kind):
     assert flow.prompt_style == "chat"
     text = prompt_text(flow.render(flow.agents[0].name, flow.new_state("heldout", 0)))
     assert "x = 5 and y = 9" in text
+
+
+@pytest.mark.parametrize("kind, agent", [("voting", "aggregator"), ("evaluator_optimizer", "evaluator")])
+def test_checking_roles_see_worked_examples_that_are_right(kind, agent):
+    from teamrl.workflows.calc_flows import CHECKING_EXAMPLES
+    from teamrl.workflows.study_common import parse_choice, parse_verdict
+    flow, state = chat_flow(kind)
+    domain = flow.domain
+    role = flow.check_agent(agent).role
+    prompt = flow.render(agent, state)
+    # two worked examples as earlier turns (question, reply), then the agent's own question
+    assert isinstance(prompt, list) and len(prompt) == 5
+    assert [m["content"] for m in prompt[1:-1:2]] == [reply for _, reply in CHECKING_EXAMPLES[role]]
+    picked = set()
+    for (problem, right), (texts, reply), shown in zip(CHAT_EXAMPLES, CHECKING_EXAMPLES[role], prompt[0:-1:2]):
+        right_value = domain.parse(right, problem).value
+        correct = [domain.parse(t, problem).value == right_value for t in texts]
+        assert all(t in shown["content"] for t in texts) and f"x = {problem[1]} and y = {problem[2]}" in shown["content"]
+        if role == "aggregator":
+            choice = parse_choice(reply, len(texts))
+            assert correct[choice] and correct.count(True) == 1
+            picked.add(choice)
+        else:
+            verdict, _ = parse_verdict(reply)
+            assert verdict == correct[0]
+            picked.add(verdict)
+    assert len(picked) == 2  # the examples do not teach one fixed index or verdict

@@ -25,7 +25,8 @@ Prompts: `compact` (the tiny model's `twice sum x=7 y=3`) or `chat` (a real LLM'
 sentence, `Compute the twice sum of x and y for x = 7 and y = 3.`, and `answer_instruction`, which asks
 for exactly what the parser reads: the arithmetic on the numbers or its value, and no words). In chat,
 the roles that answer the question (generators, workers, debaters) see two worked examples first, as
-earlier chat turns (`ExampleTurns`): without them SmolLM2-135M answered in sentences every time.
+earlier chat turns (`ExampleTurns`): without them SmolLM2-135M answered in sentences every time. The
+aggregator and the evaluator see the same two problems with answers given and their reply to them.
 
 Splits are Split-Calc's (by content): a validation or test triple never appears in training.
 """
@@ -131,25 +132,53 @@ class CalcDomain:
         pass
 
 
-CHAT_EXAMPLES: list[tuple[Instance, str]] = [(("x minus twice y", 4, 6), "4-2*6"), (("y squared plus x", 5, 2), "2*2+5")]
-"""Worked examples of chat prompts: no Split-Calc operation (they would hand an answer over)."""
-EXAMPLE_ROLES = frozenset({"generator", "worker", "debater"})
-"""Roles whose chat prompt follows the examples: they answer the question itself (an aggregator, evaluator,
-orchestrator or synthesizer replies about other answers, which the examples do not show)."""
+CHAT_EXAMPLES: list[tuple[Instance, str]] = [(("x minus twice y", 9, 4), "9-2*4"), (("y squared plus x", 3, 7), "7*7+3")]
+"""Worked examples of chat prompts: no Split-Calc operation (they would hand an answer over). Operands differ
+within and across examples: with y = 2 in an example ("2*2+5") SmolLM2 copied `2*2` into its own answers."""
+ANSWERING_ROLES = frozenset({"generator", "worker", "debater"})
+"""Roles that answer the question itself: their examples are the example problems, answered."""
+CHECKING_EXAMPLES: dict[str, list[tuple[tuple[str, ...], str]]] = {
+    # (the answers the role is shown for CHAT_EXAMPLES[i], its reply); the right answer sits at another place
+    # in each example, so that the examples do not teach one fixed index or verdict.
+    "aggregator": [(("9-4", "9-2*4", "2*9-4"), "\\boxed{1}"), (("3*3+7", "7*3+3", "7*7+3"), "\\boxed{2}")],
+    "evaluator": [(("9-4",), "\\boxed{Incorrect} Twice y is 2*4, so the answer is 9-2*4."),
+                  (("7*7+3",), "\\boxed{Correct} y squared is 7*7, plus x is 3.")],
+}
+"""Roles that judge other agents' answers (voting's aggregator, the evaluator-optimizer's evaluator): each
+example shows the example problem with answers already given, and the reply in the exact form the parsers
+read. Without them SmolLM2-135M's aggregator copied an answer instead of its number (0% greedy on 24
+instances) and its evaluator wrote prose with no verdict. The orchestrator and synthesizer have none."""
+EXAMPLE_ROLES = ANSWERING_ROLES | frozenset(CHECKING_EXAMPLES)
+
+
+def _shown(workflow: Any, state: Any, role: str, texts: tuple[str, ...]) -> Any:
+    """`state` (a fresh example state) after the agents a checking role reads have answered `texts`."""
+    answers = [workflow.domain.parse(text, state.problem) for text in texts]
+    if role == "aggregator":
+        for name, text, answer in zip(workflow.generators, texts, answers):
+            state.answers[name], state.texts[name] = answer, text
+    else:
+        state.text, state.answer = texts[0], answers[0]
+    return state
 
 
 class ExampleTurns:
-    """Mixed into a study workflow for chat prompts: an answering role's prompt comes after the same role's
-    prompts on `CHAT_EXAMPLES` problems, each answered, as earlier chat turns."""
+    """Mixed into a study workflow for chat prompts: a role's prompt comes after the same role's prompts on
+    `CHAT_EXAMPLES` problems, each answered, as earlier chat turns (`EXAMPLE_ROLES` only)."""
 
     def render(self, agent: str, state: Any) -> str | list[dict[str, str]]:
         render = super().render  # type: ignore[misc]
         prompt = render(agent, state)
-        if self.check_agent(agent).role not in EXAMPLE_ROLES:  # type: ignore[attr-defined]
+        role = self.check_agent(agent).role  # type: ignore[attr-defined]
+        if role not in EXAMPLE_ROLES:
             return prompt
         # A fresh state of the workflow's own kind on the example problem (every study state's first field
         # is its problem): the example reads like the agent's first prompt.
-        examples = [(render(agent, type(state)(problem)), answer) for problem, answer in CHAT_EXAMPLES]
+        if role in ANSWERING_ROLES:
+            examples = [(render(agent, type(state)(problem)), answer) for problem, answer in CHAT_EXAMPLES]
+        else:
+            examples = [(render(agent, _shown(self, type(state)(problem), role, texts)), reply)
+                        for (problem, _), (texts, reply) in zip(CHAT_EXAMPLES, CHECKING_EXAMPLES[role])]
         return few_shot("", examples, prompt)
 
 
