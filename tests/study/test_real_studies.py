@@ -95,7 +95,10 @@ def test_quick_real_study_runs_end_to_end_on_a_substituted_model(random_model, t
     config = (out / "runs" / "shared-s0" / "config.yaml").read_text()
     assert f"model: {random_model}" in config and "prompt_style: chat" in config
     assert "AT-GRPO per-role" in (out / "table.md").read_text()
-    assert "8 cell(s) to run, 0 finished; ETA ~" in capsys.readouterr().out
+    shown = capsys.readouterr().out
+    assert "8 cell(s) to run, 0 finished; ETA ~" in shown
+    assert f"seed 0: base model {random_model} (no warm-up)" in shown and "warm-up seed" not in shown
+    assert "same pretrained weights" in (out / "table.md").read_text()
     again = ["study", "real_split_calc", "--quick", "--instances", "2", "--out", str(out),
              f"policy.model={random_model}", *TINY, "--remaining"]
     assert main(again) == 0 and "every cell finished (8)" in capsys.readouterr().out

@@ -110,9 +110,11 @@ class SeedRun:
         self.study, self.protocol, self.seed, self.out, self.overrides, self.log = (
             study, protocol, seed, out, overrides, log)
         self.verbose = verbose
-        log(f"seed {seed}: warm-up seed {protocol.warmup_seed(seed)} (cached after the first time)")
-        self.model_path = warm_base(self.config(Row("team", "eval", "")), protocol.warmup_seed(seed), verbose)
-        log(f"seed {seed}: base model {self.model_path}")
+        team = self.config(Row("team", "eval", ""))
+        if team.policy.model == "tiny-default":
+            log(f"seed {seed}: warm-up seed {protocol.warmup_seed(seed)} (cached after the first time)")
+        self.model_path = warm_base(team, protocol.warmup_seed(seed), verbose)
+        log(f"seed {seed}: base model {self.model_path}" + ("" if team.policy.model == "tiny-default" else " (no warm-up)"))
         self.trained: dict[str, Path] = {}
         self.shared: dict[str, Any] = {}  # what several rows of this seed reuse (e.g. the hetero rows' bases)
 
