@@ -44,12 +44,13 @@ import torch
 
 from teamrl.gateway.batching import SamplingWorker
 from teamrl.gateway.grouping import FinishedRun, call_sample, episode_record, group_checks, to_records
+from teamrl.gateway.replay_tree import CommittedLine, finished_runs, runs_by_instance
 from teamrl.gateway.runs import Endpoint, Program, RunOutcome, call_program, command_program, load_callable
 from teamrl.gateway.server import AgentRoute, Gateway, GatewayLimits
 from teamrl.gateway.sessions import Call, EpisodeSession
 from teamrl.policies.loading import Policy
 from teamrl.rollout.engine import SamplingParams
-from teamrl.rollout.tree import Episode, RewardWeights, Sample, commit_index
+from teamrl.rollout.tree import Episode, RewardWeights, Sample
 from teamrl.workflows.base import Agent, Outcome
 
 log = logging.getLogger("teamrl.gateway")
@@ -173,7 +174,7 @@ class ProgramWorkflow:
         else:
             plan = [index for index in instances for _ in range(branches)]
             played = self._play(gateway, plan, split, replay=None)
-            finished = _finished(plan, played)
+            finished = finished_runs(plan, played)
             metrics = self._drop_report(played, split)
             if split == "train" and self.settings.check_determinism:
                 metrics.update(self._check_determinism(gateway, finished, split)[0])
@@ -192,20 +193,20 @@ class ProgramWorkflow:
         plan = [index for index in instances for _ in range(k)]
         played = self._play(gateway, plan, "train", replay=None)  # level 0: K free runs per instance
         metrics = self._drop_report(played, "train")
-        finished = _finished(plan, played)
+        finished = finished_runs(plan, played)
         check, differing = self._check_determinism(gateway, finished, "train")
         metrics.update(check)
         # An instance whose replay differed trains on its K level-0 runs as K independent episodes.
         samples, episodes = to_records([run for run in finished if run.instance in differing], roles,
                                        agent_to_policy, weights)
-        lines: dict[int, _Line] = {}
+        lines: dict[int, CommittedLine] = {}
         levels, branch_runs, branch_drops = 0, 0, {"gateway/dropped_runs_branches": 0.0}
         while True:
             levels += 1
-            going: list[_Line] = []  # the lines that committed a call at this level and have a next one
-            for index, runs in _runs_by_instance(plan, played, exclude=differing).items():
+            going: list[CommittedLine] = []  # the lines that committed a call at this level and have a next one
+            for index, runs in runs_by_instance(plan, played, exclude=differing).items():
                 if index not in lines:  # level 0: the instance's first finished run until one is committed
-                    lines[index] = _Line(len(episodes) + len(lines), runs[0])
+                    lines[index] = CommittedLine(len(episodes) + len(lines), runs[0])
                 group = lines[index].commit(runs, roles, agent_to_policy, weights, rng, commit_rule)
                 samples += group
                 if group and lines[index].next_key() is not None:
@@ -283,60 +284,6 @@ class ProgramWorkflow:
             self.gateway.close()
             self.gateway.worker.close()
             self.gateway = None
-
-
-def _finished(plan: list[int], played: list[tuple[EpisodeSession, RunOutcome]]) -> list[FinishedRun]:
-    """The runs that reported a result, with the calls they sampled."""
-    return [FinishedRun(index, session.sampled_calls(), outcome.result)
-            for index, (session, outcome) in zip(plan, played) if outcome.result is not None]
-
-
-def _runs_by_instance(plan: list[int], played: list[tuple[EpisodeSession, RunOutcome]], exclude: set[int]
-                      ) -> dict[int, list[FinishedRun]]:
-    """Instance -> its runs of one level that reported a result and replayed their prefix, with all their calls
-    (the replayed prefix included); instances in `exclude` left out."""
-    runs: dict[int, list[FinishedRun]] = {}
-    for index, (session, outcome) in zip(plan, played):
-        if outcome.result is not None and not session.mismatches and index not in exclude:
-            runs.setdefault(index, []).append(FinishedRun(index, list(session.calls), outcome.result))
-    return runs
-
-
-@dataclass
-class _Line:
-    """One instance's committed path through its tree: the run committed last and how many of its calls are
-    committed (its prefix, which the next level's runs replay)."""
-
-    episode: int  # the index of the instance's Episode among the rollout's episodes
-    run: FinishedRun
-    depth: int = 0
-
-    def next_key(self) -> tuple[str, int] | None:
-        """(agent, call index) of the committed run's first uncommitted call; None when it made no further call."""
-        if self.depth >= len(self.run.calls):
-            return None
-        call = self.run.calls[self.depth]
-        return call.agent, call.index
-
-    def prefix(self) -> list[Call]:
-        return self.run.calls[: self.depth]
-
-    def commit(self, runs: list[FinishedRun], roles: dict[str, str], agent_to_policy: dict[str, str],
-               weights: RewardWeights, rng: random.Random, commit_rule: str) -> list[Sample]:
-        """Score this level's runs by their fresh call at the line's next position (the group: same prefix, so
-        the same prompt), commit the best one's run (ties: `rng`) and return the group's Samples."""
-        key = self.next_key()
-        members = [(run, call) for run in runs for call in run.calls
-                   if (call.agent, call.index) == key and not call.replayed]
-        if not members:  # all of this level's runs were dropped: the line ends on the run committed before
-            return []
-        group = [call_sample(call, run.result, self.episode, run.instance, roles, agent_to_policy, weights,
-                             committed=False) for run, call in members]
-        chosen = commit_index([s.reward for s in group], commit_rule, rng)
-        group[chosen].committed = True
-        self.run, call = members[chosen]
-        self.depth = self.run.calls.index(call) + 1
-        return group
 
 
 def scripted_demos(workflow: ProgramWorkflow, seed: int) -> Iterator[tuple[str, str, str]]:
