@@ -1,0 +1,31 @@
+"""benchmarks/real_format_skill.py: well-formed and right shares per role, before and after, from hand-written
+transcripts of a study folder."""
+
+from __future__ import annotations
+
+import json
+
+from tests.benchmark_modules import load_benchmark
+
+
+def turn(agent, formed, right):
+    return {"agent": agent, "terms": {"format": 0.0 if formed else -0.1, "team": 1.0 if right else 0.0}}
+
+
+def write(run, step, turns):
+    (run / "transcripts").mkdir(parents=True, exist_ok=True)
+    episodes = [{"instance": i, "success": False, "turns": [t]} for i, t in enumerate(turns)]
+    (run / "transcripts" / f"eval_step{step:05d}.json").write_text(json.dumps(episodes))
+
+
+def test_format_gain_and_skill_gain_are_told_apart(tmp_path):
+    for seed in (0, 1):
+        run = tmp_path / "runs" / f"per_role-s{seed}"
+        # before: 2 of 4 calculator answers parse, 1 is right; after: all 4 parse, still 1 of them right
+        write(run, 0, [turn("calculator", True, True), turn("calculator", True, False),
+                       turn("calculator", False, False), turn("calculator", False, False)])
+        write(run, 6, [turn("calculator", True, False)] * 4)
+        write(run, 12, [turn("calculator", True, True)] + [turn("calculator", True, False)] * 3)
+    table = load_benchmark("real_format_skill").table(tmp_path, None)
+    # pooled over both seeds; the last evaluation (step 12) is "after", step 6 is ignored
+    assert "| per_role | calculator | 8/8 | 50% -> 100% | 25% -> 25% | 50% -> 25% |" in table
