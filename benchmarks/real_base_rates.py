@@ -4,7 +4,8 @@ sampled pass@1 / pass@K (K episodes per held-out instance at one temperature), u
 Run: python benchmarks/real_base_rates.py --instances 32 --k 4 --temperature 0.5 --out real_base_rates.jsonl
      [--models smollm2-135m-instruct gemma-3-270m] [--cases split_calc_team calc_flows_voting] [--threads 1]
 Each (model, case) result is appended to --out as one JSON line as soon as it is measured; a re-run skips
-the pairs already there with the same instances, K and temperature (an interrupted run resumes), and the
+the pairs already there with the same instances, K and temperature (an interrupted run resumes; `--redo`
+measures them again, e.g. after a prompt changed: a record's `commit` says what it measured), and the
 Markdown table of every line in the file is printed at the end. A case that fails (a data set not on this
 machine) is printed and not recorded, so a later run tries it again.
 
@@ -104,8 +105,10 @@ def finished(out: Path) -> list[dict]:
     return [json.loads(line) for line in out.read_text().splitlines() if line.strip()]
 
 
-def measure(case: Case, model: str, instances: int, k: int, temperature: float, threads: int, seed: int) -> dict:
-    """One (model, case) result: greedy, pass@1, pass@K on the first `instances` held-out instances."""
+def measure(case: Case, model: str, instances: int, k: int, temperature: float, threads: int, seed: int,
+            measured_at: str) -> dict:
+    """One (model, case) result: greedy, pass@1, pass@K on the first `instances` held-out instances;
+    `measured_at` is the checkout's commit when the run started (the code it imported)."""
     sampled, greedy = case_configs(case, model, temperature, threads)
     started = time.time()
     # model_path only stands in for tiny-default, which no case uses: each case loads its real model.
@@ -114,7 +117,7 @@ def measure(case: Case, model: str, instances: int, k: int, temperature: float, 
             "model_overrides": list(model_overrides(case, model)),
             "instances": instances, "k": k, "temperature": temperature, "greedy": rates["greedy"],
             "pass@1": rates["pass@1"], f"pass@{k}": rates[f"pass@{k}"], "seconds": round(time.time() - started, 1),
-            "commit": commit()}
+            "commit": measured_at}
 
 
 def commit() -> str:
@@ -148,16 +151,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("real_base_rates.jsonl"))
     parser.add_argument("--threads", type=int, default=1, help="torch threads (the machine may be shared)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--redo", action="store_true",
+                        help="measure the chosen pairs again even when --out has them (after a prompt changed); "
+                             "the new line is appended, the old one kept")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
-    done = {key(r) for r in finished(args.out)}
+    measured_at = commit()  # now, not per record: later edits to the checkout do not change what this process runs
+    done = set() if args.redo else {key(r) for r in finished(args.out)}
     for model in args.models:
         for case in (c for c in CASES if c.name in args.cases):
             if (model, case.name, args.instances, args.k, args.temperature, model_overrides(case, model)) in done:
                 print(f"{model} {case.name}: already in {args.out}")
                 continue
             try:
-                record = measure(case, model, args.instances, args.k, args.temperature, args.threads, args.seed)
+                record = measure(case, model, args.instances, args.k, args.temperature, args.threads, args.seed,
+                                 measured_at)
             except Exception as err:  # noqa: BLE001 - one case's failure (a missing data set) must not stop the table
                 print(f"{model} {case.name}: failed: {type(err).__name__}: {err}")
                 continue
