@@ -117,6 +117,8 @@ def test_quick_scale_study_records_the_sharing_gain_per_workflow(random_model, t
     page = (out / "scale.md").read_text()
     assert f"| scale: SmolLM2-135M-Instruct | voting | {100 * gain:+.1f} pts | 1 |" in page
     assert "## scale: SmolLM2-135M-Instruct" in page and "| evaluator_optimizer | per_agent |" in page
+    html = (out / "index.html").read_text()
+    assert 'id="scale"' in html and f"| scale: SmolLM2-135M-Instruct | voting | {100 * gain:+.1f} pts | 1 |" in html
 
 
 def test_base_strengths_load_named_checkpoints_through_their_converted_folder(random_model, monkeypatch):
