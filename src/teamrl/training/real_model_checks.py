@@ -8,10 +8,14 @@ copy: most AdamW updates round away (1.9% of the weights changed per step at lr 
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import sys
 
 from teamrl.config import RunConfig
+from teamrl.policies.chat_encoding import PLAIN_TRANSCRIPT_STOP
 from teamrl.policies.loading import Policy
+from teamrl.workflows.registry import TASKS
 
 SUBWORD_VOCAB = 1000
 """A tokenizer with more entries than this is a real subword vocabulary, not the tiny default's characters."""
@@ -19,6 +23,19 @@ HOT_TEMPERATURE = 0.9
 """Sampling at or above this ruins a ~100M model's answers (T 1.0: 1.6% of one-digit sums, T 0.5: 16%)."""
 SHORT_RESPONSE = 32
 """Fewer new tokens than this cut a real model's answers short."""
+
+
+def offers_worked_examples(task: str) -> bool:
+    """Whether the task's settings have a `worked_examples` switch (solved problems shown before the question)."""
+    entry = TASKS.get(task)
+    return entry is not None and "worked_examples" in {f.name for f in dataclasses.fields(entry.settings)}
+
+
+def base_model_settings(task: str) -> tuple[str, ...]:
+    """The overrides a base model (no chat template) needs on `task`: a stop at the blank line that starts the
+    next example of its plain transcript, and worked examples where the task offers them."""
+    stop = f"rollout.stop={json.dumps(list(PLAIN_TRANSCRIPT_STOP))}"
+    return (stop, "task.worked_examples=true") if offers_worked_examples(task) else (stop,)
 
 
 def is_pretrained_llm(policy: Policy) -> bool:
@@ -41,8 +58,9 @@ def real_model_warnings(config: RunConfig, policies: dict[str, Policy], mapping:
                             "the tiny character model, on which a real model scores about 0%); set "
                             "workflow.prompt_style=chat")
         bare = [name for name in real if not policies[name].use_chat_template]
-        if bare and config.task.get("name") == "math" and not config.task.get("worked_examples", False):
-            warnings.append(f"policies {', '.join(bare)} have no chat template (base models) and the math prompts "
+        task = config.task.get("name", "")
+        if bare and offers_worked_examples(task) and not config.task.get("worked_examples", False):
+            warnings.append(f"policies {', '.join(bare)} have no chat template (base models) and the {task} prompts "
                             "show no worked examples: a base model continues the problem's text instead of solving "
                             "it (Gemma-3-270M: 0% on one-digit sums); set task.worked_examples=true")
         for agent, policy in mapping.items():
