@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 from collections import Counter
 from pathlib import Path
 
@@ -55,8 +56,9 @@ def share(counts: Counter, agent: str, what: str, of: str = "n") -> str:
 def table(folder: Path, rows: list[str] | None) -> str:
     by_row: dict[str, list[Path]] = {}
     for run in sorted((folder / "runs").iterdir()):
-        row = run.name.rsplit("-s", 1)[0]
-        if (rows is None or row in rows) and (run / "transcripts").is_dir():
+        named = re.fullmatch(r"(.+)-s\d+", run.name)  # ROW-sSEED; an interrupted run's ROW-sSEED.stopped-T is left out
+        row = named.group(1) if named else None
+        if row is not None and (rows is None or row in rows) and (run / "transcripts").is_dir():
             by_row.setdefault(row, []).append(run)
     lines = ["| row | role | episodes (before/after) | well-formed before -> after | right before -> after | "
              "right among well-formed before -> after |", "|---|---|---|---|---|---|"]
