@@ -18,6 +18,7 @@ with `workflow.prompt_style=chat` and a response cap that fits the answer form t
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import subprocess
 import time
@@ -77,7 +78,13 @@ def model_overrides(case: Case, model: str) -> tuple[str, ...]:
     one-digit sums, the first record); none for instruct models."""
     if not is_named_base_model(model):
         return ()
-    return base_model_settings(load_config(CONFIGS / case.config).task["name"])
+    return base_model_settings(task_of(case.config))
+
+
+@functools.lru_cache(maxsize=None)
+def task_of(config: str) -> str:
+    """The task a case's config file names (read once: the main loop asks for every case and model)."""
+    return load_config(CONFIGS / config).task["name"]
 
 
 def case_configs(case: Case, model: str, temperature: float, threads: int) -> tuple[RunConfig, RunConfig]:

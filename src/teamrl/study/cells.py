@@ -30,7 +30,7 @@ from typing import Any
 from teamrl.config import ConfigError, RunConfig
 from teamrl.config.run import config_to_dict
 from teamrl.study import real_budget
-from teamrl.study.rows import ROWS, Row, Study
+from teamrl.study.rows import ROWS, Row, Study, named_model
 
 CODE_PACKAGES = ("teamrl.tasks", "teamrl.workflows", "teamrl.rollout", "teamrl.algorithms", "teamrl.training",
                  "teamrl.policies", "teamrl.config", "teamrl.demos", "teamrl.study")
@@ -105,7 +105,7 @@ def planned_seconds(study: Study) -> dict[str, float]:
 
 def _model_of(row: Row, study: Study) -> str:
     """The model a scale row runs (the study's substitute wins), priced as SmolLM2 when unknown."""
-    named = study.model or next((o.split("=", 1)[1] for o in row.overrides if o.startswith("policy.model=")), "")
+    named = study.model or named_model(row.overrides)
     return named if named in real_budget.MODEL_COST else "smollm2-135m-instruct"
 
 

@@ -104,6 +104,11 @@ UNDIRECTED: frozenset[tuple[str, str]] = frozenset({("per_role", "shared")})
 benchmarks and lose on some)."""
 
 
+def named_model(overrides: tuple[str, ...] | list[str]) -> str:
+    """The model the last `policy.model=` among `overrides` names ("" when none does: later overrides win)."""
+    return next((o.split("=", 1)[1] for o in reversed(overrides) if o.startswith("policy.model=")), "")
+
+
 @dataclass(frozen=True)
 class Study:
     """A named study: the task's config and the rows to run."""

@@ -111,10 +111,11 @@ class SeedRun:
             study, protocol, seed, out, overrides, log)
         self.verbose = verbose
         team = self.config(Row("team", "eval", ""))
-        if team.policy.model == "tiny-default":
+        warmed = team.policy.model == "tiny-default"  # as `warm_base` decides: a named model is used as it is
+        if warmed:
             log(f"seed {seed}: warm-up seed {protocol.warmup_seed(seed)} (cached after the first time)")
         self.model_path = warm_base(team, protocol.warmup_seed(seed), verbose)
-        log(f"seed {seed}: base model {self.model_path}" + ("" if team.policy.model == "tiny-default" else " (no warm-up)"))
+        log(f"seed {seed}: base model {self.model_path}" + ("" if warmed else " (no warm-up)"))
         self.trained: dict[str, Path] = {}
         self.shared: dict[str, Any] = {}  # what several rows of this seed reuse (e.g. the hetero rows' bases)
 

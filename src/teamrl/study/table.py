@@ -16,7 +16,7 @@ from teamrl.report.page import esc, fmt, plot, table, write_page
 from teamrl.report.plots import Line, Panel, color_for, save_figure
 from teamrl.study import scale_rows
 from teamrl.study.protocol import Paired, Summary, paired, summarize, verdict
-from teamrl.study.rows import COMPARISONS, STUDIES, UNDIRECTED
+from teamrl.study.rows import COMPARISONS, STUDIES, UNDIRECTED, named_model
 
 
 def by_row(results: dict[str, Any], metric: str = "test_success") -> dict[str, dict[int, float]]:
@@ -79,7 +79,7 @@ def starting_point(results: dict[str, Any]) -> str:
     """Where the seeds' models start: a warmed-up tiny default per seed, or one named checkpoint for all."""
     chosen = STUDIES.get(results["study"])
     overrides = [*(chosen.overrides if chosen else ()), *results.get("overrides", ())]
-    model = next((o.split("=", 1)[1] for o in reversed(overrides) if o.startswith("policy.model=")), "tiny-default")
+    model = named_model(overrides) or "tiny-default"
     if model == "tiny-default":
         return "each seed warms up its own base."
     return (f"every seed starts from the same pretrained weights (policy.model={model}; no warm-up) and differs "
