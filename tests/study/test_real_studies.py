@@ -115,10 +115,10 @@ def test_quick_scale_study_records_the_sharing_gain_per_workflow(random_model, t
     gain = record["sharing_gain"]["voting"]
     assert gain == record["cells"]["voting"]["shared"]["test_success"] - record["cells"]["voting"]["per_agent"]["test_success"]
     page = (out / "scale.md").read_text()
-    assert f"| scale: SmolLM2-135M-Instruct | voting | {100 * gain:+.1f} pts | 1 |" in page
+    assert f"| scale: SmolLM2-135M-Instruct | voting | + | {100 * gain:+.1f} | one seed:" in page
     assert "## scale: SmolLM2-135M-Instruct" in page and "| evaluator_optimizer | per_agent |" in page
     html = (out / "index.html").read_text()
-    assert 'id="scale"' in html and f"| scale: SmolLM2-135M-Instruct | voting | {100 * gain:+.1f} pts | 1 |" in html
+    assert 'id="scale"' in html and f"| scale: SmolLM2-135M-Instruct | voting | + | {100 * gain:+.1f} | one seed:" in html
 
 
 def test_base_strengths_load_named_checkpoints_through_their_converted_folder(random_model, monkeypatch):

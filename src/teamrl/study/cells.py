@@ -34,7 +34,8 @@ from teamrl.study.rows import ROWS, Row, Study, named_model
 
 CODE_PACKAGES = ("teamrl.tasks", "teamrl.workflows", "teamrl.rollout", "teamrl.algorithms", "teamrl.training",
                  "teamrl.policies", "teamrl.config", "teamrl.demos", "teamrl.study")
-REPORT_ONLY = frozenset({"table.py", "flow_report.py", "alert_scores.py", "cells.py", "command.py"})
+REPORT_ONLY = frozenset({"table.py", "flow_report.py", "alert_scores.py", "cells.py", "command.py",
+                          "scale_report.py"})
 """Study modules that write pages, list cells or parse the command line: no result depends on them."""
 
 

@@ -8,7 +8,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from teamrl.study import flow_report, scale_rows
+from teamrl.study import flow_report, scale_report
 from teamrl.study.protocol import Protocol
 from teamrl.study.rows import Study, select_rows, study
 from teamrl.study.runner import run_study
@@ -77,7 +77,7 @@ def _report(chosen: Study, results: Path) -> Path:
     if chosen.flows:
         print(f"workflow matrix report: {flow_report.write(results)}")
     if any(row.kind == "scale" for row in select_rows(None, chosen)):
-        print(f"scale axis report: {scale_rows.write(results)}")
+        print(f"scale axis report: {scale_report.write(results)}")
     return page
 
 

@@ -64,8 +64,21 @@ SERIES = ("grad_share", "dup_grad_cos", "diversity", "format_ok", *JOB_TERMS)
 """Per-role diagnostics drawn over time."""
 
 
-def summarize_run(seed: int, cell: dict[str, Any]) -> RunSummary:
-    rows = load_metrics(Path(cell["run_dir"]) / "metrics.jsonl")
+def run_folder(cell: dict[str, Any], base: Path | None = None) -> Path:
+    """A trained cell's run folder: where the results file says, else `base/runs/<its name>` (a study
+    folder copied or moved since it was run, e.g. into benchmarks/results)."""
+    recorded = Path(cell["run_dir"])
+    if recorded.is_dir() or base is None:
+        return recorded
+    moved = base / "runs" / recorded.name
+    if not moved.is_dir():
+        raise FileNotFoundError(f"run folder {recorded} is gone and {moved} does not exist: pass the study "
+                                "folder that holds runs/ (its metrics.jsonl files are read)")
+    return moved
+
+
+def summarize_run(seed: int, cell: dict[str, Any], base: Path | None = None) -> RunSummary:
+    rows = load_metrics(run_folder(cell, base) / "metrics.jsonl")
     curve = [(int(s), float(v)) for s, v in cell["curve"]]
     roles = logged_roles(rows)
     shares = {r: m for r in roles if (m := series_mean(rows, f"diag/role/{r}/grad_share")) is not None}
@@ -85,11 +98,11 @@ def summarize_run(seed: int, cell: dict[str, Any]) -> RunSummary:
                       dict(cell.get("roles", {})), duplicated_agents(rows, roles))
 
 
-def collect(results: dict[str, Any]) -> tuple[dict[tuple[str, str, str], list[RunSummary]],
+def collect(results: dict[str, Any], base: Path | None = None) -> tuple[dict[tuple[str, str, str], list[RunSummary]],
                                               dict[tuple[str, str], dict[int, float]],
                                               dict[tuple[str, str], dict[int, dict[str, float]]]]:
     """(row, workflow, cell) -> per-seed summaries of trained cells; (row, workflow) -> seed -> the untrained
-    base's test success, and its per-role test accuracy."""
+    base's test success, and its per-role test accuracy. base: see `run_folder`."""
     trained: dict[tuple[str, str, str], list[RunSummary]] = defaultdict(list)
     untrained: dict[tuple[str, str], dict[int, float]] = defaultdict(dict)
     untrained_roles: dict[tuple[str, str], dict[int, dict[str, float]]] = defaultdict(dict)
@@ -100,7 +113,7 @@ def collect(results: dict[str, Any]) -> tuple[dict[tuple[str, str, str], list[Ru
                     untrained[(record["row"], workflow)][record["seed"]] = cell["test_success"]
                     untrained_roles[(record["row"], workflow)][record["seed"]] = cell.get("roles", {})
                 elif "run_dir" in cell:
-                    trained[(record["row"], workflow, name)].append(summarize_run(record["seed"], cell))
+                    trained[(record["row"], workflow, name)].append(summarize_run(record["seed"], cell, base))
     if not trained:
         raise ValueError("no trained flows cells in these results: run `teamrl study workflows_calc` first")
     return trained, untrained, untrained_roles

@@ -111,26 +111,28 @@ def paired(a: dict[int, float], b: dict[int, float]) -> Paired:
     return Paired(summarize(diffs), sum(d > 0 for d in diffs), sum(d < 0 for d in diffs), sum(d == 0 for d in diffs))
 
 
-def verdict(result: Paired, directed: bool = True) -> str:
+def verdict(result: Paired, directed: bool = True, names: tuple[str, str] = ("a", "b"), unit: str = "seeds") -> str:
     """How a paired comparison a - b reads against a claim that a beats b (`directed`) or no claim.
 
     The 95% interval of the per-seed differences decides: above 0 agrees, below 0 is against, across 0
-    is not established (the seeds' wins and losses are given); one seed has no interval.
+    is not established (the seeds' wins and losses are given); one seed has no interval. names: how
+    the text calls a and b; unit: what one paired difference is (seeds, or e.g. runs when pooled).
 
     >>> verdict(paired({0: 0.6, 1: 0.7, 2: 0.65}, {0: 0.3, 1: 0.4, 2: 0.35}))
     'agrees: a > b (interval above 0)'
-    >>> verdict(paired({0: 0.6, 1: 0.2}, {0: 0.3, 1: 0.4}))
-    'not established (interval spans 0; a > b on 1 of 2 seeds)'
+    >>> verdict(paired({0: 0.6, 1: 0.2}, {0: 0.3, 1: 0.4}), names=("shared", "per-agent"))
+    'not established (interval spans 0; shared > per-agent on 1 of 2 seeds)'
     """
+    a, b = names
     d, seeds = result.diff, result.wins + result.losses + result.ties
     if d.std is None:
-        side = "a > b" if d.mean > 0 else "a < b" if d.mean < 0 else "a = b"
-        return f"one seed: {side}, no interval"
+        side = f"{a} > {b}" if d.mean > 0 else f"{a} < {b}" if d.mean < 0 else f"{a} = {b}"
+        return f"one {unit.rstrip('s')}: {side}, no interval"
     if d.low > 0:
-        return "agrees: a > b (interval above 0)" if directed else "a > b (interval above 0)"
+        return f"agrees: {a} > {b} (interval above 0)" if directed else f"{a} > {b} (interval above 0)"
     if d.high < 0:
-        return "against: a < b (interval below 0)" if directed else "a < b (interval below 0)"
-    return f"not established (interval spans 0; a > b on {result.wins} of {seeds} seeds)"
+        return f"against: {a} < {b} (interval below 0)" if directed else f"{a} < {b} (interval below 0)"
+    return f"not established (interval spans 0; {a} > {b} on {result.wins} of {seeds} {unit})"
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:

@@ -14,7 +14,7 @@ from typing import Any
 
 from teamrl.report.page import esc, fmt, plot, table, write_page
 from teamrl.report.plots import Line, Panel, color_for, save_figure
-from teamrl.study import scale_rows
+from teamrl.study import scale_report
 from teamrl.study.protocol import Paired, Summary, paired, summarize, verdict
 from teamrl.study.rows import COMPARISONS, STUDIES, UNDIRECTED, named_model
 
@@ -154,6 +154,6 @@ def write_report(results_file: Path) -> Path:
                  plot("curves.png" if drawn else None, "validation curves", "validation success per trained row"))]
     if any(r.get("sharing_gain") for r in results["results"]):  # a scale axis: its claim's quantity, as scale.md has it
         sections.append(("scale", "Scale axis: shared - per-agent test success",
-                         f"<pre>{esc(scale_rows.gain_table(results))}</pre>\n"))
+                         f"<pre>{esc(scale_report.gain_table(results))}</pre>\n"))
     header = f"<h1>Study {esc(results['study'])}</h1>\n<pre>{esc(text)}</pre>\n"
     return write_page(out, f"teamrl study {results['study']}", header, sections)
