@@ -109,3 +109,27 @@ def test_quick_workflows_study_end_to_end(tmp_path, monkeypatch, capsys):
     for entry in scored:  # the same runs on both sides: the tuned setting fits the held-out seed alike
         assert entry["held_out_tuned"].f1 == entry["tune_fit"].f1
     assert "| collapse (default) | cliff |" in alert_scores.table(scored)
+
+
+@pytest.mark.parametrize("best_step, scored", [(4, ["best"]), (2, ["best", "final"])])
+def test_train_cell_scores_the_last_checkpoint_only_when_it_is_not_the_best(monkeypatch, tmp_path, best_step, scored):
+    from teamrl.study import flow_rows, runner
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "summary.json").write_text(json.dumps({"initial_success": 0.0, "best_success": 0.5,
+                                                      "best_step": best_step, "steps": 4}))
+    asked = []
+
+    def fake_test(seed_run, row, extra, model_path, checkpoint):
+        asked.append(checkpoint.name)
+        return {"test_success": {"best": 0.5, "final": 0.25}[checkpoint.name], "roles": {"generator": 0.5}}
+
+    monkeypatch.setattr(flow_rows, "train", lambda config, model_path, progress: run_dir)
+    monkeypatch.setattr(flow_rows, "test_cell", fake_test)
+    monkeypatch.setattr(runner, "curve", lambda folder: [(0, 0.0), (4, 0.5)])
+    seed_run = SimpleNamespace(config=lambda row, extra, name: SimpleNamespace(output_dir=str(tmp_path), run_name="x"),
+                               verbose=False)
+    cell = flow_rows.train_cell(seed_run, SimpleNamespace(), (), "base", "x")
+    assert asked == scored
+    assert cell["test_success"] == 0.5 and cell["test_final"] == (0.5 if best_step == 4 else 0.25)

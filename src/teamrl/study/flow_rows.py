@@ -144,8 +144,11 @@ def train_cell(seed_run: "SeedRun", row: "Row", extra: tuple[str, ...], model_pa
         stale.rename(stale.with_name(f"{stale.name}.stopped-{int(time.time())}"))
     run_dir = train(config, model_path=model_path, progress=seed_run.verbose)
     summary = json.loads((run_dir / "summary.json").read_text())
-    final = test_cell(seed_run, row, extra, model_path, run_dir / "checkpoints" / "final")
-    return test_cell(seed_run, row, extra, model_path, run_dir / "checkpoints" / "best") | {
+    best = test_cell(seed_run, row, extra, model_path, run_dir / "checkpoints" / "best")
+    # The best step is the last one: `best` is `final` (the same weights, scored with the same seed).
+    final = best if summary["best_step"] == summary["steps"] else test_cell(
+        seed_run, row, extra, model_path, run_dir / "checkpoints" / "final")
+    return best | {
         "test_final": final["test_success"], "roles_final": final["roles"],
         "validation_initial": summary["initial_success"], "validation_best": summary["best_success"],
         "best_step": summary["best_step"], "curve": curve(run_dir), "run_dir": str(run_dir)}
