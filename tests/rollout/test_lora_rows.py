@@ -79,10 +79,15 @@ def test_one_adapter_decodes_on_the_lean_path_with_peft_logits(arch):
     assert worst < 1e-5, worst  # relative to the largest logit (fp32 sums in another order)
 
 
-def test_rows_of_two_adapters_in_one_call_get_each_adapters_logits():
+@pytest.mark.parametrize("system", ["", "system: plan a path, then stop.\n"])
+def test_rows_of_two_adapters_in_one_call_get_each_adapters_logits(system):
+    """With a shared system prefix, the two-prompt block prefills it once and is narrower than the others."""
     team = lora_team(names=("plan", "tool", "check"))
     network = team[0].network
     blocks = [(team[0], PROMPTS[:1]), (team[1], PROMPTS[1:3]), (team[2], PROMPTS[3:])]
+    if system:  # tool's two short prompts share it: that block's prefill is narrower and widened to the call's
+        blocks = [(team[0], [system + PROMPTS[2]]), (team[1], [system + PROMPTS[1], system + PROMPTS[3]]),
+                  (team[2], PROMPTS[:1])]
     prompts = [p.encode_prompt(text) for p, texts in blocks for text in texts]
     owner = [p for p, texts in blocks for _ in texts]
     ids, mask = left_pad(prompts, team[0].tokenizer.pad_token_id)
