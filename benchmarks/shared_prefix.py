@@ -7,12 +7,13 @@ study's prompts (the scale study's calc_flows chat prompts, whose checking roles
 What is sampled: `--instances` held-out instances of each calls of an evaluation (one sample per agent,
 as `teamrl.training.evaluate` draws them): voting's three generators (one policy, the same prompt each),
 then its aggregator (after three scripted answers), and the evaluator-optimizer's first optimizer turn.
-Each call is sampled with `lean_decode.MIN_SHARED_PREFIX` at its default (prompts that share 16
-leading tokens or more prefill them once) and at a size no prompt reaches (every prompt prefilled
-whole, the path before). One torch thread, CPU seconds (`time.process_time`), rounds alternating the
-two settings so both see the same load; min / median / max and the ratio of medians. The same seed
-draws the same tokens on both sides unless rounding moves a draw: the script reports the largest
-difference of the first-token logits and how many sampled responses differ.
+Each call is sampled three ways (`SIDES`): as the engine does now (a prefix of 16 tokens or more that
+all prompts share is prefilled once, and a prompt that appears several times is prefilled once); with
+the shared prefix only (repeated prompts each prefilled); and every prompt prefilled whole (the path
+before both). One torch thread, CPU seconds (`time.process_time`), rounds alternating the sides so all
+see the same load; min / median / max and the ratios of medians. The same seed draws the same tokens
+on every side unless rounding moves a draw: the script reports the largest difference of the
+first-token logits (now vs whole) and how many sampled responses differ.
 """
 
 from __future__ import annotations
@@ -39,6 +40,9 @@ SETTINGS = ("workflow.prompt_style=chat", "rollout.eval_temperature=0.5")
 """The real studies' prompt style and evaluation temperature (teamrl.study.rows.REAL_SETTINGS)."""
 WHOLE = 10 ** 9
 """A shared-prefix threshold no prompt reaches: every prompt prefilled whole."""
+SIDES = {"now": (16, lean_decode.prefill), "prefix only": (16, lean_decode.prefill_distinct),
+         "whole": (WHOLE, lean_decode.prefill_distinct)}
+"""side -> (MIN_SHARED_PREFIX, the prefill the decoder calls)."""
 
 
 def calls(model: str, instances: int) -> dict[str, list]:
@@ -56,25 +60,29 @@ def calls(model: str, instances: int) -> dict[str, list]:
     return {"voting generators": generators, "voting aggregator": aggregator, "evaluator-optimizer optimizer": first}
 
 
-def timed(policy, prompts: list[list[int]], params: SamplingParams, threshold: int) -> tuple[float, list[str]]:
-    lean_decode.MIN_SHARED_PREFIX = threshold
+def use(side: str) -> None:
+    lean_decode.MIN_SHARED_PREFIX, lean_decode.prefill = SIDES[side]
+
+
+def timed(policy, prompts: list[list[int]], params: SamplingParams, side: str) -> tuple[float, list[str]]:
+    use(side)
     generator = torch.Generator().manual_seed(0)
     start = time.process_time()
     out = sample(policy, prompts, 1, params, generator)
     seconds = time.process_time() - start
-    lean_decode.MIN_SHARED_PREFIX = 16
+    use("now")
     return seconds, [g[0].text for g in out]
 
 
 def first_logit_gap(policy, prompts: list[list[int]]) -> float:
-    """Largest |difference| of the prefill's next-token logits, shared prefix vs whole prompts."""
+    """Largest |difference| of the prefill's next-token logits, now vs whole prompts."""
     ids, mask = left_pad(prompts, policy.tokenizer.pad_token_id)
     logits = []
-    for threshold in (16, WHOLE):
-        lean_decode.MIN_SHARED_PREFIX = threshold
+    for side in ("now", "whole"):
+        use(side)
         with torch.no_grad():
             logits.append(open_decoder(policy.model, ids, mask, 1, 1).prefill_logits)
-    lean_decode.MIN_SHARED_PREFIX = 16
+    use("now")
     return float((logits[0] - logits[1]).abs().max())
 
 
@@ -97,29 +105,32 @@ def main() -> None:
     params = SamplingParams(temperature=0.5, max_new_tokens=args.tokens)
     out(f"# {args.model}, calc_flows chat prompts, {args.instances} instances per call, T 0.5, up to {args.tokens} "
         f"new tokens; 1 thread, CPU s; load {os.getloadavg()[0]:.1f} at start; {args.rounds} rounds")
-    total = {"shared": 0.0, "whole": 0.0}
+    total = dict.fromkeys(SIDES, 0.0)
     for name, messages in calls(args.model, args.instances).items():
         prompts = [policy.encode_prompt(m) for m in messages]
         ids, mask = left_pad(prompts, policy.tokenizer.pad_token_id)
         common = lean_decode.shared_prefix(ids, mask)
-        times: dict[str, list[float]] = {"shared": [], "whole": []}
+        distinct = len({tuple(p) for p in prompts})
+        times: dict[str, list[float]] = {side: [] for side in SIDES}
         texts = {}
         for _ in range(args.rounds):
-            for side, threshold in (("shared", 16), ("whole", WHOLE)):
-                seconds, texts[side] = timed(policy, prompts, params, threshold)
+            for side in SIDES:
+                seconds, texts[side] = timed(policy, prompts, params, side)
                 times[side].append(seconds)
         for side in times:
             total[side] += median(times[side])
         tokens = sum(len(p) for p in prompts)
-        differ = sum(a != b for a, b in zip(texts["shared"], texts["whole"]))
-        out(f"{name}: {len(prompts)} prompts, {tokens} prompt tokens, shared prefix {common} tokens "
-            f"({len(prompts) * common / tokens:.0%} of the prompt tokens)")
+        differ = sum(a != b for a, b in zip(texts["now"], texts["whole"]))
+        out(f"{name}: {len(prompts)} prompts ({distinct} distinct), {tokens} prompt tokens, shared prefix {common} "
+            f"tokens ({len(prompts) * common / tokens:.0%} of the prompt tokens)")
         for side, t in times.items():
-            out(f"  {side:6s} min {min(t):6.2f}  median {median(t):6.2f}  max {max(t):6.2f} s")
-        out(f"  whole / shared {median(times['whole']) / median(times['shared']):.2f}x; first-token logits differ by "
-            f"at most {first_logit_gap(policy, prompts):.1e}; {differ} of {len(prompts)} sampled responses differ")
-    out(f"all three calls: whole / shared {total['whole'] / total['shared']:.2f}x (sum of medians "
-        f"{total['whole']:.1f} vs {total['shared']:.1f} s); load {os.getloadavg()[0]:.1f} at end")
+            out(f"  {side:12s} min {min(t):6.2f}  median {median(t):6.2f}  max {max(t):6.2f} s")
+        out(f"  whole / now {median(times['whole']) / median(times['now']):.2f}x, whole / prefix only "
+            f"{median(times['whole']) / median(times['prefix only']):.2f}x; first-token logits differ by at most "
+            f"{first_logit_gap(policy, prompts):.1e}; {differ} of {len(prompts)} sampled responses differ")
+    out(f"all three calls: whole / now {total['whole'] / total['now']:.2f}x, whole / prefix only "
+        f"{total['whole'] / total['prefix only']:.2f}x (sums of medians {total['whole']:.1f}, "
+        f"{total['prefix only']:.1f}, {total['now']:.1f} s); load {os.getloadavg()[0]:.1f} at end")
     if args.output:
         with open(args.output, "w") as handle:
             handle.write("\n".join(lines) + "\n")

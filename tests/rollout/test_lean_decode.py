@@ -27,14 +27,15 @@ def hf_next_logits(model, sequences: list[list[int]], pad_id: int) -> torch.Tens
         return model(input_ids=ids, attention_mask=mask, position_ids=positions).logits[:, -1].float()
 
 
-@pytest.mark.parametrize("system", ["", SYSTEM])
+@pytest.mark.parametrize("system, repeated", [("", 0), (SYSTEM, 0), (SYSTEM, 2)])
 @pytest.mark.parametrize("arch", ["llama", "qwen2", "phi3"])
-def test_lean_logits_equal_the_hf_forward(arch, system):
+def test_lean_logits_equal_the_hf_forward(arch, system, repeated):
     """Left padding, K = 3 repeats, GQA (qwen2, phi3: 4 heads over 2), and rows (and a whole prompt) leaving;
-    with a shared system prefix, prefilled once (the prompts' own tokens after it, padding between)."""
+    with a shared system prefix, prefilled once (the prompts' own tokens after it, padding between); with
+    `repeated` prompts appearing again (prefilled once, their results repeated)."""
     policy = context_sensitive_policy(arch)
     model, pad = policy.model, policy.tokenizer.pad_token_id
-    prompts = [policy.encode_prompt(system + p) for p in PROMPTS]
+    prompts = [policy.encode_prompt(system + p) for p in PROMPTS + PROMPTS[2:2 + repeated]]
     k, steps = 3, 7
     ids, mask = left_pad(prompts, pad)
     assert (shared_prefix(ids, mask) >= MIN_SHARED_PREFIX) == bool(system)
@@ -157,5 +158,12 @@ def test_a_shared_prefix_is_run_once_and_each_prompt_after_it():
         part = prefill(network, ids, mask, positions)
     common, longest = shared_prefix(ids, mask), max(len(p) for p in prompts)
     assert seen == [(1, common), (len(prompts), longest - common)]  # the prefix once, then each prompt's own tokens
+    seen.clear()
+    ids, mask = left_pad(prompts + [prompts[2], prompts[0]], policy.tokenizer.pad_token_id)
+    with torch.no_grad():  # prompts 2 and 0 again: the four distinct prompts are computed, then repeated
+        again = prefill(network, ids, mask, (mask.cumsum(-1) - 1).clamp(min=0))
+    assert seen == [(1, common), (len(prompts), longest - common)]
+    assert torch.equal(again.keys[0][[4, 5]], again.keys[0][[2, 0]])
+    assert (again.keys[0][:4] - part.keys[0]).abs().max() < 1e-5
     assert part.mask.shape == (len(prompts), longest) and part.mask.sum(-1).tolist() == [len(p) for p in prompts]
     assert part.keys[0].shape[2] == longest

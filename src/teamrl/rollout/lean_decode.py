@@ -165,6 +165,22 @@ def prefill(network: nn.Module, ids: torch.Tensor, mask: torch.Tensor, positions
     """The HF forward of left-padded prompts ids/mask/positions [b, P] (`network`: the model's decoder
     stack, `model.model`), keeping every layer's keys and values.
 
+    A prompt that appears several times (duplicated agents asked one question) is computed once and
+    its results repeated; the distinct prompts go through `prefill_distinct`."""
+    rows = ids.shape[0]
+    distinct, inverse = torch.unique(ids.masked_fill(mask == 0, -1), dim=0, return_inverse=True)
+    if len(distinct) == rows:
+        return prefill_distinct(network, ids, mask, positions)
+    first = torch.full((len(distinct),), rows, device=ids.device).scatter_reduce(
+        0, inverse, torch.arange(rows, device=ids.device), reduce="amin")  # each distinct prompt's first row
+    part = prefill_distinct(network, ids[first], mask[first], positions[first])
+    return Prefill(part.last_hidden[inverse], [k[inverse] for k in part.keys], [v[inverse] for v in part.values],
+                   part.mask[inverse])
+
+
+def prefill_distinct(network: nn.Module, ids: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor) -> Prefill:
+    """`prefill` of prompts none of which repeats another.
+
     Prompts that share a prefix of `MIN_SHARED_PREFIX` tokens or more compute it once: the prefix is
     run as one sequence, its keys and values are repeated for every prompt, and each prompt's own
     tokens are run after it. A prompt's columns are then [prefix | padding | its own tokens]; attention
