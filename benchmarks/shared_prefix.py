@@ -14,6 +14,11 @@ before both). One torch thread, CPU seconds (`time.process_time`), rounds altern
 see the same load; min / median / max and the ratios of medians. The same seed draws the same tokens
 on every side unless rounding moves a draw: the script reports the largest difference of the
 first-token logits (now vs whole) and how many sampled responses differ.
+
+Then the trainer's side (`teamrl.policies.scoring.shared_prefix_logprobs`, the update's forward): each
+call's distinct prompts with K 4 responses of 6 tokens each, forward and backward through LoRA r 16
+on q/k/v/o (the real studies' adapters), with the shared prefix run once vs every prompt whole; the
+largest log-prob difference and the largest LoRA-gradient difference relative to the largest gradient.
 """
 
 from __future__ import annotations
@@ -27,7 +32,11 @@ from statistics import median
 import torch
 
 from teamrl.config import load_config
-from teamrl.policies.loading import load_policy
+from teamrl.config import LoraConfig
+from teamrl.policies import prompt_prefix
+from teamrl.policies.loading import Policy, load_policy
+from teamrl.policies.lora import attach_adapters
+from teamrl.policies.scoring import shared_prefix_logprobs
 from teamrl.rollout import lean_decode
 from teamrl.rollout.decoding import open_decoder
 from teamrl.rollout.engine import SamplingParams, sample
@@ -86,31 +95,31 @@ def first_logit_gap(policy, prompts: list[list[int]]) -> float:
     return float((logits[0] - logits[1]).abs().max())
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--model", default="smollm2-135m-instruct")
-    parser.add_argument("--instances", type=int, default=16)
-    parser.add_argument("--tokens", type=int, default=16, help="max new tokens (the study's answers are short)")
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--output", default="")
-    args = parser.parse_args()
-    torch.set_num_threads(1)
-    lines: list[str] = []
+def scored(policy: Policy, prompts: list[list[int]], whole: bool) -> tuple[float, torch.Tensor, list[torch.Tensor]]:
+    """CPU seconds of one forward + backward of K 4 six-token responses per prompt; log-probs; LoRA grads."""
+    prompt_prefix.MIN_SHARED_PREFIX = WHOLE if whole else 16
+    k = 4
+    responses = [[(7 * i + j) % 50 + 100 for j in range(6)] for i in range(len(prompts) * k)]
+    model = policy.model
+    model.zero_grad()
+    start = time.process_time()
+    logp, mask, _ = shared_prefix_logprobs(model, prompts, responses, [i // k for i in range(len(responses))],
+                                           policy.tokenizer.pad_token_id, temperature=0.5)
+    (logp * mask).sum().backward()
+    seconds = time.process_time() - start
+    prompt_prefix.MIN_SHARED_PREFIX = 16
+    return seconds, logp.detach(), [p.grad.clone() for p in model.parameters() if p.grad is not None]
 
-    def out(line: str) -> None:
-        print(line, flush=True)
-        lines.append(line)
 
-    policy = load_policy("base", resolve_model_source(args.model))
+def sampling_part(policy: Policy, args: argparse.Namespace, out) -> None:
+    """The engine's three ways (`SIDES`) on each evaluation call."""
     params = SamplingParams(temperature=0.5, max_new_tokens=args.tokens)
-    out(f"# {args.model}, calc_flows chat prompts, {args.instances} instances per call, T 0.5, up to {args.tokens} "
-        f"new tokens; 1 thread, CPU s; load {os.getloadavg()[0]:.1f} at start; {args.rounds} rounds")
+    out(f"# sampling: {args.instances} instances per call, T 0.5, up to {args.tokens} new tokens")
     total = dict.fromkeys(SIDES, 0.0)
     for name, messages in calls(args.model, args.instances).items():
         prompts = [policy.encode_prompt(m) for m in messages]
         ids, mask = left_pad(prompts, policy.tokenizer.pad_token_id)
         common = lean_decode.shared_prefix(ids, mask)
-        distinct = len({tuple(p) for p in prompts})
         times: dict[str, list[float]] = {side: [] for side in SIDES}
         texts = {}
         for _ in range(args.rounds):
@@ -121,8 +130,8 @@ def main() -> None:
             total[side] += median(times[side])
         tokens = sum(len(p) for p in prompts)
         differ = sum(a != b for a, b in zip(texts["now"], texts["whole"]))
-        out(f"{name}: {len(prompts)} prompts ({distinct} distinct), {tokens} prompt tokens, shared prefix {common} "
-            f"tokens ({len(prompts) * common / tokens:.0%} of the prompt tokens)")
+        out(f"{name}: {len(prompts)} prompts ({len({tuple(p) for p in prompts})} distinct), {tokens} prompt tokens, "
+            f"shared prefix {common} tokens ({len(prompts) * common / tokens:.0%} of the prompt tokens)")
         for side, t in times.items():
             out(f"  {side:12s} min {min(t):6.2f}  median {median(t):6.2f}  max {max(t):6.2f} s")
         out(f"  whole / now {median(times['whole']) / median(times['now']):.2f}x, whole / prefix only "
@@ -130,7 +139,67 @@ def main() -> None:
             f"{first_logit_gap(policy, prompts):.1e}; {differ} of {len(prompts)} sampled responses differ")
     out(f"all three calls: whole / now {total['whole'] / total['now']:.2f}x, whole / prefix only "
         f"{total['whole'] / total['prefix only']:.2f}x (sums of medians {total['whole']:.1f}, "
-        f"{total['prefix only']:.1f}, {total['now']:.1f} s); load {os.getloadavg()[0]:.1f} at end")
+        f"{total['prefix only']:.1f}, {total['now']:.1f} s); load {os.getloadavg()[0]:.1f}")
+
+
+def scoring_part(policy: Policy, args: argparse.Namespace, out) -> None:
+    """The update's forward + backward with the prefix once vs every prompt whole, on each call's prompts."""
+    network = attach_adapters(policy.network, {"role": LoraConfig(r=16, alpha=32,
+                                                                target_modules=["q_proj", "k_proj", "v_proj", "o_proj"])})
+    with torch.no_grad():  # B non-zero, as after training (PEFT starts it at zero)
+        generator = torch.Generator().manual_seed(0)
+        for name, param in network.named_parameters():
+            if "lora_B" in name:
+                param.copy_(torch.randn(param.shape, generator=generator) * 0.01)
+    lora = Policy("role", network, policy.tokenizer, policy.use_chat_template, adapter="role")
+    out(f"# scoring (the update's forward + backward): {args.instances} instances per call, LoRA r 16 on "
+        "q/k/v/o, K 4 responses of 6 tokens per distinct prompt")
+    totals = {"prefix once": 0.0, "whole": 0.0}
+    for name, messages in calls(args.model, args.instances).items():
+        prompts = [list(p) for p in dict.fromkeys(tuple(lora.encode_prompt(m)) for m in messages)]  # distinct
+        times: dict[str, list[float]] = {side: [] for side in totals}
+        for _ in range(args.rounds):
+            seconds, logp, grads = scored(lora, prompts, whole=False)
+            times["prefix once"].append(seconds)
+            seconds, want_logp, want_grads = scored(lora, prompts, whole=True)
+            times["whole"].append(seconds)
+        gap = float((logp - want_logp).abs().max())
+        grad_gap = (max(float((a - b).abs().max()) for a, b in zip(grads, want_grads))
+                    / max(float(g.abs().max()) for g in want_grads))
+        for side in totals:
+            totals[side] += median(times[side])
+        out(f"{name}: {len(prompts)} distinct prompts x K 4")
+        for side, t in times.items():
+            out(f"  {side:12s} min {min(t):6.2f}  median {median(t):6.2f}  max {max(t):6.2f} s")
+        out(f"  whole / prefix once {median(times['whole']) / median(times['prefix once']):.2f}x; log-probs differ by "
+            f"at most {gap:.1e}, LoRA gradients by {grad_gap:.1e} of the largest")
+    out(f"scoring, all three calls: whole / prefix once {totals['whole'] / totals['prefix once']:.2f}x "
+        f"(sums of medians {totals['whole']:.1f} vs {totals['prefix once']:.1f} s); load {os.getloadavg()[0]:.1f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--model", default="smollm2-135m-instruct")
+    parser.add_argument("--instances", type=int, default=16)
+    parser.add_argument("--tokens", type=int, default=16, help="max new tokens (the study's answers are short)")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--part", choices=("sampling", "scoring", "both"), default="both")
+    parser.add_argument("--output", default="")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    lines: list[str] = []
+
+    def out(line: str) -> None:
+        print(line, flush=True)
+        lines.append(line)
+
+    policy = load_policy("base", resolve_model_source(args.model))
+    out(f"# {args.model}, calc_flows chat prompts; 1 thread, CPU s; load {os.getloadavg()[0]:.1f} at start; "
+        f"{args.rounds} rounds")
+    if args.part != "scoring":
+        sampling_part(policy, args, out)
+    if args.part != "sampling":
+        scoring_part(policy, args, out)
     if args.output:
         with open(args.output, "w") as handle:
             handle.write("\n".join(lines) + "\n")

@@ -12,6 +12,9 @@ from typing import Iterator
 import torch
 from transformers import DynamicCache, PreTrainedModel
 
+from teamrl.policies import prompt_prefix
+from teamrl.policies.prompt_prefix import columns_are_positions_free, own_columns, repeat_prefix, shared_prefix
+
 
 @dataclass
 class ResponseBatch:
@@ -126,6 +129,33 @@ def cached_forward(model, cache: DynamicCache, **inputs) -> torch.Tensor:
     return cached_forward_full(model, cache, **inputs, **keep)[:, -1, :].float()
 
 
+def prompt_forward(model: PreTrainedModel, cache: DynamicCache, ids: torch.Tensor, mask: torch.Tensor,
+                   positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Forward of left-padded prompts ids/mask/positions [G, P] into `cache`: the next-token logits after
+    each prompt [G, V] and which of the cache's W columns hold a token [G, W] (the mask a continuation
+    attends with). Prompts sharing `prompt_prefix.MIN_SHARED_PREFIX` leading tokens or more run that
+    prefix once (on models with full attention only; `prompt_prefix`): its keys and values are repeated
+    for every prompt (differentiably: each prompt's gradient reaches the prefix), then each prompt's own
+    tokens run after it, so the cache's columns are [prefix | padding | own tokens]."""
+    common = shared_prefix(ids, mask) if columns_are_positions_free(model) else 0
+    if common < prompt_prefix.MIN_SHARED_PREFIX:
+        # Only the last prompt position's logits are read: logits_to_keep=1 skips the [G, P, V] head.
+        logits = cached_forward_full(model, cache, input_ids=ids, attention_mask=mask, position_ids=positions,
+                                     logits_to_keep=1)
+        return logits[:, -1, :], mask
+    rows, width = ids.shape
+    start = width - int(mask[0].sum())
+    head = torch.arange(common, device=ids.device)[None, :]
+    once = DynamicCache()
+    cached_forward_full(model, once, input_ids=ids[:1, start:start + common], attention_mask=torch.ones_like(head),
+                        position_ids=head, logits_to_keep=1)
+    repeat_prefix(once, cache, rows)
+    own, own_positions, full_mask = own_columns(mask, common)
+    logits = cached_forward_full(model, cache, input_ids=ids[:, width - own:], attention_mask=full_mask,
+                                 position_ids=own_positions, logits_to_keep=1)
+    return logits[:, -1, :], full_mask
+
+
 def shared_prefix_logprobs(
     model: PreTrainedModel,
     prompts: list[list[int]],
@@ -153,9 +183,7 @@ def shared_prefix_logprobs(
     ids, mask = ids.to(device), mask.to(device)
     positions = (mask.cumsum(-1) - 1).clamp(min=0)
     cache = DynamicCache()
-    # Only the last prompt position's logits are read: logits_to_keep=1 skips the [G, P, V] head.
-    prompt_logits = cached_forward_full(model, cache, input_ids=ids, attention_mask=mask,
-                                         position_ids=positions, logits_to_keep=1)[:, -1, :]  # [G, V]
+    prompt_logits, mask = prompt_forward(model, cache, ids, mask, positions)  # mask: the cache's columns
     buckets = response_buckets if response_buckets is not None else [list(range(len(responses)))]
     if sorted(i for b in buckets for i in b) != list(range(len(responses))):
         raise ValueError(f"response_buckets must hold every response index 0..{len(responses) - 1} once")

@@ -39,6 +39,7 @@ import torch.nn.functional as F
 from torch import nn
 from transformers import DynamicCache
 
+from teamrl.policies.prompt_prefix import MIN_SHARED_PREFIX, own_columns, repeat_prefix, shared_prefix
 from teamrl.policies.scoring import cache_keyword
 from teamrl.rollout.lora_rows import RowAdapters, lora_unsupported, project
 
@@ -118,28 +119,6 @@ def _layers(model: nn.Module) -> list[_Layer]:
     return out
 
 
-MIN_SHARED_PREFIX = 16
-"""Prompts of one prefill that begin with at least this many equal tokens (a system prompt, worked
-examples, the same question put to duplicated agents) compute that prefix once (`prefill`)."""
-
-
-def shared_prefix(ids: torch.Tensor, mask: torch.Tensor) -> int:
-    """How many leading tokens every left-padded prompt of ids/mask [b, P] shares, at most the shortest
-    prompt's length less one (each prompt keeps a token of its own: its last one gives its logits).
-    0 for one prompt, or for a mask that is not left padding (zeros, then ones)."""
-    rows, width = ids.shape
-    lengths = mask.sum(-1)
-    if rows < 2 or not bool((mask == (torch.arange(width, device=mask.device) >= width - lengths[:, None])).all()):
-        return 0
-    span = int(lengths.min()) - 1
-    if span < 1:
-        return 0
-    starts = width - lengths
-    leading = ids.gather(1, starts[:, None] + torch.arange(span, device=ids.device)[None, :])  # [b, span]
-    same = (leading == leading[:1]).all(0)
-    return int(same.long().cumprod(0).sum())
-
-
 @dataclass
 class Prefill:
     """One block of prompts after its prefill: the last token's hidden state [b, d] (final norm applied)
@@ -195,18 +174,13 @@ def prefill_distinct(network: nn.Module, ids: torch.Tensor, mask: torch.Tensor, 
         return Prefill(hidden[:, -1, :], [layer.keys for layer in cache.layers],
                        [layer.values for layer in cache.layers], mask)
     rows, width = ids.shape
-    lengths = mask.sum(-1)
-    start = width - int(lengths[0])
+    start = width - int(mask[0].sum())
     head = torch.arange(common, device=ids.device)[None, :]
     network(input_ids=ids[:1, start:start + common], attention_mask=torch.ones_like(head), position_ids=head,
             use_cache=True, **{keyword: cache})
     shared = DynamicCache()
-    for index, layer in enumerate(cache.layers):  # the prefix's keys and values, once per prompt
-        shared.update(layer.keys.expand(rows, -1, -1, -1), layer.values.expand(rows, -1, -1, -1), index)
-    own = int(lengths.max()) - common  # the longest prompt's tokens after the prefix
-    own_mask = (torch.arange(own, device=ids.device)[None, :] >= own - (lengths - common)[:, None]).to(mask.dtype)
-    own_positions = common + (own_mask.cumsum(-1) - 1).clamp(min=0)
-    full_mask = torch.cat([mask.new_ones((rows, common)), own_mask], dim=1)
+    repeat_prefix(cache, shared, rows)  # the prefix's keys and values, once per prompt
+    own, own_positions, full_mask = own_columns(mask, common)
     hidden = network(input_ids=ids[:, width - own:], attention_mask=full_mask, position_ids=own_positions,
                      use_cache=True, **{keyword: shared}).last_hidden_state
     return Prefill(hidden[:, -1, :], [layer.keys for layer in shared.layers],
