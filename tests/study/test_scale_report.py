@@ -81,6 +81,8 @@ def test_a_cliff_is_not_measured_on_two_evaluations(tmp_path):
     results = _results(tmp_path, points=2)
     trained, _, _ = flow_report.collect(results, tmp_path)
     assert "not measurable (2 validation evaluations a run)" in scale_report.findings_table(results, trained)
+    assert any("cliffs" in line and "not measurable (2 validation evaluations a run)" in line
+               for line in flow_report.findings(trained, ROW))
 
 
 def test_write_finds_moved_run_folders_and_says_which_is_missing(tmp_path):

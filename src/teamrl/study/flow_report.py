@@ -194,10 +194,15 @@ def findings(trained: dict, row: str, untrained_roles: dict | None = None) -> li
     sep = runs["per_role"] + runs["per_agent"]
     if runs["shared"] and sep:
         drop = {k: fmean(x.peak - x.final for x in v) for k, v in (("shared", runs["shared"]), ("separate", sep))}
-        out.append(f"- **Separate policies fall off late cliffs, shared ones are stable**: cliffs (validation ends "
-                   f"≥ {CLIFF_DROP:.0%} below its peak) in {sum(x.cliff for x in sep)} of {len(sep)} separate-policy "
-                   f"runs and {sum(x.cliff for x in runs['shared'])} of {len(runs['shared'])} shared runs; mean drop "
-                   f"from peak to last evaluation {drop['separate']:.1%} vs {drop['shared']:.1%}.")
+        evaluations = min(len(x.curve) for x in runs["shared"] + sep)
+        if evaluations < 3:  # a cliff is a fall after a peak: the first and last evaluations cannot show one
+            out.append(f"- **Separate policies fall off late cliffs, shared ones are stable**: not measurable "
+                       f"({evaluations} validation evaluations a run).")
+        else:
+            out.append(f"- **Separate policies fall off late cliffs, shared ones are stable**: cliffs (validation ends "
+                       f"≥ {CLIFF_DROP:.0%} below its peak) in {sum(x.cliff for x in sep)} of {len(sep)} separate-policy "
+                       f"runs and {sum(x.cliff for x in runs['shared'])} of {len(runs['shared'])} shared runs; mean drop "
+                       f"from peak to last evaluation {drop['separate']:.1%} vs {drop['shared']:.1%}.")
         for label, attr in (("format adherence", "adherence"), ("job accuracy", "job")):
             falls = {k: [a[0] - a[1] for x in v for a in getattr(x, attr).values()] for k, v in
                      (("shared", runs["shared"]), ("separate", sep))}
