@@ -57,3 +57,4 @@ def test_sliding_windows_keep_the_whole_prompts():
     layered = torch.nn.Module()
     layered.config = type("Config", (), {"layer_types": ["sliding_attention", "full_attention"]})()
     assert not columns_are_positions_free(layered)
+    assert not columns_are_positions_free(torch.nn.Linear(2, 2))  # no config: nothing says how it attends

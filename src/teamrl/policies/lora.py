@@ -93,6 +93,11 @@ class AdaptersDisabled(torch.nn.Module):
     def get_base_model(self) -> torch.nn.Module:
         return self._peft.get_base_model()
 
+    @property
+    def config(self):
+        """The base model's config (what scoring asks of a model, e.g. its attention layers)."""
+        return self._peft.get_base_model().config
+
     def forward(self, **inputs):
         with self._peft.disable_adapter():
             return self._peft(**inputs)

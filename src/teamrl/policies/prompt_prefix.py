@@ -40,7 +40,9 @@ def columns_are_positions_free(model: nn.Module) -> bool:
     """Whether every attention layer of `model` sees all earlier keys (full attention), so padding
     between a prefix and a prompt's own tokens changes nothing. A sliding window counts cache columns,
     not positions: padding inside it would hide keys the whole prompt lets a query see."""
-    config = model.config
+    config = getattr(model, "config", None)
+    if config is None:  # nothing says how it attends: keep the whole prompts
+        return False
     if any(kind != "full_attention" for kind in getattr(config, "layer_types", None) or ()):
         return False
     return getattr(config, "sliding_window", None) is None or getattr(config, "use_sliding_window", True) is False
