@@ -47,9 +47,10 @@ from teamrl.training.model_sources import resolve_model_source
 CONFIG = "src/teamrl/configs/calc_flows.yaml"
 SETTINGS = ("workflow.prompt_style=chat", "rollout.eval_temperature=0.5")
 """The real studies' prompt style and evaluation temperature (teamrl.study.rows.REAL_SETTINGS)."""
+DEFAULT = prompt_prefix.MIN_SHARED_PREFIX
 WHOLE = 10 ** 9
 """A shared-prefix threshold no prompt reaches: every prompt prefilled whole."""
-SIDES = {"now": (16, lean_decode.prefill), "prefix only": (16, lean_decode.prefill_distinct),
+SIDES = {"now": (DEFAULT, lean_decode.prefill), "prefix only": (DEFAULT, lean_decode.prefill_distinct),
          "whole": (WHOLE, lean_decode.prefill_distinct)}
 """side -> (MIN_SHARED_PREFIX, the prefill the decoder calls)."""
 
@@ -97,7 +98,7 @@ def first_logit_gap(policy, prompts: list[list[int]]) -> float:
 
 def scored(policy: Policy, prompts: list[list[int]], whole: bool) -> tuple[float, torch.Tensor, list[torch.Tensor]]:
     """CPU seconds of one forward + backward of K 4 six-token responses per prompt; log-probs; LoRA grads."""
-    prompt_prefix.MIN_SHARED_PREFIX = WHOLE if whole else 16
+    prompt_prefix.MIN_SHARED_PREFIX = WHOLE if whole else DEFAULT
     k = 4
     responses = [[(7 * i + j) % 50 + 100 for j in range(6)] for i in range(len(prompts) * k)]
     model = policy.model
@@ -107,7 +108,7 @@ def scored(policy: Policy, prompts: list[list[int]], whole: bool) -> tuple[float
                                            policy.tokenizer.pad_token_id, temperature=0.5)
     (logp * mask).sum().backward()
     seconds = time.process_time() - start
-    prompt_prefix.MIN_SHARED_PREFIX = 16
+    prompt_prefix.MIN_SHARED_PREFIX = DEFAULT
     return seconds, logp.detach(), [p.grad.clone() for p in model.parameters() if p.grad is not None]
 
 

@@ -12,8 +12,14 @@ keys (their positions are in the rotary already), so the arithmetic is the whole
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TypeVar
+
 import torch
 from torch import nn
+from transformers import DynamicCache
+
+T = TypeVar("T")
 
 MIN_SHARED_PREFIX = 16
 """Prompts that begin with at least this many equal tokens compute that prefix once."""
@@ -48,20 +54,25 @@ def columns_are_positions_free(model: nn.Module) -> bool:
     return getattr(config, "sliding_window", None) is None or getattr(config, "use_sliding_window", True) is False
 
 
-def own_columns(mask: torch.Tensor, common: int) -> tuple[int, torch.Tensor, torch.Tensor]:
-    """For left-padded prompts (mask [b, P]) after a shared prefix of `common` tokens: how many columns
-    their own tokens take (the longest's), those columns' positions [b, own] (each prompt's own tokens
-    right-aligned, numbered on from `common`), and the mask of the whole layout [b, common + own]:
-    [prefix | padding | own tokens]."""
+def forward_prefix_once(run: Callable[..., T], ids: torch.Tensor, mask: torch.Tensor, common: int
+                        ) -> tuple[T, DynamicCache, torch.Tensor]:
+    """Left-padded prompts ids/mask [b, P] whose first `common` tokens are equal, through a forward
+    `run(input_ids, attention_mask, position_ids, cache)` that extends `cache`: the prefix runs once (row
+    0's), its keys and values are repeated for every prompt (views, no copy: the next forward's
+    concatenation writes the rows out; gradients reach the prefix from every prompt), then each
+    prompt's own tokens run after it, right-aligned and numbered on from `common`. Returns that second
+    run's output, the cache, and the mask of its columns [b, common + own]: [prefix | padding | own]."""
+    rows, width = ids.shape
     lengths = mask.sum(-1)
+    head = torch.arange(common, device=ids.device)[None, :]
+    start = width - int(lengths[0])
+    once = DynamicCache()
+    run(ids[:1, start:start + common], torch.ones_like(head), head, once)
+    cache = DynamicCache()
+    for index, layer in enumerate(once.layers):
+        cache.update(layer.keys.expand(rows, -1, -1, -1), layer.values.expand(rows, -1, -1, -1), index)
     own = int(lengths.max()) - common
     own_mask = (torch.arange(own, device=mask.device)[None, :] >= own - (lengths - common)[:, None]).to(mask.dtype)
     positions = common + (own_mask.cumsum(-1) - 1).clamp(min=0)
-    return own, positions, torch.cat([mask.new_ones((mask.shape[0], common)), own_mask], dim=1)
-
-
-def repeat_prefix(prefix_cache, cache, rows: int) -> None:
-    """Fill the empty `cache` with the one-row `prefix_cache`'s keys and values, repeated for `rows`
-    prompts (views, no copy: the next forward's concatenation writes the rows out)."""
-    for index, layer in enumerate(prefix_cache.layers):
-        cache.update(layer.keys.expand(rows, -1, -1, -1), layer.values.expand(rows, -1, -1, -1), index)
+    full_mask = torch.cat([mask.new_ones((rows, common)), own_mask], dim=1)
+    return run(ids[:, width - own:], full_mask, positions, cache), cache, full_mask

@@ -13,7 +13,7 @@ import torch
 from transformers import DynamicCache, PreTrainedModel
 
 from teamrl.policies import prompt_prefix
-from teamrl.policies.prompt_prefix import columns_are_positions_free, own_columns, repeat_prefix, shared_prefix
+from teamrl.policies.prompt_prefix import columns_are_positions_free, forward_prefix_once, shared_prefix
 
 
 @dataclass
@@ -129,31 +129,24 @@ def cached_forward(model, cache: DynamicCache, **inputs) -> torch.Tensor:
     return cached_forward_full(model, cache, **inputs, **keep)[:, -1, :].float()
 
 
-def prompt_forward(model: PreTrainedModel, cache: DynamicCache, ids: torch.Tensor, mask: torch.Tensor,
-                   positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Forward of left-padded prompts ids/mask/positions [G, P] into `cache`: the next-token logits after
-    each prompt [G, V] and which of the cache's W columns hold a token [G, W] (the mask a continuation
-    attends with). Prompts sharing `prompt_prefix.MIN_SHARED_PREFIX` leading tokens or more run that
-    prefix once (on models with full attention only; `prompt_prefix`): its keys and values are repeated
-    for every prompt (differentiably: each prompt's gradient reaches the prefix), then each prompt's own
-    tokens run after it, so the cache's columns are [prefix | padding | own tokens]."""
+def prompt_forward(model: PreTrainedModel, ids: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor
+                   ) -> tuple[torch.Tensor, DynamicCache, torch.Tensor]:
+    """Forward of left-padded prompts ids/mask/positions [G, P]: the next-token logits after each prompt
+    [G, V], the KV cache, and which of its W columns hold a token [G, W] (the mask a continuation attends
+    with). Prompts sharing `prompt_prefix.MIN_SHARED_PREFIX` leading tokens or more run that prefix once
+    (on models with full attention only; `prompt_prefix.forward_prefix_once`), so the cache's columns
+    are then [prefix | padding | own tokens]."""
+
+    def run(input_ids, attention_mask, position_ids, cache):
+        # Only the last prompt position's logits are read: logits_to_keep=1 skips the [G, P, V] head.
+        return cached_forward_full(model, cache, input_ids=input_ids, attention_mask=attention_mask,
+                                   position_ids=position_ids, logits_to_keep=1)[:, -1, :]
+
     common = shared_prefix(ids, mask) if columns_are_positions_free(model) else 0
     if common < prompt_prefix.MIN_SHARED_PREFIX:
-        # Only the last prompt position's logits are read: logits_to_keep=1 skips the [G, P, V] head.
-        logits = cached_forward_full(model, cache, input_ids=ids, attention_mask=mask, position_ids=positions,
-                                     logits_to_keep=1)
-        return logits[:, -1, :], mask
-    rows, width = ids.shape
-    start = width - int(mask[0].sum())
-    head = torch.arange(common, device=ids.device)[None, :]
-    once = DynamicCache()
-    cached_forward_full(model, once, input_ids=ids[:1, start:start + common], attention_mask=torch.ones_like(head),
-                        position_ids=head, logits_to_keep=1)
-    repeat_prefix(once, cache, rows)
-    own, own_positions, full_mask = own_columns(mask, common)
-    logits = cached_forward_full(model, cache, input_ids=ids[:, width - own:], attention_mask=full_mask,
-                                 position_ids=own_positions, logits_to_keep=1)
-    return logits[:, -1, :], full_mask
+        cache = DynamicCache()
+        return run(ids, mask, positions, cache), cache, mask
+    return forward_prefix_once(run, ids, mask, common)
 
 
 def shared_prefix_logprobs(
@@ -182,8 +175,7 @@ def shared_prefix_logprobs(
     ids, mask = left_pad(prompts, pad_id)
     ids, mask = ids.to(device), mask.to(device)
     positions = (mask.cumsum(-1) - 1).clamp(min=0)
-    cache = DynamicCache()
-    prompt_logits, mask = prompt_forward(model, cache, ids, mask, positions)  # mask: the cache's columns
+    prompt_logits, cache, mask = prompt_forward(model, ids, mask, positions)  # mask: the cache's columns
     buckets = response_buckets if response_buckets is not None else [list(range(len(responses)))]
     if sorted(i for b in buckets for i in b) != list(range(len(responses))):
         raise ValueError(f"response_buckets must hold every response index 0..{len(responses) - 1} once")

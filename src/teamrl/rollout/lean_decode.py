@@ -39,7 +39,7 @@ import torch.nn.functional as F
 from torch import nn
 from transformers import DynamicCache
 
-from teamrl.policies.prompt_prefix import MIN_SHARED_PREFIX, own_columns, repeat_prefix, shared_prefix
+from teamrl.policies.prompt_prefix import MIN_SHARED_PREFIX, forward_prefix_once, shared_prefix
 from teamrl.policies.scoring import cache_keyword
 from teamrl.rollout.lora_rows import RowAdapters, lora_unsupported, project
 
@@ -166,25 +166,19 @@ def prefill_distinct(network: nn.Module, ids: torch.Tensor, mask: torch.Tensor, 
     does not depend on the order of keys (their positions are in the rotary already), so this is the
     same arithmetic as the whole prompts' prefill, with fewer tokens through the layers."""
     keyword = cache_keyword(network)
+
+    def run(input_ids, attention_mask, position_ids, cache):
+        return network(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
+                       use_cache=True, **{keyword: cache}).last_hidden_state  # final norm applied
+
     common = shared_prefix(ids, mask)
-    cache = DynamicCache()
     if common < MIN_SHARED_PREFIX:
-        hidden = network(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True,
-                         **{keyword: cache}).last_hidden_state
-        return Prefill(hidden[:, -1, :], [layer.keys for layer in cache.layers],
-                       [layer.values for layer in cache.layers], mask)
-    rows, width = ids.shape
-    start = width - int(mask[0].sum())
-    head = torch.arange(common, device=ids.device)[None, :]
-    network(input_ids=ids[:1, start:start + common], attention_mask=torch.ones_like(head), position_ids=head,
-            use_cache=True, **{keyword: cache})
-    shared = DynamicCache()
-    repeat_prefix(cache, shared, rows)  # the prefix's keys and values, once per prompt
-    own, own_positions, full_mask = own_columns(mask, common)
-    hidden = network(input_ids=ids[:, width - own:], attention_mask=full_mask, position_ids=own_positions,
-                     use_cache=True, **{keyword: shared}).last_hidden_state
-    return Prefill(hidden[:, -1, :], [layer.keys for layer in shared.layers],
-                   [layer.values for layer in shared.layers], full_mask)
+        cache = DynamicCache()
+        hidden = run(ids, mask, positions, cache)
+    else:
+        hidden, cache, mask = forward_prefix_once(run, ids, mask, common)
+    return Prefill(hidden[:, -1, :], [layer.keys for layer in cache.layers], [layer.values for layer in cache.layers],
+                   mask)
 
 
 class LeanDecoder:
