@@ -36,3 +36,17 @@ def provenance() -> dict[str, str]:
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     return {"commit": git_commit(), "command": "python " + " ".join(shlex.quote(a) for a in sys.argv),
             "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "load_average": f"{load:.1f}"}
+
+
+class Lines:
+    """A benchmark's report: each line printed as it comes and kept, then written to a results file."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def __call__(self, line: str) -> None:
+        print(line, flush=True)
+        self.lines.append(line)
+
+    def write(self, path: str | Path) -> None:
+        Path(path).write_text("\n".join(self.lines) + "\n")

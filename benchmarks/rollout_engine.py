@@ -3,9 +3,11 @@
     python benchmarks/rollout_engine.py --quick          # about a minute on an idle 2-core machine
     python benchmarks/rollout_engine.py --models tiny    # one model of the full table
     python benchmarks/rollout_engine.py --output benchmarks/results/rollout_engine.txt
+    python benchmarks/rollout_engine.py --models 135M    # SmolLM2-135M-Instruct, chat prompts
 
 One torch thread. For each model (the tiny default, a 25M and a 150M-parameter Llama of the same
-shape family, random weights, the character vocabulary) and each setting, the engine and
+shape family, random weights, the character vocabulary; on request SmolLM2-135M-Instruct, its own
+tokenizer and chat template) and each setting, the engine and
 `model.generate` run on the same prompts (Plan-Path tool prompts) and batch, interleaved: warm-up,
 then repeats alternating engine / generate, so both see the same machine load. Settings:
 - fixed length: no stop before the cap on either side (every row makes the same number of tokens);
@@ -51,6 +53,8 @@ SHAPES = {  # name -> build_tiny_model keyword arguments
     "25M": {"hidden_size": 512, "num_layers": 8, "num_heads": 8, "intermediate_size": 1408},
     "150M": {"hidden_size": 1024, "num_layers": 12, "num_heads": 16, "intermediate_size": 2816},
 }
+# name -> a real pretrained model (`teamrl models install` name), sampled on chat-templated prompts
+REAL = {"135M": "smollm2-135m-instruct"}
 
 
 @dataclass(frozen=True)
@@ -67,8 +71,9 @@ class Plan:
 
 
 FULL = [Plan("tiny", 32, 8, 64, 3, True), Plan("25M", 32, 8, 32, 1, True, warm_up=False),
-        Plan("150M", 8, 32, 4, 1, False, warm_up=False)]
-QUICK = [Plan("tiny", 32, 8, 32, 2, True), Plan("25M", 8, 8, 16, 1, True), Plan("150M", 8, 8, 4, 1, False)]
+        Plan("150M", 8, 32, 4, 1, False, warm_up=False), Plan("135M", 8, 4, 64, 2, True)]
+QUICK = [Plan("tiny", 32, 8, 32, 2, True), Plan("25M", 8, 8, 16, 1, True), Plan("150M", 8, 8, 4, 1, False),
+         Plan("135M", 4, 4, 16, 1, True, warm_up=False)]
 
 
 def plan_path_prompts(policy: Policy, n: int) -> list[list[int]]:
@@ -135,10 +140,21 @@ def sample_flops(model, prompt_width: int, prompts: int, k: int, tokens: int) ->
     return prefill + decode
 
 
-def bench_model(plan: Plan, out) -> None:
+def bench_policy(shape: str) -> Policy:
+    """The tiny-family model of `shape` (random weights, character vocabulary) or the real model it names."""
+    if shape in REAL:
+        from teamrl.policies.loading import load_policy
+        from teamrl.training.model_sources import resolve_model_source
+        policy = load_policy("bench", resolve_model_source(REAL[shape]))
+        policy.model.eval()
+        return policy
     tok = build_char_tokenizer()
-    model = build_tiny_model(tok, **SHAPES[plan.shape]).eval()
-    policy = Policy("bench", model, tok, False)
+    return Policy("bench", build_tiny_model(tok, **SHAPES[shape]).eval(), tok, False)
+
+
+def bench_model(plan: Plan, out) -> None:
+    policy = bench_policy(plan.shape)
+    model = policy.model
     prompts = plan_path_prompts(policy, plan.prompts)
     width = max(len(p) for p in prompts)
     params = sum(p.numel() for p in model.parameters())
@@ -198,7 +214,9 @@ def _decode_share(plan: Plan, policy: Policy, prompts, peaks: dict[str, float], 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="small batches, one repeat: about a minute")
-    parser.add_argument("--models", nargs="+", choices=list(SHAPES), default=list(SHAPES))
+    parser.add_argument("--models", nargs="+", choices=[*SHAPES, *REAL], default=list(SHAPES),
+                        help="135M: SmolLM2-135M-Instruct (`teamrl models install smollm2-135m-instruct`), "
+                             "chat-templated prompts; not in the default set")
     parser.add_argument("--output", default="", help="also write the lines to this file")
     parser.add_argument("--append", action="store_true", help="append to --output instead of replacing it")
     args = parser.parse_args()

@@ -96,6 +96,7 @@ class Setup:
     team_turns: int = 3
     drop_zero_signal: bool = False  # teamrl's default is True; False trains every sample, as TRL does
     lora_r: int = 0  # > 0: a LoRA adapter of this rank (alpha 2r, q/k/v/o) on both sides instead of full fine-tuning
+    cpu_linear: str = "onednn"  # teamrl's policy.cpu_linear (torch: MKL's matmuls, as TRL's side uses)
 
     def __post_init__(self) -> None:
         if self.prompts < 1 or self.k < 2 or self.max_new_tokens < 1 or self.steps < 1 or self.warmup_steps < 0:
@@ -117,6 +118,7 @@ def teamrl_overrides(setup: Setup, team: bool) -> list[str]:
         f"train.batch_size={setup.prompts}", f"train.steps={setup.warmup_steps + setup.steps}",
         "train.warmup_steps=0", "train.schedule=constant", "train.grad_clip=1.0",
         "train.eval_every=0", "train.eval_instances=1", "train.checkpoint_every=0", "report_to=none",
+        f"policy.cpu_linear={setup.cpu_linear}",
     ] + ([f"policy.lora={{r: {setup.lora_r}, alpha: {2 * setup.lora_r}, target_modules: [{', '.join(LORA_TARGETS)}]}}"]
          if setup.lora_r else [])
 
@@ -356,14 +358,18 @@ def arithmetic_floor(setup: Setup, rounds: list[dict[str, SideResult]], lengths:
 
 
 def measure_peak() -> float:
-    """fp32 matmul peak, one thread, CPU clock (as the sides' CPU seconds are)."""
+    """fp32 matmul peak, one thread, CPU clock (as the sides' CPU seconds are): the faster of torch.mm (MKL) and
+    oneDNN, which on an AMD CPU is about 2.2x MKL (see policies/cpu_linear.py); the hardware's fp32 rate."""
     import torch
     from matmul_peak import measure_matmul_peak
+
+    from teamrl.policies.cpu_linear import onednn_available
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        return measure_matmul_peak(clock=time.process_time)
+        backends = ("torch", "onednn") if onednn_available() else ("torch",)
+        return max(measure_matmul_peak(clock=time.process_time, backend=b) for b in backends)
     finally:
         torch.set_num_threads(threads)
 
@@ -371,7 +377,7 @@ def measure_peak() -> float:
 def format_floor(floor: Floor) -> list[str]:
     """The report's floor section."""
     lines = ["", f"Arithmetic floor (benchmarks/grpo_work.py: the matmul FLOPs a step cannot avoid, at this run's "
-             f"fp32 matmul peak of {floor.peak_gflops:.1f} GFLOP per CPU second, 1 thread):",
+             f"fp32 matmul peak of {floor.peak_gflops:.1f} GFLOP per CPU second, 1 thread; the faster of torch.mm and oneDNN):",
              "| side | prompts fed | GFLOP/step | floor CPU s/step | measured CPU s/step | share of peak |",
              "|---|---|---|---|---|---|"]
     for side, layout in (("teamrl", "once per prompt"), ("trl", "once per row")):
@@ -484,6 +490,8 @@ def main() -> None:
     parser.add_argument("--teamrl-default-filter", action="store_true",
                         help="teamrl drops zero-signal groups from its update (its default; TRL cannot)")
     parser.add_argument("--quick", action="store_true", help="2 rounds, 1 warm-up + 2 timed steps (~3 min)")
+    parser.add_argument("--teamrl-cpu-linear", choices=["onednn", "torch"], default="onednn",
+                        help="teamrl's policy.cpu_linear (torch: MKL's matmuls, what TRL's side runs)")
     parser.add_argument("--out", default=str(RESULTS))
     parser.add_argument("--worker", choices=SIDES, help=argparse.SUPPRESS)
     parser.add_argument("--setup", help=argparse.SUPPRESS)
@@ -505,7 +513,7 @@ def main() -> None:
             model = str(save_random_llama(Path(tmp) / "model", hidden=128, layers=4, heads=4, intermediate=384))
         setup = Setup(model=model, prompts=args.prompts, k=args.k, max_new_tokens=args.max_new_tokens,
                       warmup_steps=args.warmup_steps, steps=args.steps, drop_zero_signal=args.teamrl_default_filter,
-                      lora_r=args.lora_r)
+                      lora_r=args.lora_r, cpu_linear=args.teamrl_cpu_linear)
         sides = [s for s in SIDES if not (args.no_team and s == "team")]
         rounds, peaks = [], [measure_peak()]
         for n in range(args.rounds):

@@ -4,9 +4,10 @@ Run (in the vLLM venv, .ci/vllm makes one):
     OMP_NUM_THREADS=1 python benchmarks/vllm_engine.py [--models tiny,90m] [--repeats 3]
 Writes benchmarks/results/vllm_engine.txt (with --out, elsewhere).
 
-Two models: the tiny default (~0.8M parameters, teamrl's char vocabulary) and a ~90M-parameter
-Llama (hidden 768, 12 layers, head size 64), random weights, float32 (`--dtype bfloat16` too).
-Prompts are Plan-Path tool prompts; every engine samples K responses per prompt at temperature 1
+Models: the tiny default (~0.8M parameters, teamrl's char vocabulary), a ~90M-parameter Llama (hidden
+768, 12 layers, head size 64), random weights, float32 (`--dtype bfloat16` too); and on request (`--models
+135m`) SmolLM2-135M-Instruct (`teamrl models install smollm2-135m-instruct`), its own tokenizer and chat
+template, 8 prompts x K 4 x 64 new tokens. Prompts are Plan-Path tool prompts; every engine samples K responses per prompt at temperature 1
 with EOS stops and returns the sampled tokens' log-probs (what the trainer needs). Timing is
 CPU-seconds of this process (`time.process_time`), so the figures hold on a loaded machine;
 engines run interleaved, the first repeat is a warm-up and not counted, and the ratios are medians.
@@ -37,10 +38,17 @@ from teamrl.rollout.engine import SamplingParams  # noqa: E402
 MODELS = {
     "tiny": ({}, 32, 8, 32),
     "90m": ({"hidden_size": 768, "num_layers": 12, "num_heads": 12, "intermediate_size": 2048}, 8, 4, 32),
+    "135m": ("smollm2-135m-instruct", 8, 4, 64),  # a real model: an installable name, not a builder's arguments
 }
 
 
-def build_policy(size: dict, dtype: torch.dtype) -> Policy:
+def build_policy(size: dict | str, dtype: torch.dtype) -> Policy:
+    if isinstance(size, str):
+        from teamrl.policies.loading import load_policy
+        from teamrl.training.model_sources import resolve_model_source
+        policy = load_policy("bench", resolve_model_source(size), dtype=str(dtype).removeprefix("torch."))
+        policy.model.eval()
+        return policy
     tok = build_char_tokenizer()
     model = build_tiny_model(tok, **size).to(dtype).eval()
     return Policy("bench", model, tok, False)
@@ -104,8 +112,8 @@ def bench_model(name: str, dtype: torch.dtype, repeats: int, lines: list[str]) -
 
 def _generate_tokens(policy: Policy, prompts, k: int, tokens: int, seed: int) -> int:
     """Tokens `model.generate` sampled (each row up to its EOS), with their log-probs computed."""
-    rate, elapsed = time_generate(policy, prompts, k, tokens, seed, natural=True)
-    return round(rate * elapsed)
+    sampled, _, _ = time_generate(policy, prompts, k, tokens, seed, natural=True)
+    return sampled
 
 
 def main() -> None:

@@ -22,3 +22,12 @@ def test_measured_peak_is_a_positive_rate():
     assert peak.measure_matmul_peak(size=64, repeats=2) > 0
     with pytest.raises(ValueError, match="size must be"):
         peak.measure_matmul_peak(size=8)
+
+
+def test_the_onednn_backend_is_a_positive_rate_and_an_unknown_one_is_refused():
+    from teamrl.policies.cpu_linear import onednn_available
+
+    if onednn_available():
+        assert peak.measure_matmul_peak(size=64, repeats=2, backend="onednn") > 0
+    with pytest.raises(ValueError, match="torch or onednn"):
+        peak.measure_matmul_peak(size=64, backend="blas")

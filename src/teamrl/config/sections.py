@@ -54,6 +54,10 @@ class PolicyConfig:
     algorithm.autocast: bf16."""
     device: str = "cpu"
     """Torch device, e.g. cpu or cuda:0."""
+    cpu_linear: str = "onednn"
+    """How a CPU model's float32 linear layers (256 x 256 weights or more) multiply: onednn (oneDNN's matmul,
+    about 2x MKL's on AMD CPUs, the same fp32 arithmetic up to rounding; falls back to torch where this torch
+    lacks it) or torch (F.linear: MKL). See docs/performance/update.md."""
     chat_template: str = "auto"
     """auto (use the tokenizer's template if any), on, or off."""
     system_prompt: str = ""
@@ -80,6 +84,7 @@ class PolicyConfig:
                  "float32, bfloat16 or float16")
         require(self.chat_template in ("auto", "on", "off"), "chat_template", self.chat_template,
                  "auto, on or off")
+        require(self.cpu_linear in ("onednn", "torch"), "cpu_linear", self.cpu_linear, "onednn or torch")
 
 
 @dataclass

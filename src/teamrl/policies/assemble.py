@@ -15,7 +15,7 @@ from teamrl.policies.loading import (Policy, enable_activation_checkpointing, lo
 from teamrl.policies.lora import attach_adapters, check_target_modules
 
 # Settings the adapters on one in-memory base necessarily have in common.
-SHARED_BY_ADAPTERS = ("tokenizer", "dtype", "device", "chat_template", "activation_checkpointing")
+SHARED_BY_ADAPTERS = ("tokenizer", "dtype", "device", "cpu_linear", "chat_template", "activation_checkpointing")
 
 
 def lora_groups(settings: Mapping[str, PolicyConfig]) -> dict[str, list[str]]:
@@ -42,7 +42,7 @@ def load_policies(settings: Mapping[str, PolicyConfig]) -> dict[str, Policy]:
     policies: dict[str, Policy] = {}
     for base, names in lora_groups(settings).items():
         first = settings[names[0]]
-        model = load_model(names[0], base, first.dtype, first.device)
+        model = load_model(names[0], base, first.dtype, first.device, first.cpu_linear)
         for name in names:
             check_target_modules(model, settings[name].lora, name, base)
         network = attach_adapters(model, {name: settings[name].lora for name in names})
@@ -54,7 +54,7 @@ def load_policies(settings: Mapping[str, PolicyConfig]) -> dict[str, Policy]:
     for name, cfg in settings.items():
         if cfg.lora is None:
             policies[name] = load_policy(name, cfg.model, cfg.dtype, cfg.device, cfg.chat_template, cfg.tokenizer,
-                                         cfg.system_prompt)
+                                         cfg.system_prompt, cfg.cpu_linear)
         if cfg.activation_checkpointing:
             enable_activation_checkpointing(policies[name].network)  # once per shared base: it is idempotent
     return {name: policies[name] for name in settings}

@@ -11,6 +11,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, P
 
 from teamrl.config import ConfigError
 from teamrl.policies.chat_encoding import Messages, encode_chat
+from teamrl.policies.cpu_linear import use_onednn_linears
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 _RECOMPUTED: dict[type, type] = {}  # MLP class -> its recomputing subclass (one per class)
@@ -133,8 +134,12 @@ def load_tokenizer(name: str, path: str) -> PreTrainedTokenizerBase:
     return tokenizer
 
 
-def load_model(name: str, path: str, dtype: str = "float32", device: str = "cpu") -> PreTrainedModel:
-    """AutoModelForCausalLM from a folder (or hub name) in `dtype` on `device`."""
+def load_model(name: str, path: str, dtype: str = "float32", device: str = "cpu",
+               cpu_linear: str = "onednn") -> PreTrainedModel:
+    """AutoModelForCausalLM from a folder (or hub name) in `dtype` on `device`.
+
+    cpu_linear: onednn turns a CPU model's large linear layers into `OneDnnLinear` (policies/cpu_linear.py).
+    """
     if dtype not in DTYPES:
         raise ValueError(f"policy {name!r}: dtype {dtype!r} unknown; use one of {sorted(DTYPES)}")
     check_model_source(f"policy {name!r}: model", path)
@@ -149,7 +154,10 @@ def load_model(name: str, path: str, dtype: str = "float32", device: str = "cpu"
             f"policy {name!r}: the model in {path!r} is quantised ({getattr(method, 'value', method)}), so it can be "
             "neither trained nor saved; for a GGUF file give the .gguf itself as policy.model (teamrl converts it "
             "once to a plain model), otherwise a float model folder")
-    return model.to(device)
+    model = model.to(device)
+    if cpu_linear == "onednn" and torch.device(device).type == "cpu":
+        use_onednn_linears(model)
+    return model
 
 
 def uses_chat_template(name: str, tokenizer: PreTrainedTokenizerBase, chat_template: str, source: str) -> bool:
@@ -170,6 +178,7 @@ def load_policy(
     chat_template: str = "auto",
     tokenizer_path: str = "",
     system_prompt: str = "",
+    cpu_linear: str = "onednn",
 ) -> Policy:
     """Load a full (every weight trainable) policy from `model_path`, a local folder or a hub name.
 
@@ -180,7 +189,7 @@ def load_policy(
     check_device(f"policy {name!r}: device", device)
     tokenizer = load_tokenizer(name, tokenizer_path or model_path)
     use_template = uses_chat_template(name, tokenizer, chat_template, tokenizer_path or model_path)
-    return Policy(name, load_model(name, model_path, dtype, device), tokenizer, use_template,
+    return Policy(name, load_model(name, model_path, dtype, device, cpu_linear), tokenizer, use_template,
                   system_prompt=system_prompt)
 
 

@@ -158,6 +158,7 @@ def shared_prefix_logprobs(
     temperature: float | torch.Tensor = 1.0,
     with_entropy: bool = False,
     response_buckets: list[list[int]] | None = None,
+    entropy_grad: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
     """Like `response_logprobs`, but each distinct prompt is encoded once for all its responses.
 
@@ -170,6 +171,8 @@ def shared_prefix_logprobs(
     own bucket's longest response (e.g. `length_buckets` of the response lengths); None: one forward.
     Returns log-probs [N, T], the response mask [N, T], and entropies [N, T] when asked (T: the
     longest response; columns past a response's end hold zeros).
+    entropy_grad: False computes the entropies outside autograd (for logging only: no graph is kept over
+    the [N, T, vocabulary] tensors they are made of).
     """
     device = next(model.parameters()).device
     ids, mask = left_pad(prompts, pad_id)
@@ -206,7 +209,8 @@ def shared_prefix_logprobs(
             logits = logits / temperature
         logp_all = torch.log_softmax(logits, dim=-1)
         logp = logp_all.gather(-1, resp[..., None]).squeeze(-1)
-        entropy = -(logp_all.exp() * logp_all).sum(-1) if with_entropy else torch.zeros_like(logp)
+        with torch.set_grad_enabled(entropy_grad and torch.is_grad_enabled()):
+            entropy = -(logp_all.exp() * logp_all).sum(-1) if with_entropy else torch.zeros_like(logp)
         pad = (0, t_width - width)
         pieces.append((torch.nn.functional.pad(logp, pad), torch.nn.functional.pad(entropy, pad)))
         order.extend(rows)

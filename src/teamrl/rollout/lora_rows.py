@@ -20,8 +20,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 from torch import nn
+
+from teamrl.policies.cpu_linear import is_torch_linear, linear
 
 
 @dataclass(frozen=True)
@@ -69,11 +70,11 @@ def _is_lora_linear(module: nn.Module) -> bool:
 
 def lora_unsupported(module: nn.Module, adapters: Sequence[str | None]) -> str | None:
     """Why `project` cannot reproduce `module` for `adapters`; None when it can (a plain Linear always can)."""
-    if type(module) is nn.Linear:
+    if is_torch_linear(module):
         return None
     if not _is_lora_linear(module):
         return f"projection {type(module).__name__} is neither a torch Linear nor a PEFT LoRA Linear"
-    if type(module.base_layer) is not nn.Linear:
+    if not is_torch_linear(module.base_layer):
         return f"LoRA over {type(module.base_layer).__name__} (quantised or nested), not a torch Linear"
     if getattr(module, "merged", False) or getattr(module, "merged_adapters", None):
         return "an adapter is merged into the base weights"
@@ -96,10 +97,10 @@ def lora_unsupported(module: nn.Module, adapters: Sequence[str | None]) -> str |
 
 def project(x: torch.Tensor, module: nn.Module, rows: RowAdapters) -> torch.Tensor:
     """`module`'s output for x [R, in]: the base projection of every row plus each block's own LoRA delta."""
-    if type(module) is nn.Linear:
-        return F.linear(x, module.weight, module.bias)
+    if is_torch_linear(module):
+        return linear(x, module.weight, module.bias)
     base = module.base_layer
-    out = F.linear(x, base.weight, base.bias)
+    out = linear(x, base.weight, base.bias)
     for name, start, end in rows.spans():
         if name is None or name not in module.lora_A:
             continue

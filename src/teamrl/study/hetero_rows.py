@@ -93,7 +93,7 @@ def base_strengths(config: RunConfig, bases: dict[str, str], instances: int, see
         # chat template and system prompt are the config's, as in the training runs the strengths choose for.
         p = config.policy
         policy = load_policy(name, resolve_model_source(path), p.dtype, p.device, p.chat_template,
-                             system_prompt=p.system_prompt)
+                             system_prompt=p.system_prompt, cpu_linear=p.cpu_linear)
         extra = (stops or {}).get(name, ())
         strengths[name] = {
             a.name: role_accuracy(workflow, policy, a.name, oracle, instances,

@@ -254,7 +254,8 @@ def _part_loss(state: PolicyOptimizer, part: list[Sample], algo: AlgorithmConfig
     bf16 = algo.autocast == "bf16"
     with bf16_body(state.policy.model, bf16):
         logp, mask, entropy = shared_prefix_logprobs(state.policy.model, prompts, responses, index, pad_id,
-                                                     temperature, with_entropy=True, response_buckets=buckets)
+                                                     temperature, with_entropy=True, response_buckets=buckets,
+                                                     entropy_grad=bool(algo.entropy_coef))
     old = torch.zeros_like(mask)
     for i, g in enumerate(gens):
         old[i, : len(g.logprobs)] = torch.tensor(g.logprobs)

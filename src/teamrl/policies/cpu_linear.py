@@ -1,0 +1,117 @@
+"""Linear layers through oneDNN on CPU: the same fp32 arithmetic as `F.linear`, in about half the time here.
+
+torch's CPU `F.linear` / `mm` in float32 goes to MKL's sgemm. On AMD CPUs MKL does not use its fastest code
+path: on this project's 2-core AMD EPYC machine a 1024-square fp32 matmul runs at ~95 GFLOP per CPU second
+through MKL and at ~218 through oneDNN (`torch.ops.mkldnn._linear_pointwise`, the op torch's own compiler
+emits for CPU linears), in fp32, no reduced-precision arithmetic (`benchmarks/cpu_linear.py`). vLLM's CPU
+backend uses oneDNN for the same reason.
+
+`OneDnnLinear` is an `nn.Linear` whose forward and backward run the three matmuls of a linear layer (the
+output, the input's gradient, the weight's gradient) through oneDNN. Nothing else changes: the parameters,
+state dict, `save_pretrained` and PEFT wrapping are those of an `nn.Linear`. It falls back to `F.linear`
+whenever oneDNN does not apply: another device or dtype, autocast on (autocast decides the dtype there),
+or a torch without the op. Results agree with `F.linear` to float32 rounding (another summation order;
+tests/policies/test_cpu_linear.py), and are deterministic run to run like MKL's.
+
+`use_onednn_linears(model)` turns a model's `nn.Linear` layers of 256 x 256 weights or more into `OneDnnLinear`
+(class swap, in place); `load_model` does it for a CPU model unless `policy.cpu_linear: torch`.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+@functools.lru_cache(maxsize=1)
+def onednn_available() -> bool:
+    """Whether this torch has the oneDNN linear op and it reproduces F.linear on a small probe."""
+    if not torch.backends.mkldnn.is_available():
+        return False
+    try:
+        op = torch.ops.mkldnn._linear_pointwise
+        generator = torch.Generator().manual_seed(0)
+        x, w = torch.randn(8, 16, generator=generator), torch.randn(4, 16, generator=generator)
+        return bool(torch.allclose(op(x, w, None, "none", [], ""), F.linear(x, w), atol=1e-5, rtol=1e-5))
+    except (AttributeError, RuntimeError, NotImplementedError):
+        return False
+
+
+def _onednn_mm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """x [M, in] @ weight [out, in]^T (+ bias) through oneDNN; strided views need no copy."""
+    return torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [], "")
+
+
+class _OneDnnLinearFunction(torch.autograd.Function):
+    """y = x W^T + b with the forward and both gradients' matmuls in oneDNN."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+        # oneDNN takes strided views, but an odd layout (a broadcast or sliced gradient) sends it to a slow
+        # path, up to 50x slower on the output head: rows are made contiguous first (a no-op when they are).
+        flat = x.reshape(-1, x.shape[-1]).contiguous()
+        ctx.save_for_backward(flat, weight)
+        ctx.input_shape, ctx.has_bias = x.shape, bias is not None
+        return _onednn_mm(flat, weight, bias).reshape(*x.shape[:-1], weight.shape[0])
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        flat, weight = ctx.saved_tensors
+        grad = grad.reshape(-1, grad.shape[-1]).contiguous()
+        grad_x = grad_w = grad_b = None
+        if ctx.needs_input_grad[0]:  # grad [M, out] @ W [out, in]: W^T [in, out] is oneDNN's "weight"
+            grad_x = _onednn_mm(grad, weight.t()).reshape(ctx.input_shape)
+        if ctx.needs_input_grad[1]:  # grad^T [out, M] @ x [M, in]
+            grad_w = _onednn_mm(grad.t(), flat.t())
+        if ctx.has_bias and ctx.needs_input_grad[2]:
+            grad_b = grad.sum(0)
+        return grad_x, grad_w, grad_b
+
+
+def onednn_applies(x: torch.Tensor, weight: torch.Tensor) -> bool:
+    """True where `linear` takes the oneDNN path (CPU, float32 on both sides, autocast off, op present)."""
+    return (x.device.type == "cpu" and weight.device.type == "cpu" and x.dtype == torch.float32
+            and weight.dtype == torch.float32 and x.shape[-1] > 0 and x.numel() > 0
+            and not torch.is_autocast_enabled("cpu") and onednn_available())
+
+
+def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """`F.linear(x, weight, bias)`, through oneDNN where `onednn_applies`."""
+    if onednn_applies(x, weight):
+        return _OneDnnLinearFunction.apply(x, weight, bias)
+    return F.linear(x, weight, bias)
+
+
+class OneDnnLinear(nn.Linear):
+    """An `nn.Linear` computed by `linear` (oneDNN on CPU in float32, `F.linear` otherwise)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return linear(x, self.weight, self.bias)
+
+
+def is_torch_linear(module: nn.Module) -> bool:
+    """A plain `nn.Linear` or its oneDNN twin: a layer that is exactly x W^T + b (no subclass behaviour)."""
+    return type(module) in (nn.Linear, OneDnnLinear)
+
+
+MIN_WEIGHTS = 256 * 256
+"""Layers with fewer weights keep `F.linear`: oneDNN's fixed cost per call (~10 us) loses on tiny matmuls (the
+tiny default's 128-wide layers, LoRA's rank-r factors), and the tiny default's arithmetic stays as it was."""
+
+
+def use_onednn_linears(model: nn.Module, min_weights: int = MIN_WEIGHTS) -> int:
+    """Turn each plain `nn.Linear` of `model` with >= `min_weights` weights into a `OneDnnLinear` in place.
+
+    Returns the number turned: 0 without oneDNN, or where every layer is smaller.
+    """
+    if not onednn_available():
+        return 0
+    turned = 0
+    for module in model.modules():
+        if type(module) is nn.Linear and module.weight.numel() >= min_weights:
+            module.__class__ = OneDnnLinear
+            turned += 1
+    return turned
