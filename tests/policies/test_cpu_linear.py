@@ -124,3 +124,17 @@ def test_peft_wraps_a_turned_layer_and_the_lean_projection_takes_it():
 def test_an_unknown_setting_is_refused_with_the_choices():
     with pytest.raises(ConfigError, match="onednn or torch"):
         PolicyConfig(cpu_linear="mkl")
+
+
+@needs_onednn
+def test_the_lean_projection_keeps_f_linear_on_a_layer_left_as_torch(monkeypatch):
+    model, turned = wide_model(), wide_model()
+    use_onednn_linears(turned)
+    called = []
+    monkeypatch.setattr("teamrl.policies.cpu_linear._onednn_mm", lambda *a: called.append(1) or F.linear(*a[:2]))
+    x = torch.randn(3, 256)
+    rows = RowAdapters.blocks([None], [3])
+    plain = model.model.layers[0].self_attn.q_proj
+    assert torch.equal(project(x, plain, rows), F.linear(x, plain.weight, plain.bias)) and not called
+    project(x, turned.model.layers[0].self_attn.q_proj, rows)
+    assert called  # the turned layer went through oneDNN

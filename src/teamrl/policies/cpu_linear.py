@@ -85,6 +85,14 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
     return F.linear(x, weight, bias)
 
 
+def layer_linear(x: torch.Tensor, module: nn.Linear) -> torch.Tensor:
+    """What `module` (an `nn.Linear` or `OneDnnLinear`) computes for x, without its hooks: oneDNN only for a layer
+    that was turned, so `policy.cpu_linear: torch` keeps F.linear on every path."""
+    if isinstance(module, OneDnnLinear):
+        return linear(x, module.weight, module.bias)
+    return F.linear(x, module.weight, module.bias)
+
+
 class OneDnnLinear(nn.Linear):
     """An `nn.Linear` computed by `linear` (oneDNN on CPU in float32, `F.linear` otherwise)."""
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from teamrl.policies.cpu_linear import is_torch_linear, linear
+from teamrl.policies.cpu_linear import is_torch_linear, layer_linear
 
 
 @dataclass(frozen=True)
@@ -98,9 +98,9 @@ def lora_unsupported(module: nn.Module, adapters: Sequence[str | None]) -> str |
 def project(x: torch.Tensor, module: nn.Module, rows: RowAdapters) -> torch.Tensor:
     """`module`'s output for x [R, in]: the base projection of every row plus each block's own LoRA delta."""
     if is_torch_linear(module):
-        return linear(x, module.weight, module.bias)
+        return layer_linear(x, module)
     base = module.base_layer
-    out = linear(x, base.weight, base.bias)
+    out = layer_linear(x, base)
     for name, start, end in rows.spans():
         if name is None or name not in module.lora_A:
             continue
