@@ -9,7 +9,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from teamrl.config import ConfigError, LoraConfig, PolicyConfig
-from teamrl.policies.cpu_linear import (MIN_WEIGHTS, OneDnnLinear, is_torch_linear, linear, onednn_available,
+from teamrl.policies.cpu_linear import (MIN_WEIGHTS, OneDnnLinear, _packs, drop_stale_packs, is_torch_linear, linear,
+                                        onednn_available, packed_linear, packed_weight,
                                         onednn_applies, use_onednn_linears)
 from teamrl.policies.loading import load_model
 from teamrl.policies.lora import attach_adapters
@@ -138,3 +139,45 @@ def test_the_lean_projection_keeps_f_linear_on_a_layer_left_as_torch(monkeypatch
     assert torch.equal(project(x, plain, rows), F.linear(x, plain.weight, plain.bias)) and not called
     project(x, turned.model.layers[0].self_attn.q_proj, rows)
     assert called  # the turned layer went through oneDNN
+
+
+@needs_onednn
+def test_the_packed_weight_gives_f_linears_values_and_follows_every_change_of_the_weight():
+    layer = wide_model().model.layers[0].mlp.up_proj
+    use_onednn_linears(layer)
+    assert isinstance(layer, OneDnnLinear)
+    x = torch.randn(17, 256, generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        torch.testing.assert_close(packed_linear(x, layer), F.linear(x, layer.weight), rtol=1e-5, atol=1e-5)
+        first = packed_weight(layer.weight)
+        assert packed_weight(layer.weight) is first  # unchanged weight: packed once
+        layer.weight.add_(1.0)  # an optimizer step: in place, the version moves
+        torch.testing.assert_close(packed_linear(x, layer), F.linear(x, layer.weight), rtol=1e-5, atol=1e-5)
+    layer.weight.data.mul_(-1)  # through .data: no version bump; the decoder's once-per-call check sees it
+    assert drop_stale_packs(layer) == 1
+    with torch.no_grad():
+        torch.testing.assert_close(packed_linear(x, layer), F.linear(x, layer.weight), rtol=1e-5, atol=1e-5)
+    assert drop_stale_packs(layer) == 0
+    layer(x.requires_grad_()).sum().backward()  # a training forward frees the pack (its weight is about to change)
+    assert layer.weight not in _packs
+    out = packed_linear(x, layer)  # recording gradients: the plain path, differentiable
+    assert out.requires_grad and layer.weight not in _packs
+
+
+@needs_onednn
+def test_decoding_after_a_write_through_data_uses_the_new_weights():
+    from teamrl.rollout.lean_decode import LeanDecoder
+
+    model = wide_model()
+    use_onednn_linears(model)
+    ids = torch.tensor([[5, 9, 11, 3, 7, 2]])
+    mask = torch.ones_like(ids)
+    positions = torch.arange(6)[None]
+    with torch.no_grad():
+        LeanDecoder(model, ids, mask, positions, 1, 2).step(torch.tensor([4]))  # packs every layer
+        for module in model.modules():
+            if isinstance(module, OneDnnLinear):
+                module.weight.data.mul_(0.5)  # as PEFT's merge writes
+        got = LeanDecoder(model, ids, mask, positions, 1, 2).step(torch.tensor([4]))
+        want = model(torch.cat([ids, torch.tensor([[4]])], 1)).logits[:, -1]
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4 * float(want.abs().max()))

@@ -2,7 +2,7 @@
 
 import torch
 
-from teamrl.rollout.token_draw import draw_tokens
+from teamrl.rollout.token_draw import draw_from_logits, draw_tokens
 
 
 def test_draws_follow_each_rows_distribution():
@@ -38,3 +38,28 @@ def test_a_rare_token_after_a_likely_one_keeps_its_interval(monkeypatch):
     for u, want in [((1.0 + 0.5e-8) / total, 700), (0.999 / total, 3)]:
         monkeypatch.setattr(torch, "rand", lambda *a, u=u, **kw: torch.full((1, 1), u, dtype=torch.float64))
         assert int(draw_tokens(probs, torch.Generator())) == want
+
+
+def test_draw_from_logits_is_the_draw_of_the_softmax_with_its_log_prob():
+    logits = torch.randn(64, 49_152 + 77, generator=torch.Generator().manual_seed(3)) * 3  # a ragged last block
+    logits[:, 5] = float("-inf")  # masked: never drawn
+    tokens, logp = draw_from_logits(logits, torch.Generator().manual_seed(7))
+    reference = draw_tokens(torch.softmax(logits, -1), torch.Generator().manual_seed(7))
+    assert torch.equal(tokens, reference)  # one uniform per row from the same stream, the same inverse CDF
+    want = torch.log_softmax(logits, -1).gather(-1, tokens[:, None]).squeeze(-1)
+    assert (logp - want).abs().max() < 1e-5
+    assert not (tokens == 5).any()
+
+
+def test_draw_from_logits_follows_the_softmax():
+    logits = torch.tensor([[0.0, float("-inf"), 1.0, -1.0], [2.0, 2.0, 2.0, 2.0]])
+    probs = torch.softmax(logits, -1)
+    generator = torch.Generator().manual_seed(0)
+    counts = torch.zeros_like(probs)
+    for _ in range(20):
+        drawn, _ = draw_from_logits(logits.repeat(2000, 1), generator)
+        drawn = drawn.view(2000, 2)
+        for row in range(2):
+            counts[row] += torch.bincount(drawn[:, row], minlength=4)
+    assert counts[0, 1] == 0
+    assert (counts / 40_000 - probs).abs().max() < 0.01  # 3 standard errors at p = 0.5 over 40k draws is 0.0075

@@ -37,7 +37,7 @@ from teamrl.policies.loading import Policy
 from teamrl.policies.scoring import left_pad
 from teamrl.rollout.decoding import open_decoder, shares_one_call
 from teamrl.rollout.stops import StopScanner
-from teamrl.rollout.token_draw import draw_tokens
+from teamrl.rollout.token_draw import draw_from_logits, draw_tokens
 
 
 Token = TypeVar("Token")  # a token id, or in tests a string that decodes to itself
@@ -161,6 +161,24 @@ def _filter_logits(logits: torch.Tensor, top_k: int, top_p: float) -> torch.Tens
     return logits
 
 
+def _choose(scaled: torch.Tensor, params: SamplingParams, truncated: bool, generator: torch.Generator
+            ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """One step's tokens [R] from logits already divided by the log-prob temperature, with their log-probs
+    under softmax(scaled) and under the distribution actually sampled (0 for greedy), both [R]."""
+    if params.temperature > 0 and not truncated:  # the trained policy itself: draw and log-prob in one go
+        chosen, logp = draw_from_logits(scaled, generator)
+        return chosen, logp, logp
+    logp = torch.log_softmax(scaled, dim=-1)
+    if params.temperature == 0:
+        chosen = scaled.argmax(dim=-1)
+        sampler_logp = torch.zeros(len(chosen), device=scaled.device)
+    else:
+        filtered_logp = torch.log_softmax(_filter_logits(scaled, params.top_k, params.top_p), -1)
+        chosen = draw_tokens(filtered_logp.exp(), generator)
+        sampler_logp = filtered_logp.gather(-1, chosen[:, None]).squeeze(-1)
+    return chosen, logp.gather(-1, chosen[:, None]).squeeze(-1), sampler_logp
+
+
 @torch.no_grad()
 def sample(
     policy: Policy,
@@ -256,19 +274,13 @@ def _sample_rows(policy: Policy, prompts: list[list[int]], num_samples: int, par
         # stream, and the samples, do not depend on when finished rows are compacted away.
         all_live = n_live == len(live)
         in_batch = None if all_live else live.nonzero().squeeze(-1)
-        scaled = (logits if all_live else logits[in_batch]) / temperature
-        logp = torch.log_softmax(scaled, dim=-1)
-        if params.temperature == 0:
-            chosen = scaled.argmax(dim=-1)
-            sampler_logp = torch.zeros(len(chosen), device=device)
-        else:
-            filtered_logp = (torch.log_softmax(_filter_logits(scaled, params.top_k, params.top_p), -1)
-                             if truncated else logp)
-            chosen = draw_tokens(filtered_logp.exp(), generator)
-            sampler_logp = filtered_logp.gather(-1, chosen[:, None]).squeeze(-1)
+        scaled = logits if all_live else logits[in_batch]
+        if temperature != 1.0:  # x / 1 is x: no pass over [R, V] for nothing
+            scaled = scaled / temperature
+        chosen, chosen_logp, sampler_logp = _choose(scaled, params, truncated, generator)
         rows_now = active if all_live else active[in_batch]
         tokens[rows_now, step] = chosen
-        logps[rows_now, step] = logp.gather(-1, chosen[:, None]).squeeze(-1)
+        logps[rows_now, step] = chosen_logp
         sampler_logps[rows_now, step] = sampler_logp
         lengths[rows_now] = step + 1
         done = torch.isin(chosen, stop_ids)

@@ -39,6 +39,7 @@ import torch.nn.functional as F
 from torch import nn
 from transformers import DynamicCache
 
+from teamrl.policies.cpu_linear import drop_stale_packs
 from teamrl.policies.prompt_prefix import MIN_SHARED_PREFIX, forward_prefix_once, shared_prefix
 from teamrl.policies.scoring import cache_keyword
 from teamrl.rollout.lora_rows import RowAdapters, lora_unsupported, project
@@ -199,6 +200,7 @@ class LeanDecoder:
         config = model.config
         self.model = model
         self.layers = _layers(model)
+        drop_stale_packs(model)  # packed weights (`packed_linear`) written through `.data` since they were packed
         self.heads = config.num_attention_heads
         self.kv_heads = config.num_key_value_heads
         self.head_dim = model.model.layers[0].self_attn.head_dim

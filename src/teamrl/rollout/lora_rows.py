@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from teamrl.policies.cpu_linear import is_torch_linear, layer_linear
+from teamrl.policies.cpu_linear import is_torch_linear, packed_linear
 
 
 @dataclass(frozen=True)
@@ -96,11 +96,12 @@ def lora_unsupported(module: nn.Module, adapters: Sequence[str | None]) -> str |
 
 
 def project(x: torch.Tensor, module: nn.Module, rows: RowAdapters) -> torch.Tensor:
-    """`module`'s output for x [R, in]: the base projection of every row plus each block's own LoRA delta."""
+    """`module`'s output for x [R, in]: the base projection of every row plus each block's own LoRA delta
+    (decoding: no gradients; the base reads oneDNN's packed weight where it applies, `packed_linear`)."""
     if is_torch_linear(module):
-        return layer_linear(x, module)
+        return packed_linear(x, module)
     base = module.base_layer
-    out = layer_linear(x, base)
+    out = packed_linear(x, base)
     for name, start, end in rows.spans():
         if name is None or name not in module.lora_A:
             continue

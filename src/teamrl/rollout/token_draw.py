@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 
 DRAW_BLOCK = 256
-"""Vocabulary entries per block of `draw_tokens`' cumulative sums (bounds their float32 rounding)."""
+"""Vocabulary entries per block of the draw (bounds the float32 rounding of the sums inside a block)."""
 
 
 def draw_tokens(probs: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
@@ -15,22 +16,45 @@ def draw_tokens(probs: torch.Tensor, generator: torch.Generator) -> torch.Tensor
     Why not `torch.multinomial(probs, 1)`: for one sample it draws an exponential random number for
     every vocabulary entry (`benchmarks/token_draw.py`). Why blocks: a float32 running sum over the whole
     vocabulary reaches ~1 at the likely tokens, after which a rare token's mass (1e-8) is below the sum's
-    rounding step and its interval collapses to nothing, or doubles. Here the sums run within blocks of
-    `DRAW_BLOCK` entries (float32, each interval exact to 3e-8 of its block's mass) and over the blocks'
-    totals in float64; the draw picks a block, then the token inside it. A zero-mass token has an empty
-    interval and is never drawn.
+    rounding step and its interval collapses to nothing, or doubles. Here the vocabulary is cut in blocks
+    of `DRAW_BLOCK` entries: each block's mass is summed in float32 (exact to ~3e-8 of the block's mass),
+    the blocks' masses are accumulated in float64, the draw picks a block, and only that block's running
+    sum is formed to pick the token inside it (one pass over the row, not a running sum over all of it).
+    A zero-mass token has an empty interval and is never drawn. Rows need not be normalised.
     """
-    rows, vocab = probs.shape
+    return _draw(probs, generator)[0]
+
+
+def draw_from_logits(scaled: torch.Tensor, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """One token per row of `softmax(scaled)` [R, V] and its log-prob under that softmax, both [R].
+
+    The same draw as `draw_tokens(softmax(scaled))` from the unnormalised weights exp(scaled - max), and
+    the log-prob of only the drawn token, `scaled - max - log(sum of weights)` with the sum in float64:
+    the decode loop never forms the full log-softmax or normalised probabilities (two passes over [R, V]
+    instead of five).
+    """
+    top = scaled.amax(-1, keepdim=True)
+    weights = (scaled - top).exp_()
+    tokens, total = _draw(weights, generator)
+    chosen = (scaled.gather(-1, tokens[:, None]) - top).double()
+    return tokens, (chosen - total.log()).squeeze(-1).to(scaled.dtype)
+
+
+def _draw(weights: torch.Tensor, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """(tokens [R], each row's total mass [R, 1] float64) of the blocked inverse-CDF draw (`draw_tokens`)."""
+    rows, vocab = weights.shape
     pad = (-vocab) % DRAW_BLOCK
-    blocks = torch.nn.functional.pad(probs, (0, pad)).view(rows, -1, DRAW_BLOCK).cumsum(-1)  # [R, nb, B]
-    ends = blocks[..., -1].cumsum(-1, dtype=torch.float64)  # [R, nb] mass up to each block's end
+    blocks = (F.pad(weights, (0, pad)) if pad else weights).reshape(rows, -1, DRAW_BLOCK)  # [R, nb, B]
+    ends = blocks.sum(-1).double().cumsum(-1)  # [R, nb] mass up to each block's end
     total = ends[:, -1:].contiguous()
-    u = torch.rand((rows, 1), generator=generator, dtype=torch.float64, device=probs.device) * total
+    u = torch.rand((rows, 1), generator=generator, dtype=torch.float64, device=weights.device) * total
     # the block: the first whose end exceeds u (or, should u round up to the total, the last with mass)
     block = torch.minimum(torch.searchsorted(ends, u, right=True), torch.searchsorted(ends, total, right=False))
     before = torch.where(block > 0, ends.gather(1, (block - 1).clamp(min=0)), torch.zeros_like(u))
-    inside = blocks.gather(1, block[:, :, None].expand(rows, 1, DRAW_BLOCK)).squeeze(1)  # [R, B]
+    inside = blocks.gather(1, block[:, :, None].expand(rows, 1, DRAW_BLOCK)).squeeze(1).cumsum(-1)  # [R, B]
     rest = (u - before).to(inside.dtype)
+    # the token: the first whose running sum exceeds the rest; should the rest reach the block's own sum
+    # (its float32 total and the float64 block end round differently), the block's last token with mass
     index = torch.minimum(torch.searchsorted(inside, rest, right=True),
                           torch.searchsorted(inside, inside[:, -1:].contiguous(), right=False))
-    return (block * DRAW_BLOCK + index).squeeze(-1)
+    return (block * DRAW_BLOCK + index).squeeze(-1), total
