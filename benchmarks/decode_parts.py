@@ -1,0 +1,114 @@
+"""The built-in engine's decode at 135M with and without each of issue 25's last two decode changes, side by side.
+
+    python benchmarks/decode_parts.py --output benchmarks/results/decode_parts_135m.txt
+
+One torch thread, CPU seconds (`time.process_time`), one process, the settings alternating in every round on the same
+SmolLM2-135M-Instruct (fp32, linear layers on oneDNN), `--prompts` chat-templated Plan-Path tool prompts x K `--k`,
+`--tokens` new tokens, every row to the cap (no stop), temperature 1, the same seed for every setting:
+- before: the decode's projections through the plain oneDNN op (`layer_linear`: oneDNN re-blocks the weight on every
+  call), the token draw as it was (full log-softmax, exp, then `draw_tokens` on the normalised probabilities);
+- packed: projections on oneDNN's packed weights (`packed_linear`, packed once per weight version), the old draw;
+- after: packed, and the draw from the logits in one fused softmax (`draw_from_logits`), as the engine runs now.
+The weights do not change between calls, so after the first call the packs are reused (as within a training step's
+rollout or an evaluation); the cost of packing a whole model once is printed on its own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+from statistics import median
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from matmul_peak import measure_matmul_peak  # noqa: E402
+from provenance import Lines, provenance  # noqa: E402
+from rollout_engine import plan_path_prompts  # noqa: E402
+
+import teamrl.rollout.engine as engine  # noqa: E402
+import teamrl.rollout.lora_rows as lora_rows  # noqa: E402
+from teamrl.policies.cpu_linear import OneDnnLinear, _packs, layer_linear, packed_linear, packed_weight  # noqa: E402
+from teamrl.policies.loading import Policy, load_policy  # noqa: E402
+from teamrl.rollout.engine import SamplingParams, sample  # noqa: E402
+from teamrl.rollout.token_draw import draw_tokens  # noqa: E402
+from teamrl.training.model_sources import resolve_model_source  # noqa: E402
+
+SETTINGS = ("before", "packed", "after")
+NEW_CHOOSE = engine._choose
+
+
+def old_choose(scaled: torch.Tensor, params: SamplingParams, truncated: bool, generator: torch.Generator):
+    """The draw before this change: log-softmax over [R, V], its exp, `draw_tokens` on the probabilities."""
+    if params.temperature == 0 or truncated:
+        return NEW_CHOOSE(scaled, params, truncated, generator)
+    logp = torch.log_softmax(scaled, dim=-1)
+    chosen = draw_tokens(logp.exp(), generator)
+    picked = logp.gather(-1, chosen[:, None]).squeeze(-1)
+    return chosen, picked, picked
+
+
+def configure(setting: str) -> None:
+    lora_rows.packed_linear = layer_linear if setting == "before" else packed_linear
+    engine._choose = NEW_CHOOSE if setting == "after" else old_choose
+
+
+def time_sampling(policy: Policy, prompts: list[list[int]], k: int, tokens: int) -> float:
+    started = time.process_time()
+    sample(policy, prompts, k, SamplingParams(temperature=1.0, max_new_tokens=tokens), torch.Generator().manual_seed(0))
+    return time.process_time() - started
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--model", default="smollm2-135m-instruct")
+    parser.add_argument("--prompts", type=int, default=8)
+    parser.add_argument("--k", type=int, default=4)
+    parser.add_argument("--tokens", type=int, default=64)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--output", default="")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    meta = provenance()
+    out = Lines()
+    out(f"# {meta['command']} at {meta['commit']}, {meta['date']}, load {meta['load_average']} at start")
+    out(f"# 1 thread, CPU s, {args.rounds} rounds alternating {' / '.join(SETTINGS)}")
+    loaded = load_policy("bench", resolve_model_source(args.model))
+    policy = Policy(loaded.name, loaded.model, loaded.tokenizer, loaded.use_chat_template)
+    policy.stop_token_ids = lambda: [-1]  # every row to the cap: the same work in every setting
+    prompts = plan_path_prompts(policy, args.prompts)
+    rows = args.prompts * args.k
+    layers = [m for m in policy.model.modules() if isinstance(m, OneDnnLinear)]
+    _packs.clear()
+    started = time.process_time()
+    for layer in layers:
+        packed_weight(layer.weight)
+    out(f"{args.model}: packing its {len(layers)} oneDNN layers once: {time.process_time() - started:.2f} CPU s")
+    peak = measure_matmul_peak(repeats=5, clock=time.process_time, backend="onednn")
+    for setting in SETTINGS:  # warm-up, not counted
+        configure(setting)
+        time_sampling(policy, prompts, args.k, 4)
+    times: dict[str, list[float]] = {s: [] for s in SETTINGS}
+    for r in range(args.rounds):
+        for setting in SETTINGS:
+            configure(setting)
+            times[setting].append(time_sampling(policy, prompts, args.k, args.tokens))
+        out(f"round {r + 1}: " + ", ".join(f"{s} {times[s][-1]:.2f}" for s in SETTINGS))
+    configure("after")
+    out(f"sampling {args.prompts} prompts x K {args.k} = {rows} rows x {args.tokens} tokens (fp32 oneDNN peak "
+        f"{peak:.1f} GFLOP per CPU s):")
+    base = median(times["before"])
+    for setting in SETTINGS:
+        t = times[setting]
+        out(f"  {setting:7s} min {min(t):6.2f} median {median(t):6.2f} max {max(t):6.2f} s, "
+            f"{rows * args.tokens / median(t):5.0f} tokens per CPU s, before / this {base / median(t):.2f}x")
+    out(f"load {os.getloadavg()[0]:.1f} at end")
+    if args.output:
+        out.write(args.output)
+
+
+if __name__ == "__main__":
+    main()
