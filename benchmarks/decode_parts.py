@@ -9,8 +9,10 @@ SmolLM2-135M-Instruct (fp32, linear layers on oneDNN), `--prompts` chat-template
   call), the token draw as it was (full log-softmax, exp, then `draw_tokens` on the normalised probabilities);
 - packed: projections on oneDNN's packed weights (`packed_linear`, packed once per weight version), the old draw;
 - after: packed, and the draw from the logits in one fused softmax (`draw_from_logits`), as the engine runs now.
-The weights do not change between calls, so after the first call the packs are reused (as within a training step's
-rollout or an evaluation); the cost of packing a whole model once is printed on its own.
+With `--repack` every timed call first changes every weight's version (an in-place no-op, outside the timing), so each
+call packs the whole model again, as the first rollout call after each optimizer step does in training; without it the
+packs are reused from the second call on (the later calls of a step's rollout, an evaluation). The cost of packing the
+whole model once is printed on its own.
 """
 
 from __future__ import annotations
@@ -56,7 +58,11 @@ def configure(setting: str) -> None:
     engine._choose = NEW_CHOOSE if setting == "after" else old_choose
 
 
-def time_sampling(policy: Policy, prompts: list[list[int]], k: int, tokens: int) -> float:
+def time_sampling(policy: Policy, prompts: list[list[int]], k: int, tokens: int, repack: bool) -> float:
+    if repack:  # as an optimizer step would: every weight's version moves, its pack is stale
+        with torch.no_grad():
+            for parameter in policy.model.parameters():
+                parameter.add_(0.0)
     started = time.process_time()
     sample(policy, prompts, k, SamplingParams(temperature=1.0, max_new_tokens=tokens), torch.Generator().manual_seed(0))
     return time.process_time() - started
@@ -69,6 +75,7 @@ def main() -> None:
     parser.add_argument("--k", type=int, default=4)
     parser.add_argument("--tokens", type=int, default=64)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--repack", action="store_true", help="every call packs the model again (a training step)")
     parser.add_argument("--output", default="")
     args = parser.parse_args()
     torch.set_num_threads(1)
@@ -90,15 +97,16 @@ def main() -> None:
     peak = measure_matmul_peak(repeats=5, clock=time.process_time, backend="onednn")
     for setting in SETTINGS:  # warm-up, not counted
         configure(setting)
-        time_sampling(policy, prompts, args.k, 4)
+        time_sampling(policy, prompts, args.k, 4, args.repack)
     times: dict[str, list[float]] = {s: [] for s in SETTINGS}
     for r in range(args.rounds):
         for setting in SETTINGS:
             configure(setting)
-            times[setting].append(time_sampling(policy, prompts, args.k, args.tokens))
+            times[setting].append(time_sampling(policy, prompts, args.k, args.tokens, args.repack))
         out(f"round {r + 1}: " + ", ".join(f"{s} {times[s][-1]:.2f}" for s in SETTINGS))
     configure("after")
-    out(f"sampling {args.prompts} prompts x K {args.k} = {rows} rows x {args.tokens} tokens (fp32 oneDNN peak "
+    out(f"sampling {args.prompts} prompts x K {args.k} = {rows} rows x {args.tokens} tokens, "
+        f"{'packing again in every call' if args.repack else 'packs reused across calls'} (fp32 oneDNN peak "
         f"{peak:.1f} GFLOP per CPU s):")
     base = median(times["before"])
     for setting in SETTINGS:
