@@ -335,6 +335,10 @@ class TrainConfig:
     """AdamW implementation: fused (one kernel over all parameters), foreach (a few batched ops) or for-loop
     (one op per tensor). All give the same update up to float rounding; fused falls back to foreach where
     this torch has no fused kernel for the device."""
+    keep_freed_memory: bool = True
+    """CPU (glibc): keep the memory a step frees for the next step instead of giving it back to the OS and
+    faulting it in again (`teamrl.training.freed_memory`): a 135M update ran 1.35x faster. The process's resident
+    set then stays at its highest point; false gives memory back between steps. Applies to the rest of the process."""
 
     def __post_init__(self) -> None:
         # Keys are bare: build_dataclass prefixes the section ("train.") to a field check's message.

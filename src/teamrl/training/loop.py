@@ -30,6 +30,7 @@ from teamrl.training.build import build_policies, build_workflow
 from teamrl.training.credit import assign_advantages, trainable
 from teamrl.training.disk_full import DiskFullError, is_disk_full, what_was_written
 from teamrl.training.evaluate import evaluate
+from teamrl.training.freed_memory import keep_freed_memory
 from teamrl.training.resume import LoopState, TrackerStates, restore_training_state, save_training_state
 from teamrl.training.run_dir import RunDirectory, TrainingInterrupted, claim_run
 from teamrl.training.threads import ThreadGovernor
@@ -85,6 +86,8 @@ def train(config: RunConfig, model_path: str | None = None, progress: bool = Tru
         seed_everything(config.seed)
         threads = ThreadGovernor(config.train.threads)  # `auto` is decided again before every step
         threads.apply()  # before the policies are built: a first run warms the tiny default up there
+        if config.train.keep_freed_memory:
+            keep_freed_memory()  # glibc's malloc: no page faults for each step's large tensors (freed_memory.py)
         workflow = build_workflow(config)
         eval_sampling = agent_sampling(config.rollout, workflow.agents, "eval")  # checks by_role's names early
         policies, mapping = build_policies(config, workflow, model_path)
