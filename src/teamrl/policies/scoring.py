@@ -13,6 +13,7 @@ import torch
 from transformers import DynamicCache, PreTrainedModel
 
 from teamrl.policies import prompt_prefix
+from teamrl.policies.token_logprobs import token_logprobs
 from teamrl.policies.prompt_prefix import columns_are_positions_free, forward_prefix_once, shared_prefix
 
 
@@ -205,12 +206,9 @@ def shared_prefix_logprobs(
         logits = torch.cat([prompt_logits[index][:, None, :], logits[:, :-1, :]], dim=1).float()
         if temps is not None:
             logits = logits / temps[rows].to(logits.dtype)[:, None, None]
-        elif temperature > 0:
+        elif temperature > 0 and temperature != 1:  # x / 1 is x: no pass (and no backward) over [N, T, V]
             logits = logits / temperature
-        logp_all = torch.log_softmax(logits, dim=-1)
-        logp = logp_all.gather(-1, resp[..., None]).squeeze(-1)
-        with torch.set_grad_enabled(entropy_grad and torch.is_grad_enabled()):
-            entropy = -(logp_all.exp() * logp_all).sum(-1) if with_entropy else torch.zeros_like(logp)
+        logp, entropy = token_logprobs(logits, resp, with_entropy, entropy_grad)
         pad = (0, t_width - width)
         pieces.append((torch.nn.functional.pad(logp, pad), torch.nn.functional.pad(entropy, pad)))
         order.extend(rows)
