@@ -17,7 +17,6 @@ One torch thread, CPU seconds (`time.process_time`), one process, the two settin
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
@@ -28,7 +27,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from autocast_real import loss_backward, rollout  # noqa: E402
 from matmul_peak import measure_matmul_peak  # noqa: E402
-from provenance import Lines, provenance  # noqa: E402
+from provenance import Lines, provenance, spread  # noqa: E402
 from rollout_engine import plan_path_prompts  # noqa: E402
 
 from teamrl.config import AlgorithmConfig, LoraConfig  # noqa: E402
@@ -122,12 +121,9 @@ def main() -> None:
                                           for job in jobs))
     for job in jobs:
         t = times[job]
-        out(f"{job:34s} torch: min {min(t['torch']):6.2f} median {median(t['torch']):6.2f} max {max(t['torch']):6.2f} | "
-            f"onednn: min {min(t['onednn']):6.2f} median {median(t['onednn']):6.2f} max {max(t['onednn']):6.2f} s | "
+        out(f"{job:34s} torch: {spread(t['torch'])} | onednn: {spread(t['onednn'])} s | "
             f"torch / onednn {median(t['torch']) / median(t['onednn']):.2f}x")
-    out(f"load {os.getloadavg()[0]:.1f} at end")
-    if args.output:
-        out.write(args.output)
+    out.finish(args.output)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,6 @@ whole model once is printed on its own.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
@@ -28,7 +27,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from matmul_peak import measure_matmul_peak  # noqa: E402
-from provenance import Lines, provenance  # noqa: E402
+from provenance import Lines, provenance, spread  # noqa: E402
 from rollout_engine import plan_path_prompts  # noqa: E402
 
 import teamrl.rollout.engine as engine  # noqa: E402
@@ -111,11 +110,9 @@ def main() -> None:
     base = median(times["before"])
     for setting in SETTINGS:
         t = times[setting]
-        out(f"  {setting:7s} min {min(t):6.2f} median {median(t):6.2f} max {max(t):6.2f} s, "
+        out(f"  {setting:7s} {spread(t)} s, "
             f"{rows * args.tokens / median(t):5.0f} tokens per CPU s, before / this {base / median(t):.2f}x")
-    out(f"load {os.getloadavg()[0]:.1f} at end")
-    if args.output:
-        out.write(args.output)
+    out.finish(args.output)
 
 
 if __name__ == "__main__":

@@ -69,7 +69,7 @@ def main() -> None:
         child(args.child, args)
         return
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from provenance import Lines, provenance
+    from provenance import Lines, provenance, spread
 
     meta = provenance()
     out = Lines()
@@ -95,11 +95,9 @@ def main() -> None:
     base = median(steady["default"])
     for setting in SETTINGS:
         t = steady[setting]
-        out(f"{setting:7s}: steady-state step min {min(t):.2f} median {median(t):.2f} max {max(t):.2f} CPU s, "
+        out(f"{setting:7s}: steady-state step {spread(t, '.2f')} CPU s, "
             f"median {median(faults[setting]) // 1000}k page faults per step; default / this {base / median(t):.2f}x")
-    out(f"load {os.getloadavg()[0]:.1f} at end")
-    if args.output:
-        out.write(args.output)
+    out.finish(args.output)
 
 
 if __name__ == "__main__":

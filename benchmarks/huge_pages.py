@@ -86,7 +86,7 @@ def main() -> None:
         print(json.dumps(worker(args.model, args.repeats)))
         return
     sys.path.insert(0, str(HERE))
-    from provenance import Lines, provenance
+    from provenance import Lines, provenance, spread
 
     meta = provenance()
     out = Lines()
@@ -104,11 +104,8 @@ def main() -> None:
     for name in ("sample", "update full", "update lora"):
         off = [r[name] for r in runs[False]]
         on = [r[name] for r in runs[True]]
-        out(f"{name:12s} off: min {min(off):6.2f} median {median(off):6.2f} max {max(off):6.2f} s | on: min "
-            f"{min(on):6.2f} median {median(on):6.2f} max {max(on):6.2f} s | off / on {median(off) / median(on):.2f}x")
-    out(f"load {os.getloadavg()[0]:.1f} at end")
-    if args.output:
-        out.write(args.output)
+        out(f"{name:12s} off: {spread(off)} s | on: {spread(on)} s | off / on {median(off) / median(on):.2f}x")
+    out.finish(args.output)
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ import shlex
 import subprocess
 import sys
 import time
+from statistics import median
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -50,3 +51,15 @@ class Lines:
 
     def write(self, path: str | Path) -> None:
         Path(path).write_text("\n".join(self.lines) + "\n")
+
+    def finish(self, path: str | Path = "") -> None:
+        """The closing load-average line, then the report written to `path` (when given)."""
+        self(f"load {os.getloadavg()[0]:.1f} at end")
+        if path:
+            self.write(path)
+
+
+def spread(values: list[float], fmt: str = "6.2f", scale: float = 1.0) -> str:
+    """'min A median B max C' of `values` (each times `scale`), formatted with `fmt`."""
+    low, mid, high = (scale * v for v in (min(values), median(values), max(values)))
+    return f"min {low:{fmt}} median {mid:{fmt}} max {high:{fmt}}"

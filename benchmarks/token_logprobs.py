@@ -11,7 +11,6 @@ Shapes: SmolLM2's vocabulary (49,152) at 16 x 32 positions, Gemma-3's (262,144) 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
@@ -20,7 +19,7 @@ from statistics import median
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from provenance import Lines, provenance  # noqa: E402
+from provenance import Lines, provenance, spread  # noqa: E402
 
 from teamrl.policies.token_logprobs import token_logprobs  # noqa: E402
 
@@ -70,13 +69,10 @@ def main() -> None:
                 else:
                     gaps = [float((a - b).abs().max()) for a, b in zip(reference, (logp, entropy, grad))]
         p, c = times["plain"], times["chunked"]
-        out(f"[{rows}, {cols}, {vocab}]: plain min {1e3 * min(p):.0f} median {1e3 * median(p):.0f} max {1e3 * max(p):.0f} ms | "
-            f"chunked min {1e3 * min(c):.0f} median {1e3 * median(c):.0f} max {1e3 * max(c):.0f} ms | "
+        out(f"[{rows}, {cols}, {vocab}]: plain {spread(p, '.0f', 1e3)} ms | chunked {spread(c, '.0f', 1e3)} ms | "
             f"plain / chunked {median(p) / median(c):.2f}x; max |difference|: log-probs {gaps[0]:.1e}, "
             f"entropies {gaps[1]:.1e}, gradients {gaps[2]:.1e}")
-    out(f"load {os.getloadavg()[0]:.1f} at end")
-    if args.output:
-        out.write(args.output)
+    out.finish(args.output)
 
 
 if __name__ == "__main__":

@@ -337,7 +337,7 @@ class TrainConfig:
     this torch has no fused kernel for the device."""
     keep_freed_memory: bool = True
     """CPU (glibc): keep the memory a step frees for the next step instead of giving it back to the OS and
-    faulting it in again (`teamrl.training.freed_memory`): a 135M update ran 1.35x faster. The process's resident
+    faulting it in again (`teamrl.training.freed_memory`): a 135M update ran 1.28x faster. The process's resident
     set then stays at its highest point; false gives memory back between steps. Applies to the rest of the process."""
 
     def __post_init__(self) -> None:

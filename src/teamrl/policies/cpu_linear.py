@@ -18,8 +18,9 @@ tests/policies/test_cpu_linear.py), and are deterministic run to run like MKL's.
 
 `packed_linear` is the decode loop's variant (no gradients): the weight is read in oneDNN's own blocked layout,
 made once per version of the weight and kept until the weight changes or a training forward passes through it.
-At the 16-64 rows of a decode step the plain op re-blocks the weight on every call; the packed read is
-1.2-1.6x faster there (`benchmarks/cpu_linear.py`), at the price of a second copy of the decoded weights.
+At the 16-64 rows of a decode step the plain op re-blocks the weight on every call; with packed weights the
+135M decode ran 1.25-1.38x faster (`benchmarks/decode_parts.py`), at the price of a second copy of the decoded
+weights.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Why: the update's output head gives [N, T, V] float32 logits (16 responses x 32 tokens x a 49k vocabulary
 is 100 MB). `log_softmax`, `gather`, the entropy's `exp`, multiply and sum, and then the backward of
 `gather` (a zero [N, T, V] tensor and a scatter) and of `log_softmax` each made a full pass over that
-size, most of them writing a new [N, T, V] tensor: ~0.5 s of a 135M update's ~4 s on this CPU. Here one
+size, most of them writing a new [N, T, V] tensor: ~0.3 s of forward + backward at 16 x 32 x 49k on this CPU. Here one
 autograd function walks the rows in chunks of about `CHUNK_BYTES`, which stay in cache: the forward keeps
 only each row's log-sum-exp (and the entropy, for logging), the backward writes the gradient
 g * (onehot(token) - softmax) chunk by chunk. Measured, forward + backward: 3.0x less time at

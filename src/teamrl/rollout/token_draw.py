@@ -22,7 +22,22 @@ def draw_tokens(probs: torch.Tensor, generator: torch.Generator) -> torch.Tensor
     sum is formed to pick the token inside it (one pass over the row, not a running sum over all of it).
     A zero-mass token has an empty interval and is never drawn. Rows need not be normalised.
     """
-    return _draw(probs, generator)[0]
+    rows, vocab = probs.shape
+    pad = (-vocab) % DRAW_BLOCK
+    blocks = (F.pad(probs, (0, pad)) if pad else probs).reshape(rows, -1, DRAW_BLOCK)  # [R, nb, B]
+    ends = blocks.sum(-1).double().cumsum(-1)  # [R, nb] mass up to each block's end
+    total = ends[:, -1:].contiguous()
+    u = torch.rand((rows, 1), generator=generator, dtype=torch.float64, device=probs.device) * total
+    # the block: the first whose end exceeds u (or, should u round up to the total, the last with mass)
+    block = torch.minimum(torch.searchsorted(ends, u, right=True), torch.searchsorted(ends, total, right=False))
+    before = torch.where(block > 0, ends.gather(1, (block - 1).clamp(min=0)), torch.zeros_like(u))
+    inside = blocks.gather(1, block[:, :, None].expand(rows, 1, DRAW_BLOCK)).squeeze(1).cumsum(-1)  # [R, B]
+    rest = (u - before).to(inside.dtype)
+    # the token: the first whose running sum exceeds the rest; should the rest reach the block's own sum
+    # (its float32 total and the float64 block end round differently), the block's last token with mass
+    index = torch.minimum(torch.searchsorted(inside, rest, right=True),
+                          torch.searchsorted(inside, inside[:, -1:].contiguous(), right=False))
+    return (block * DRAW_BLOCK + index).squeeze(-1)
 
 
 def draw_from_logits(scaled: torch.Tensor, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
@@ -36,25 +51,6 @@ def draw_from_logits(scaled: torch.Tensor, generator: torch.Generator) -> tuple[
     normal number, so its log is as exact as log-softmax's.
     """
     probs = torch.softmax(scaled, dim=-1)
-    tokens, _ = _draw(probs, generator)
+    tokens = draw_tokens(probs, generator)
     return tokens, probs.gather(-1, tokens[:, None]).squeeze(-1).double().log().to(scaled.dtype)
 
-
-def _draw(weights: torch.Tensor, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-    """(tokens [R], each row's total mass [R, 1] float64) of the blocked inverse-CDF draw (`draw_tokens`)."""
-    rows, vocab = weights.shape
-    pad = (-vocab) % DRAW_BLOCK
-    blocks = (F.pad(weights, (0, pad)) if pad else weights).reshape(rows, -1, DRAW_BLOCK)  # [R, nb, B]
-    ends = blocks.sum(-1).double().cumsum(-1)  # [R, nb] mass up to each block's end
-    total = ends[:, -1:].contiguous()
-    u = torch.rand((rows, 1), generator=generator, dtype=torch.float64, device=weights.device) * total
-    # the block: the first whose end exceeds u (or, should u round up to the total, the last with mass)
-    block = torch.minimum(torch.searchsorted(ends, u, right=True), torch.searchsorted(ends, total, right=False))
-    before = torch.where(block > 0, ends.gather(1, (block - 1).clamp(min=0)), torch.zeros_like(u))
-    inside = blocks.gather(1, block[:, :, None].expand(rows, 1, DRAW_BLOCK)).squeeze(1).cumsum(-1)  # [R, B]
-    rest = (u - before).to(inside.dtype)
-    # the token: the first whose running sum exceeds the rest; should the rest reach the block's own sum
-    # (its float32 total and the float64 block end round differently), the block's last token with mass
-    index = torch.minimum(torch.searchsorted(inside, rest, right=True),
-                          torch.searchsorted(inside, inside[:, -1:].contiguous(), right=False))
-    return (block * DRAW_BLOCK + index).squeeze(-1), total

@@ -6,7 +6,7 @@ A CPU training step allocates and frees the same large tensors every step (a 135
 gradients are 113 MB each, activations and gradients hundreds of MB in all), so every step faults all of
 those pages in again and the kernel zeroes each one. On this project's 2-core VM a page fault costs a few
 microseconds: a 135M full fine-tuning update (forward, backward, AdamW) took 250-380 thousand faults per
-step, and without them it ran 1.35x faster (`benchmarks/freed_memory.py`).
+step, and without them it ran 1.28x faster (`benchmarks/freed_memory.py`).
 
 `keep_freed_memory()` raises the mmap threshold to 1 GiB (tensors up to that come from the heap and go back
 to it) and turns heap trimming off, for the rest of the process. The price: the process's resident set
