@@ -14,8 +14,8 @@ quantity the PPO ratio and the trainer/sampler log-prob check read.
 Share of the fp32 peak (full model only): the forward + backward's useful FLOPs (`update_step.update_flops`:
 real tokens, 3 x the forward's matmuls) over its median CPU seconds, over the fp32 matmul peak measured in
 this run between the rounds (best 1024-square matmul per CPU second), against torch.mm's (MKL) and against
-oneDNN's, which the model's linear layers use (`policy.cpu_linear: onednn`; about 2x MKL's on this AMD CPU, so
-the stricter yardstick). A bf16 share above what fp32 reaches counts the same work done faster, against the fp32
+oneDNN's (`policy.cpu_linear: onednn`; 2.14x MKL's on an AMD CPU with AVX-512, where `auto` takes it, 0.82x on
+an AVX2-only one). The stricter of the two is the higher. A bf16 share above what fp32 reaches counts the same work done faster, against the fp32
 peak, as issue 25's goal is stated. The process keeps freed memory for reuse as training does
 (`train.keep_freed_memory`), and each measurement is preceded by one untimed forward + backward. LoRA is left out:
 its backward skips the frozen weights' gradients, so it does less than 3 x the forward's work.

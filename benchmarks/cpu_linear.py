@@ -31,7 +31,7 @@ from provenance import Lines, provenance, spread  # noqa: E402
 from rollout_engine import plan_path_prompts  # noqa: E402
 
 from teamrl.config import AlgorithmConfig, LoraConfig  # noqa: E402
-from teamrl.policies.cpu_linear import OneDnnLinear, onednn_available  # noqa: E402
+from teamrl.policies.cpu_linear import OneDnnLinear, onednn_available, resolve_cpu_linear  # noqa: E402
 from teamrl.policies.loading import Policy, load_policy  # noqa: E402
 from teamrl.policies.lora import attach_adapters  # noqa: E402
 from teamrl.policies.scoring import shared_prefix_logprobs  # noqa: E402
@@ -84,6 +84,8 @@ def main() -> None:
     out = Lines()
     out(f"# {meta['command']} at {meta['commit']}, {meta['date']}, load {meta['load_average']} at start")
     out(f"# 1 thread, CPU s, {args.rounds} rounds alternating torch / onednn")
+    out(f"torch's CPU capability: {torch.backends.cpu.get_cpu_capability()}; policy.cpu_linear: auto takes "
+        f"{resolve_cpu_linear('auto')} here")
     peaks = {b: measure_matmul_peak(repeats=5, clock=time.process_time, backend=b) for b in SETTINGS}
     out(f"fp32 1024^3 matmul peak: torch.mm (MKL) {peaks['torch']:.1f}, oneDNN {peaks['onednn']:.1f} GFLOP per CPU s "
         f"({peaks['onednn'] / peaks['torch']:.2f}x)")

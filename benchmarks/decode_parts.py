@@ -82,7 +82,7 @@ def main() -> None:
     out = Lines()
     out(f"# {meta['command']} at {meta['commit']}, {meta['date']}, load {meta['load_average']} at start")
     out(f"# 1 thread, CPU s, {args.rounds} rounds alternating {' / '.join(SETTINGS)}")
-    loaded = load_policy("bench", resolve_model_source(args.model))
+    loaded = load_policy("bench", resolve_model_source(args.model), cpu_linear="onednn")  # what it compares is on oneDNN
     policy = Policy(loaded.name, loaded.model, loaded.tokenizer, loaded.use_chat_template)
     policy.stop_token_ids = lambda: [-1]  # every row to the cap: the same work in every setting
     prompts = plan_path_prompts(policy, args.prompts)

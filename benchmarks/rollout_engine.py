@@ -160,8 +160,8 @@ def bench_model(plan: Plan, out) -> None:
     width = max(len(p) for p in prompts)
     params = sum(p.numel() for p in model.parameters())
     decoder = "lean" if lean_unsupported(model, width + plan.tokens) is None else "HF forward"
-    # the yardstick is the faster of torch.mm (MKL) and oneDNN: the model's wide layers run on oneDNN
-    # (`policy.cpu_linear: onednn`), so MKL's lower rate would overstate the decode's share
+    # the yardstick is the faster of torch.mm (MKL) and oneDNN, whichever the host runs faster
+    # (`policy.cpu_linear: auto` picks by the same property), so neither one's lower rate overstates the share
     backends = ("torch", "onednn") if onednn_available() else ("torch",)
     peaks = {"wall": max(measure_matmul_peak(backend=b) for b in backends),
              "CPU": max(measure_matmul_peak(clock=time.process_time, backend=b) for b in backends)}

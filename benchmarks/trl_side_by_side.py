@@ -96,7 +96,7 @@ class Setup:
     team_turns: int = 3
     drop_zero_signal: bool = False  # teamrl's default is True; False trains every sample, as TRL does
     lora_r: int = 0  # > 0: a LoRA adapter of this rank (alpha 2r, q/k/v/o) on both sides instead of full fine-tuning
-    cpu_linear: str = "onednn"  # teamrl's policy.cpu_linear (torch: MKL's matmuls, as TRL's side uses)
+    cpu_linear: str = "auto"  # teamrl's policy.cpu_linear (torch: MKL's matmuls, as TRL's side uses)
 
     def __post_init__(self) -> None:
         if self.prompts < 1 or self.k < 2 or self.max_new_tokens < 1 or self.steps < 1 or self.warmup_steps < 0:
@@ -359,7 +359,8 @@ def arithmetic_floor(setup: Setup, rounds: list[dict[str, SideResult]], lengths:
 
 def measure_peak() -> float:
     """fp32 matmul peak, one thread, CPU clock (as the sides' CPU seconds are): the faster of torch.mm (MKL) and
-    oneDNN, which on an AMD CPU is about 2.2x MKL (see policies/cpu_linear.py); the hardware's fp32 rate."""
+    oneDNN (2.14x MKL on an AMD CPU with AVX-512, 0.82x on an AVX2-only one; policies/cpu_linear.py): the
+    hardware's fp32 rate."""
     import torch
     from matmul_peak import measure_matmul_peak
 
@@ -490,7 +491,7 @@ def main() -> None:
     parser.add_argument("--teamrl-default-filter", action="store_true",
                         help="teamrl drops zero-signal groups from its update (its default; TRL cannot)")
     parser.add_argument("--quick", action="store_true", help="2 rounds, 1 warm-up + 2 timed steps (~3 min)")
-    parser.add_argument("--teamrl-cpu-linear", choices=["onednn", "torch"], default="onednn",
+    parser.add_argument("--teamrl-cpu-linear", choices=["auto", "onednn", "torch"], default="auto",
                         help="teamrl's policy.cpu_linear (torch: MKL's matmuls, what TRL's side runs)")
     parser.add_argument("--out", default=str(RESULTS))
     parser.add_argument("--worker", choices=SIDES, help=argparse.SUPPRESS)

@@ -11,7 +11,8 @@ from torch import nn
 from teamrl.config import ConfigError, LoraConfig, PolicyConfig
 from teamrl.policies.cpu_linear import (MIN_WEIGHTS, OneDnnLinear, _packs, drop_stale_packs, is_torch_linear, linear,
                                         onednn_available, packed_linear, packed_weight,
-                                        onednn_applies, use_onednn_linears)
+                                        onednn_applies, onednn_layer_count, resolve_cpu_linear,
+                                        use_onednn_linears)
 from teamrl.policies.loading import load_model
 from teamrl.policies.lora import attach_adapters
 from teamrl.policies.tiny_model import build_char_tokenizer, build_tiny_model
@@ -91,7 +92,33 @@ def test_swap_turns_wide_layers_and_keeps_the_model_itself(tmp_path):
     reloaded = load_model("p", str(tmp_path / "saved"), cpu_linear="torch")
     assert not any(isinstance(m, OneDnnLinear) for m in reloaded.modules())
     assert all(torch.equal(reloaded.state_dict()[k], v) for k, v in before.items())
-    assert sum(isinstance(m, OneDnnLinear) for m in load_model("p", str(tmp_path / "saved")).modules()) == turned
+    assert sum(isinstance(m, OneDnnLinear) for m in load_model("p", str(tmp_path / "saved"), cpu_linear="onednn"
+                                                               ).modules()) == turned
+
+
+@needs_onednn
+@pytest.mark.parametrize("capability, expected", [("AVX512", "onednn"), ("AVX2", "torch"), ("DEFAULT", "torch")])
+def test_auto_takes_onednn_only_where_torch_runs_avx512_kernels(tmp_path, monkeypatch, capability, expected):
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: capability)
+    assert resolve_cpu_linear("auto") == expected
+    assert resolve_cpu_linear("onednn") == "onednn" and resolve_cpu_linear("torch") == "torch"
+    assert resolve_cpu_linear("auto", "cuda:0") == resolve_cpu_linear("onednn", "meta") == "torch"
+    wide_model().save_pretrained(tmp_path / "saved")
+    loaded = load_model("p", str(tmp_path / "saved"))  # the default setting is auto
+    assert any(isinstance(m, OneDnnLinear) for m in loaded.modules()) == (expected == "onednn")
+
+
+@needs_onednn
+def test_the_layer_count_counts_a_shared_model_once():
+    model, plain = wide_model(), wide_model()
+    turned = use_onednn_linears(model)
+    assert onednn_layer_count([model, model, plain]) == turned > 0
+    assert onednn_layer_count([plain]) == 0
+
+
+def test_resolving_an_unknown_setting_names_the_choices():
+    with pytest.raises(ValueError, match="auto, onednn, torch.*'mkl'"):
+        resolve_cpu_linear("mkl")
 
 
 def test_the_tiny_default_keeps_f_linear():
@@ -123,7 +150,7 @@ def test_peft_wraps_a_turned_layer_and_the_lean_projection_takes_it():
 
 
 def test_an_unknown_setting_is_refused_with_the_choices():
-    with pytest.raises(ConfigError, match="onednn or torch"):
+    with pytest.raises(ConfigError, match="auto, onednn or torch"):
         PolicyConfig(cpu_linear="mkl")
 
 

@@ -48,9 +48,22 @@ def test_a_base_model_without_stop_strings_or_worked_examples_is_told_both_fixes
 
 
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
-def test_pure_low_precision_training_on_cpu_points_to_autocast(dtype):
+def test_pure_low_precision_training_on_cpu_points_to_autocast_where_the_cpu_has_bf16_units(dtype, monkeypatch):
+    monkeypatch.setattr("teamrl.training.real_model_checks.cpu_has_bf16_matmul", lambda: True)
     text = " ".join(warnings_for([*CHAT_MATH, f"policy.dtype={dtype}"], template=True))
     assert "no float32 master copy" in text and "algorithm.autocast=bf16" in text
+    monkeypatch.setattr("teamrl.training.real_model_checks.cpu_has_bf16_matmul", lambda: False)
+    text = " ".join(warnings_for([*CHAT_MATH, f"policy.dtype={dtype}"], template=True))
+    assert "no float32 master copy" in text and "autocast" not in text  # emulated bf16 would be slower still
+
+
+def test_bf16_autocast_on_a_cpu_without_bf16_units_says_it_is_slower(monkeypatch):
+    monkeypatch.setattr("teamrl.training.real_model_checks.cpu_has_bf16_matmul", lambda: False)
+    (text,) = warnings_for([*CHAT_MATH, "algorithm.autocast=bf16"], template=True)
+    assert "without bf16 matmul units" in text and "set algorithm.autocast=off" in text
+    monkeypatch.setattr("teamrl.training.real_model_checks.cpu_has_bf16_matmul", lambda: True)
+    assert warnings_for([*CHAT_MATH, "algorithm.autocast=bf16"], template=True) == []
+
 
 
 def test_a_base_model_gets_a_stop_and_worked_examples_where_its_task_has_them():

@@ -175,5 +175,6 @@ def test_a_run_logs_its_threads_and_evaluates_fewer_instances_midway(tmp_path, r
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert [r["eval/instances"] for r in rows if "eval/instances" in r] == [4.0, 2.0, 4.0]  # first, midway, final
     assert all(r["time/threads"] == 1.0 for r in rows if "train/success" in r or "eval/instances" in r)
+    assert all(r["time/onednn_layers"] == 0.0 for r in rows if "eval/instances" in r)  # 32-wide: none turned
     summary = json.loads((run / "summary.json").read_text())
     assert summary["best_instances"] == 2

@@ -54,10 +54,11 @@ class PolicyConfig:
     algorithm.autocast: bf16."""
     device: str = "cpu"
     """Torch device, e.g. cpu or cuda:0."""
-    cpu_linear: str = "onednn"
+    cpu_linear: str = "auto"
     """How a CPU model's float32 linear layers (256 x 256 weights or more) multiply: onednn (oneDNN's matmul,
-    about 2x MKL's on AMD CPUs, the same fp32 arithmetic up to rounding; falls back to torch where this torch
-    lacks it) or torch (F.linear: MKL). See docs/performance/update.md."""
+    2.14x MKL's on an AMD CPU with AVX-512, the same fp32 arithmetic up to rounding; falls back to torch where
+    this torch lacks it), torch (F.linear: MKL; 1.24x faster than oneDNN on an AVX2-only AMD CPU), or auto
+    (onednn where torch's CPU kernels are AVX-512 ones, else torch). See docs/performance/update.md."""
     chat_template: str = "auto"
     """auto (use the tokenizer's template if any), on, or off."""
     system_prompt: str = ""
@@ -84,7 +85,7 @@ class PolicyConfig:
                  "float32, bfloat16 or float16")
         require(self.chat_template in ("auto", "on", "off"), "chat_template", self.chat_template,
                  "auto, on or off")
-        require(self.cpu_linear in ("onednn", "torch"), "cpu_linear", self.cpu_linear, "onednn or torch")
+        require(self.cpu_linear in ("auto", "onednn", "torch"), "cpu_linear", self.cpu_linear, "auto, onednn or torch")
 
 
 @dataclass
@@ -284,7 +285,8 @@ class AlgorithmConfig:
     tighter buckets; suits big models, where a position costs more than a call's fixed overhead)."""
     autocast: str = "off"
     """off or bf16: the update's forward in bfloat16 autocast (fp32 weights, fp32 output head and log-probs;
-    the body's matmuls in bf16: faster on CPUs with bf16 units and on GPUs, but not bit-equal to fp32)."""
+    the body's matmuls in bf16: faster on CPUs with bf16 units and on GPUs, but not bit-equal to fp32; on a CPU
+    without bf16 units, 11x slower than fp32 at 135M, and warned about at load)."""
 
     def __post_init__(self) -> None:
         require(self.micro_batch_tokens >= 0, "micro_batch_tokens", self.micro_batch_tokens,

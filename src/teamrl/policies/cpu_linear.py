@@ -1,10 +1,13 @@
 """Linear layers through oneDNN on CPU: the same fp32 arithmetic as `F.linear`, in about half the time here.
 
-torch's CPU `F.linear` / `mm` in float32 goes to MKL's sgemm. On AMD CPUs MKL does not use its fastest code
-path: on this project's 2-core AMD EPYC machine a 1024-square fp32 matmul runs at ~95 GFLOP per CPU second
-through MKL and at ~218 through oneDNN (`torch.ops.mkldnn._linear_pointwise`, the op torch's own compiler
-emits for CPU linears), in fp32, no reduced-precision arithmetic (`benchmarks/cpu_linear.py`). vLLM's CPU
-backend uses oneDNN for the same reason.
+torch's CPU `F.linear` / `mm` in float32 goes to MKL's sgemm. On AMD CPUs with AVX-512 MKL does not use its
+fastest code path: on the AMD EPYC host of the 2026-12-02 sessions a 1024-square fp32 matmul ran at ~100 GFLOP
+per CPU second through MKL and at ~214 through oneDNN (`torch.ops.mkldnn._linear_pointwise`, the op torch's own
+compiler emits for CPU linears), in fp32, no reduced-precision arithmetic (`benchmarks/cpu_linear.py`). One core
+reaches 214 only with 512-bit FMAs, so that host ran AVX-512 (torch's CPU capability AVX512). On an AVX2-only
+EPYC (Zen 3, the 2026-12-03 host) there is nothing for oneDNN to win: MKL ran at 88.5 and oneDNN at 72.9, and
+the 135M update was 1.24x faster through MKL (`benchmarks/results/cpu_linear_avx2.txt`). `policy.cpu_linear:
+auto` (`resolve_cpu_linear`) therefore takes oneDNN only where torch runs its AVX-512 kernels.
 
 `OneDnnLinear` is an `nn.Linear` whose forward and backward run the three matmuls of a linear layer (the
 output, the input's gradient, the weight's gradient) through oneDNN. Nothing else changes: the parameters,
@@ -45,6 +48,40 @@ def onednn_available() -> bool:
         return bool(torch.allclose(op(x, w, None, "none", [], ""), F.linear(x, w), atol=1e-5, rtol=1e-5))
     except (AttributeError, RuntimeError, NotImplementedError):
         return False
+
+
+CPU_LINEAR_SETTINGS = ("auto", "onednn", "torch")
+
+
+def onednn_pays_here() -> bool:
+    """`cpu_linear: auto`'s rule: oneDNN where torch's CPU kernels are AVX-512 ones (there MKL keeps to AVX2 on AMD
+    CPUs and oneDNN measured 2.14x faster; on Intel's AVX-512 parts both use it) and the op works. A fixed
+    property of the host, not a timing, so runs stay reproducible on one machine."""
+    return torch.backends.cpu.get_cpu_capability().startswith("AVX512") and onednn_available()
+
+
+def cpu_has_bf16_matmul() -> bool:
+    """Whether this CPU multiplies bf16 in hardware (torch's oneDNN check: AVX-512 BW/VL/DQ, AVX-512-BF16/AMX, or
+    Arm's bf16). Without it a bf16 matmul is emulated: on the AVX2-only EPYC a 135M update's forward + backward
+    under `algorithm.autocast: bf16` took 11x as long as in fp32 (`training/real_model_checks.py` warns)."""
+    check = getattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", None)
+    try:
+        return bool(check()) if check is not None else False
+    except RuntimeError:
+        return False
+
+
+def resolve_cpu_linear(setting: str, device: str | torch.device = "cpu") -> str:
+    """The linear path a model on `device` gets for `setting` (auto, onednn or torch): onednn or torch.
+
+    auto is onednn on a CPU where `onednn_pays_here`, torch elsewhere; off the CPU every setting is torch."""
+    if setting not in CPU_LINEAR_SETTINGS:
+        raise ValueError(f"cpu_linear must be one of {', '.join(CPU_LINEAR_SETTINGS)}, got {setting!r}")
+    if torch.device(device).type != "cpu":
+        return "torch"
+    if setting == "auto":
+        return "onednn" if onednn_pays_here() else "torch"
+    return setting
 
 
 def _onednn_mm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
@@ -164,6 +201,12 @@ class OneDnnLinear(nn.Linear):
 def is_torch_linear(module: nn.Module) -> bool:
     """A plain `nn.Linear` or its oneDNN twin: a layer that is exactly x W^T + b (no subclass behaviour)."""
     return type(module) in (nn.Linear, OneDnnLinear)
+
+
+def onednn_layer_count(models: list[nn.Module]) -> int:
+    """How many linear layers of `models` (each model counted once) run on oneDNN: what `cpu_linear` resolved to."""
+    unique = {id(model): model for model in models}.values()
+    return sum(isinstance(module, OneDnnLinear) for model in unique for module in model.modules())
 
 
 MIN_WEIGHTS = 256 * 256

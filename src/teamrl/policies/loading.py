@@ -11,7 +11,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, P
 
 from teamrl.config import ConfigError
 from teamrl.policies.chat_encoding import Messages, encode_chat
-from teamrl.policies.cpu_linear import use_onednn_linears
+from teamrl.policies.cpu_linear import resolve_cpu_linear, use_onednn_linears
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 _RECOMPUTED: dict[type, type] = {}  # MLP class -> its recomputing subclass (one per class)
@@ -135,10 +135,11 @@ def load_tokenizer(name: str, path: str) -> PreTrainedTokenizerBase:
 
 
 def load_model(name: str, path: str, dtype: str = "float32", device: str = "cpu",
-               cpu_linear: str = "onednn") -> PreTrainedModel:
+               cpu_linear: str = "auto") -> PreTrainedModel:
     """AutoModelForCausalLM from a folder (or hub name) in `dtype` on `device`.
 
-    cpu_linear: onednn turns a CPU model's large linear layers into `OneDnnLinear` (policies/cpu_linear.py).
+    cpu_linear: onednn turns a CPU model's large linear layers into `OneDnnLinear` (policies/cpu_linear.py); auto
+    does where `resolve_cpu_linear` picks oneDNN for this host.
     """
     if dtype not in DTYPES:
         raise ValueError(f"policy {name!r}: dtype {dtype!r} unknown; use one of {sorted(DTYPES)}")
@@ -155,7 +156,7 @@ def load_model(name: str, path: str, dtype: str = "float32", device: str = "cpu"
             "neither trained nor saved; for a GGUF file give the .gguf itself as policy.model (teamrl converts it "
             "once to a plain model), otherwise a float model folder")
     model = model.to(device)
-    if cpu_linear == "onednn" and torch.device(device).type == "cpu":
+    if resolve_cpu_linear(cpu_linear, device) == "onednn":
         use_onednn_linears(model)
     return model
 
@@ -178,7 +179,7 @@ def load_policy(
     chat_template: str = "auto",
     tokenizer_path: str = "",
     system_prompt: str = "",
-    cpu_linear: str = "onednn",
+    cpu_linear: str = "auto",
 ) -> Policy:
     """Load a full (every weight trainable) policy from `model_path`, a local folder or a hub name.
 

@@ -18,6 +18,7 @@ from teamrl.config import RunConfig
 from teamrl.diagnostics.alerts import Alert
 from teamrl.diagnostics.session import RunDiagnostics
 from teamrl.diagnostics.transcripts import training_transcripts
+from teamrl.policies.cpu_linear import onednn_layer_count
 from teamrl.policies.loading import Policy
 from teamrl.rollout.agent_params import agent_sampling, check_context
 from teamrl.rollout.engines import release as release_engines, served_by
@@ -92,6 +93,7 @@ def train(config: RunConfig, model_path: str | None = None, progress: bool = Tru
         eval_sampling = agent_sampling(config.rollout, workflow.agents, "eval")  # checks by_role's names early
         policies, mapping = build_policies(config, workflow, model_path)
         contexts = {name: getattr(p.network.config, "max_position_embeddings", None) for name, p in policies.items()}
+        onednn_layers = onednn_layer_count([p.network for p in policies.values()])  # policy.cpu_linear, resolved
         check_context(agent_sampling(config.rollout, workflow.agents, "train"), mapping, contexts)
         diagnostics = RunDiagnostics(config, workflow.agents, mapping)
         optimizers = {name: make_optimizer(p, config.policy_config(name), config.train,
@@ -134,7 +136,7 @@ def train(config: RunConfig, model_path: str | None = None, progress: bool = Tru
                                              sampling=eval_sampling, on_batch=eval_bar.update)
             run.log(step, {f"eval/{k}": v for k, v in metrics.items()} | {
                 "eval/instances": float(instances), "time/eval_s": time.time() - started,
-                "time/threads": float(threads.count)})
+                "time/threads": float(threads.count), "time/onednn_layers": float(onednn_layers)})
             run.write_json(f"transcripts/eval_step{step:05d}.json",
                            [{"instance": e.instance, "success": e.success, "turns": e.transcript}
                             for e in episodes[:8]])

@@ -14,6 +14,7 @@ import sys
 
 from teamrl.config import RunConfig
 from teamrl.policies.chat_encoding import PLAIN_TRANSCRIPT_STOP
+from teamrl.policies.cpu_linear import cpu_has_bf16_matmul
 from teamrl.policies.loading import Policy
 from teamrl.workflows.registry import TASKS
 
@@ -23,6 +24,8 @@ HOT_TEMPERATURE = 0.9
 """Sampling at or above this ruins a ~100M model's answers (T 1.0: 1.6% of one-digit sums, T 0.5: 16%)."""
 SHORT_RESPONSE = 32
 """Fewer new tokens than this cut a real model's answers short."""
+AUTOCAST_WITHOUT_BF16 = "a 135M update's forward + backward took 11x as long as in fp32 on an AVX2-only EPYC"
+"""What bf16 autocast cost on a CPU without bf16 units (benchmarks/results/autocast_real_avx2.txt: 109.1 vs 9.9 s)."""
 
 
 def offers_worked_examples(task: str) -> bool:
@@ -79,12 +82,18 @@ def real_model_warnings(config: RunConfig, policies: dict[str, Policy], mapping:
                 warnings.append(f"agent {agent} ({policy}) gets rollout.max_new_tokens={rollout.max_new_tokens}: a "
                                 f"pretrained LLM's answers need more; set at least {SHORT_RESPONSE} (64-128 typical)")
     if training:
+        bf16_units = cpu_has_bf16_matmul()
         for name, policy in policies.items():
             dtype = config.policy_config(name).dtype
             if dtype != "float32" and policy.device.type == "cpu":
                 warnings.append(f"policy {name} trains with dtype {dtype} weights and no float32 master copy: most "
                                 "AdamW updates round away (1.9% of SmolLM2's weights changed per step at lr 1e-5); "
-                                "keep policy.dtype=float32 and set algorithm.autocast=bf16 for bf16 arithmetic")
+                                "keep policy.dtype=float32" + (" and set algorithm.autocast=bf16 for bf16 arithmetic"
+                                                               if bf16_units else ""))
+            if config.algorithm.autocast == "bf16" and policy.device.type == "cpu" and not bf16_units:
+                warnings.append(f"algorithm.autocast=bf16 on a CPU without bf16 matmul units (policy {name}): its "
+                                "bf16 products are emulated and slower than fp32 (" + AUTOCAST_WITHOUT_BF16 + "); "
+                                "set algorithm.autocast=off")
     return list(dict.fromkeys(warnings))
 
 
