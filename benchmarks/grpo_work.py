@@ -10,7 +10,8 @@ faster either could be. This module counts the matrix-multiply FLOPs of one sing
 Counted, per token fed: 2 x the decoder's Linear weights and causal attention's 4 x hidden x layers
 per (query, key) pair (QK^T and AV); and 2 x the output head's weights per next-token logit needed
 (one per response token: at the last prompt position and at every response token but the last,
-which is never fed). The update is 3 x its forward (backward 2x).
+which is never fed). The update is 3 x its forward (backward 2x: the inputs' and the weights' gradients); with a
+frozen base (LoRA) 2 x (backward 1x: the inputs' gradients only, the adapters' own small products not counted).
 Not counted: norms, activations, rotary, the embedding lookup, softmax, padding, optimizer, sampling
 itself. So the count is a lower bound on the work, and `floor_seconds` (the count at the measured
 matmul peak) a lower bound on the time: a step cannot be faster than its floor.
@@ -67,9 +68,11 @@ def forward_flops(shape: ModelShape, prompt_lengths: Sequence[int], k: int, resp
 
 
 def grpo_step_flops(shape: ModelShape, prompt_lengths: Sequence[int], k: int, response_tokens: float,
-                    shared_prompt: bool) -> float:
-    """Sampling (one forward's worth: prefill + decode) plus the update (3 forwards' worth)."""
-    return 4.0 * forward_flops(shape, prompt_lengths, k, response_tokens, shared_prompt)
+                    shared_prompt: bool, frozen_base: bool = False) -> float:
+    """Sampling (one forward's worth: prefill + decode) plus the update (3 forwards' worth; 2 with a frozen base,
+    whose weights need no gradient)."""
+    update = 2.0 if frozen_base else 3.0
+    return (1.0 + update) * forward_flops(shape, prompt_lengths, k, response_tokens, shared_prompt)
 
 
 def floor_seconds(flops: float, peak_gflops: float) -> float:

@@ -311,6 +311,7 @@ class Floor:
     peak_gflops: float  # fp32, one thread, CPU clock
     gflop: dict[str, float]  # side -> GFLOP per step (median over rounds of the side's own tokens)
     cpu_s: dict[str, float]  # side -> measured CPU s per step (median over rounds)
+    frozen_base: bool = False  # LoRA: the update counted as 2 forwards (no gradient for the base's weights)
 
     def floor_s(self, side: str) -> float:
         return grpo_work.floor_seconds(self.gflop[side] * 1e9, self.peak_gflops)
@@ -351,10 +352,11 @@ def arithmetic_floor(setup: Setup, rounds: list[dict[str, SideResult]], lengths:
     gflop, cpu = {}, {}
     for side, shared in (("teamrl", True), ("trl", False)):
         tokens = statistics.median(statistics.mean(r[side].tokens) for r in rounds)  # per step
-        flops = grpo_work.grpo_step_flops(shape, lengths, setup.k, tokens * steps, shared_prompt=shared)
+        flops = grpo_work.grpo_step_flops(shape, lengths, setup.k, tokens * steps, shared_prompt=shared,
+                                          frozen_base=setup.lora_r > 0)
         gflop[side] = flops / steps / 1e9
         cpu[side] = statistics.median(r[side].cpu_per_step for r in rounds)
-    return Floor(peak_gflops, gflop, cpu)
+    return Floor(peak_gflops, gflop, cpu, frozen_base=setup.lora_r > 0)
 
 
 def measure_peak() -> float:
@@ -378,7 +380,8 @@ def measure_peak() -> float:
 def format_floor(floor: Floor) -> list[str]:
     """The report's floor section."""
     lines = ["", f"Arithmetic floor (benchmarks/grpo_work.py: the matmul FLOPs a step cannot avoid, at this run's "
-             f"fp32 matmul peak of {floor.peak_gflops:.1f} GFLOP per CPU second, 1 thread; the faster of torch.mm and oneDNN):",
+             f"fp32 matmul peak of {floor.peak_gflops:.1f} GFLOP per CPU second, 1 thread; the faster of torch.mm and oneDNN"
+             + ("; LoRA: the base is frozen, so the update counts 2 forwards, not 3" if floor.frozen_base else "") + "):",
              "| side | prompts fed | GFLOP/step | floor CPU s/step | measured CPU s/step | share of peak |",
              "|---|---|---|---|---|---|"]
     for side, layout in (("teamrl", "once per prompt"), ("trl", "once per row")):

@@ -19,6 +19,8 @@ def test_forward_flops_by_hand():
     assert work.forward_flops(SHAPE, [3], 2, 4, shared_prompt=True) == pytest.approx(prompt + 2 * response)
     assert work.forward_flops(SHAPE, [3], 2, 4, shared_prompt=False) == pytest.approx(2 * prompt + 2 * response)
     assert work.grpo_step_flops(SHAPE, [3], 2, 4, shared_prompt=True) == pytest.approx(4 * 244)
+    # a frozen base (LoRA): the update's backward makes the inputs' gradients only, 1 forward's worth
+    assert work.grpo_step_flops(SHAPE, [3], 2, 4, shared_prompt=True, frozen_base=True) == pytest.approx(3 * 244)
 
 
 def test_empty_responses_cost_only_their_prompts():

@@ -3,6 +3,7 @@ agreeing, and each side's worker on a tiny budget (TRL's only where TRL is impor
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
 import sys
@@ -133,3 +134,7 @@ def test_arithmetic_floor_and_its_report_by_hand():
     report = "\n".join(sbs.format_floor(floor))
     assert "TRL's step does 1.44x teamrl's unavoidable arithmetic" in report
     assert "would be 2.05x faster than TRL as measured" in report
+    lora = sbs.arithmetic_floor(dataclasses.replace(setup, lora_r=8), [{"teamrl": ours, "trl": trl}], [3, 3],
+                                peak_gflops=1e-6, shape=shape)
+    assert lora.gflop == pytest.approx({"teamrl": 732e-9, "trl": 1056e-9})  # 3 forwards' worth, not 4
+    assert "the base is frozen, so the update counts 2 forwards" in "\n".join(sbs.format_floor(lora))
