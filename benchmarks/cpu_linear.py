@@ -27,7 +27,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from autocast_real import loss_backward, rollout  # noqa: E402
 from matmul_peak import measure_matmul_peak  # noqa: E402
-from provenance import Lines, provenance, spread  # noqa: E402
+from provenance import Lines, spread  # noqa: E402
 from rollout_engine import plan_path_prompts  # noqa: E402
 
 from teamrl.config import AlgorithmConfig, LoraConfig  # noqa: E402
@@ -80,9 +80,7 @@ def main() -> None:
     torch.set_num_threads(1)
     if not onednn_available():
         sys.exit("this torch has no usable oneDNN linear op (torch.ops.mkldnn._linear_pointwise): nothing to compare")
-    meta = provenance()
-    out = Lines()
-    out(f"# {meta['command']} at {meta['commit']}, {meta['date']}, load {meta['load_average']} at start")
+    out = Lines.started()
     out(f"# 1 thread, CPU s, {args.rounds} rounds alternating torch / onednn")
     out(f"torch's CPU capability: {torch.backends.cpu.get_cpu_capability()}; policy.cpu_linear: auto takes "
         f"{resolve_cpu_linear('auto')} here")

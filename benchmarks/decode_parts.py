@@ -27,7 +27,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from matmul_peak import measure_matmul_peak  # noqa: E402
-from provenance import Lines, provenance, spread  # noqa: E402
+from provenance import Lines, spread  # noqa: E402
 from rollout_engine import plan_path_prompts  # noqa: E402
 
 import teamrl.rollout.engine as engine  # noqa: E402
@@ -78,9 +78,7 @@ def main() -> None:
     parser.add_argument("--output", default="")
     args = parser.parse_args()
     torch.set_num_threads(1)
-    meta = provenance()
-    out = Lines()
-    out(f"# {meta['command']} at {meta['commit']}, {meta['date']}, load {meta['load_average']} at start")
+    out = Lines.started()
     out(f"# 1 thread, CPU s, {args.rounds} rounds alternating {' / '.join(SETTINGS)}")
     loaded = load_policy("bench", resolve_model_source(args.model), cpu_linear="onednn")  # what it compares is on oneDNN
     policy = Policy(loaded.name, loaded.model, loaded.tokenizer, loaded.use_chat_template)

@@ -69,11 +69,9 @@ def main() -> None:
         child(args.child, args)
         return
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from provenance import Lines, provenance, spread
+    from provenance import Lines, spread
 
-    meta = provenance()
-    out = Lines()
-    out(f"# {meta['command']} at {meta['commit']}, {meta['date']}, load {meta['load_average']} at start")
+    out = Lines.started()
     out(f"# 1 thread, CPU s per update step (forward + backward + fused AdamW), {args.prompts} prompts x K {args.k} x "
         f"{args.tokens} tokens, {args.steps} steps per child process, settings alternating over {args.rounds} rounds")
     steady: dict[str, list[float]] = {s: [] for s in SETTINGS}

@@ -86,12 +86,9 @@ def main() -> None:
         print(json.dumps(worker(args.model, args.repeats)))
         return
     sys.path.insert(0, str(HERE))
-    from provenance import Lines, provenance, spread
+    from provenance import Lines, spread
 
-    meta = provenance()
-    out = Lines()
-
-    out(f"# {meta['command']} at {meta['commit']}, {meta['date']}, load {meta['load_average']} at start")
+    out = Lines.started()
     out(f"# {args.model}; 1 thread, CPU s; {args.pairs} pairs of processes, huge pages off / on alternating; "
         f"{args.repeats} timed repeats a process (median)")
     runs: dict[bool, list[dict[str, float]]] = {False: [], True: []}

@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from provenance import Lines, provenance, spread  # noqa: E402
+from provenance import Lines, spread  # noqa: E402
 
 LAYERS = 30
 SHAPES = {"q": (576, 576), "k": (192, 576), "v": (192, 576), "o": (576, 576), "gate": (1536, 576),
@@ -59,8 +59,7 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
     generator = torch.Generator().manual_seed(0)
-    meta, out = provenance(), Lines()
-    out(f"# {meta['command']} at {meta['commit']}, {meta['date']}, load {meta['load_average']} at start")
+    out = Lines.started()
     out(f"# 1 thread, CPU s, {args.rounds} rounds; torch's CPU capability {torch.backends.cpu.get_cpu_capability()}, "
         f"bf16 units (oneDNN's check): {bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())}")
     weights = {shape: [formats(torch.randn(*dims, generator=generator) * 0.02)

@@ -49,6 +49,13 @@ class Lines:
         print(line, flush=True)
         self.lines.append(line)
 
+    @classmethod
+    def started(cls) -> "Lines":
+        """A report whose first line says where it came from: command, commit, date and load at start."""
+        meta, lines = provenance(), cls()
+        lines(f"# {meta['command']} at {meta['commit']}, {meta['date']}, load {meta['load_average']} at start")
+        return lines
+
     def write(self, path: str | Path) -> None:
         Path(path).write_text("\n".join(self.lines) + "\n")
 

@@ -19,7 +19,7 @@ from statistics import median
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from provenance import Lines, provenance, spread  # noqa: E402
+from provenance import Lines, spread  # noqa: E402
 
 from teamrl.policies.token_logprobs import token_logprobs  # noqa: E402
 
@@ -50,9 +50,7 @@ def main() -> None:
     parser.add_argument("--output", default="")
     args = parser.parse_args()
     torch.set_num_threads(1)
-    meta = provenance()
-    out = Lines()
-    out(f"# {meta['command']} at {meta['commit']}, {meta['date']}, load {meta['load_average']} at start")
+    out = Lines.started()
     out(f"# 1 thread, CPU ms of forward + backward, {args.rounds} rounds alternating plain / chunked")
     for rows, cols, vocab in [(16, 32, 49_152), (8, 32, 262_144)]:
         generator = torch.Generator().manual_seed(0)
