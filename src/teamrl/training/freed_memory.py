@@ -10,8 +10,11 @@ step, and without them it ran 1.28x faster (`benchmarks/freed_memory.py`).
 
 `keep_freed_memory()` raises the mmap threshold to 1 GiB (tensors up to that come from the heap and go back
 to it) and turns heap trimming off, for the rest of the process. The price: the process's resident set
-stays at its highest point instead of shrinking between steps. Only glibc has `mallopt`; elsewhere (macOS,
-musl) nothing changes.
+stays at its highest point instead of shrinking between steps. Reuse is not total:
+a step now and then still maps a large tensor afresh (a lone 64 MiB tensor freed and allocated again
+grew the heap by another 64 MiB in most rounds, seen with strace; torch's 64-byte-aligned requests need
+a free block with room for the alignment slack, which a block of just the tensor's size lacks).
+Only glibc has `mallopt`; elsewhere (macOS, musl) nothing changes.
 """
 
 from __future__ import annotations
