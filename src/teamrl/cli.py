@@ -44,20 +44,19 @@ def cmd_warmup(args: argparse.Namespace) -> int:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from teamrl.training.loop import train
+    from teamrl.api import train
 
     config = _load(args)
-    if getattr(args, "resume", None):
-        config.train.resume = args.resume
-    run_dir = train(config)
-    summary = json.loads((run_dir / "summary.json").read_text())
-    best = (f"best {summary['best_success']:.1%} at step {summary['best_step']}" if summary["best_step"] else
-            f"best {summary['best_success']:.1%} at step 0: training never beat the initial model")
-    if summary.get("best_instances", config.train.eval_instances) < config.train.eval_instances:
+    result = train(config, resume=getattr(args, "resume", None) or None)
+    summary = json.loads((result.run_dir / "summary.json").read_text())
+    best = (f"best {result.best_success:.1%} at step {result.best_step}" if result.best_step else
+            f"best {result.best_success:.1%} at step 0: training never beat the initial model")
+    eval_instances = config.train.eval_instances
+    if summary.get("best_instances", eval_instances) < eval_instances:
         best += f", picked on the first {summary['best_instances']} instances"
-    print(f"held-out success: before {summary['initial_success']:.1%}, after "
-          f"{summary['final_success']:.1%} ({best}); {summary['steps']} steps in {summary['train_seconds']:.0f}s")
-    print(f"run directory: {run_dir}")
+    print(f"held-out success: before {result.initial_success:.1%}, after "
+          f"{result.final_success:.1%} ({best}); {result.steps} steps in {result.seconds:.0f}s")
+    print(f"run directory: {result.run_dir}")
     return 0
 
 
@@ -83,20 +82,14 @@ def cmd_models(args: argparse.Namespace) -> int:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from teamrl.rollout.agent_params import agent_sampling
-    from teamrl.training.build import build_policies, build_workflow, policies_from_checkpoint
-    from teamrl.training.evaluate import evaluate
+    from teamrl.api import Team
 
     config = _load(args)
     _set_threads(config)
-    workflow = build_workflow(config)
-    sampling = agent_sampling(config.rollout, workflow.agents, "eval")
-    if args.checkpoint:
-        policies, mapping = policies_from_checkpoint(config, workflow, Path(args.checkpoint))
-    else:
-        policies, mapping = build_policies(config, workflow, training=False)
-    metrics, _ = evaluate(workflow, policies, mapping, args.instances or config.train.eval_instances,
-                          seed=config.seed, sampling=sampling)
+    with Team.from_config(config, checkpoint=args.checkpoint) as team:
+        result = team.evaluate(args.instances or config.train.eval_instances, seed=config.seed)
+    metrics = {"success": result.success, "team_return": result.team_return, "turns": result.turns,
+               **{f"reward/{agent}": value for agent, value in result.reward_by_agent.items()}}
     print(json.dumps(metrics, indent=2))
     return 0
 

@@ -150,6 +150,12 @@ def load_config(path: str | Path | None, overrides: list[str] = ()) -> RunConfig
         if not isinstance(data, dict):
             raise ConfigError(f"config file {path} holds a YAML {type(data).__name__}, not a mapping of "
                               "settings; write one `key: value` per line, e.g. `seed: 1` or `train: {steps: 50}`")
+    return config_from_mapping(data, overrides)
+
+
+def config_from_mapping(data: dict[str, Any], overrides: list[str] = ()) -> RunConfig:
+    """A validated RunConfig from a mapping of settings (as a YAML file holds them) and `key.sub=value`
+    overrides; `data` is changed in place by the overrides."""
     for item in overrides:
         if "=" not in item:
             raise ConfigError(f"override {item!r} must look like key.sub=value")
