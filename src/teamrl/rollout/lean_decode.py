@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -40,9 +41,17 @@ from torch import nn
 from transformers import DynamicCache
 
 from teamrl.policies.cpu_linear import drop_stale_packs
-from teamrl.policies.prompt_prefix import MIN_SHARED_PREFIX, forward_prefix_once, shared_prefix
+from teamrl.policies.prompt_prefix import (
+    MIN_SHARED_PREFIX,
+    forward_prefix_once,
+    shared_prefix,
+)
 from teamrl.policies.scoring import cache_keyword
 from teamrl.rollout.lora_rows import RowAdapters, lora_unsupported, project
+
+# A Hugging Face model or one of its submodules: their children (`model.layers`, `self_attn`, ...) are
+# attributes torch's typing cannot see, so they are read as Any.
+HFModule = Any
 
 LEAN_ARCHITECTURES = ("LlamaForCausalLM", "Qwen2ForCausalLM", "Phi3ForCausalLM")
 """Model classes whose decoder layers `LeanDecoder` reproduces (pre-norm, rotary, SwiGLU/SiLU MLP)."""
@@ -50,7 +59,7 @@ POSITION_FREE_ROPE = ("default", "linear", "llama3")
 """Rotary types whose frequencies do not depend on the sequence length (so one table serves a call)."""
 
 
-def lean_unsupported(model: nn.Module, max_length: int, adapters: Sequence[str | None] = (None,)) -> str | None:
+def lean_unsupported(model: HFModule, max_length: int, adapters: Sequence[str | None] = (None,)) -> str | None:
     """Why `LeanDecoder` cannot decode `model` exactly up to `max_length` positions with the PEFT LoRA
     `adapters` (None: the base alone); None when it can. `model` is the base (the model under PEFT's)."""
     name = type(model).__name__
@@ -80,7 +89,7 @@ def lean_unsupported(model: nn.Module, max_length: int, adapters: Sequence[str |
     return None
 
 
-def _rms_norm(x: torch.Tensor, norm: nn.Module) -> torch.Tensor:
+def _rms_norm(x: torch.Tensor, norm: HFModule) -> torch.Tensor:
     """The HF Llama/Qwen2/Phi-3 RMSNorm: normalise in fp32, scale in the input dtype."""
     h = x.float()
     h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + norm.variance_epsilon)
@@ -101,15 +110,15 @@ def _rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor
 class _Layer:
     """One decoder layer's own modules (no copies: training updates are seen at once)."""
 
-    input_norm: nn.Module
-    post_norm: nn.Module
+    input_norm: HFModule
+    post_norm: HFModule
     qkv: tuple[nn.Linear, ...]  # (q, k, v) projections, or Phi-3's one fused qkv_proj
     o_proj: nn.Linear
     gate_up: tuple[nn.Linear, ...]  # (gate, up), or Phi-3's one fused gate_up_proj
     down: nn.Linear
 
 
-def _layers(model: nn.Module) -> list[_Layer]:
+def _layers(model: HFModule) -> list[_Layer]:
     out = []
     for layer in model.model.layers:
         attn, mlp = layer.self_attn, layer.mlp
@@ -141,7 +150,7 @@ class Prefill:
                        F.pad(self.mask, (extra, 0)))
 
 
-def prefill(network: nn.Module, ids: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor) -> Prefill:
+def prefill(network: HFModule, ids: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor) -> Prefill:
     """The HF forward of left-padded prompts ids/mask/positions [b, P] (`network`: the model's decoder
     stack, `model.model`), keeping every layer's keys and values.
 
@@ -158,7 +167,7 @@ def prefill(network: nn.Module, ids: torch.Tensor, mask: torch.Tensor, positions
                    part.mask[inverse])
 
 
-def prefill_distinct(network: nn.Module, ids: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor) -> Prefill:
+def prefill_distinct(network: HFModule, ids: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor) -> Prefill:
     """`prefill` of prompts none of which repeats another.
 
     Prompts that share a prefix of `MIN_SHARED_PREFIX` tokens or more compute it once: the prefix is
@@ -189,9 +198,9 @@ class LeanDecoder:
     that finish leave with `keep`; a prompt whose samples have all left is dropped too.
     """
 
-    def __init__(self, model: nn.Module, ids: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor,
+    def __init__(self, model: HFModule, ids: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor,
                  repeats: int, reserve: int, adapters: RowAdapters | None = None,
-                 activate: Callable[[str], None] | None = None) -> None:
+                 activate: Callable[[str | None], None] | None = None) -> None:
         """Prefill ids/mask/positions [B, P] with the HF forward; room for `reserve` decode steps.
 
         adapters: the LoRA adapter of each block of *prompts* (None: whatever `model` runs now, for every
@@ -211,7 +220,7 @@ class LeanDecoder:
             raise ValueError("several adapter blocks need `activate` to prefill each with its own adapter")
         parts, logits = [], []
         for name, start, end in blocks:  # one HF prefill per adapter block (the HF forward runs one adapter)
-            if len(blocks) > 1:
+            if activate is not None and len(blocks) > 1:
                 activate(name)
             part = prefill(model.model, ids[start:end], mask[start:end], positions[start:end])
             logits.append(project(part.last_hidden, model.lm_head, RowAdapters.one(name, end - start)))
@@ -219,7 +228,7 @@ class LeanDecoder:
         width = max(part.mask.shape[1] for part in parts)  # blocks with a shared prefix may be narrower
         parts = [part.widened(width) for part in parts]
 
-        def joined(tensors: Sequence[torch.Tensor]) -> torch.Tensor:  # no copy for one block
+        def joined(tensors: list[torch.Tensor] | tuple[torch.Tensor, ...]) -> torch.Tensor:  # no copy for one block
             return tensors[0] if len(tensors) == 1 else torch.cat(tensors)
 
         self.prefill_logits = joined(logits).float()  # [B, V]
@@ -244,7 +253,7 @@ class LeanDecoder:
         self.cos, self.sin = cos[0], sin[0]  # [span, rot]
         self.slot: torch.Tensor | None = None  # [R] each row's place in the [B*K] grid; None: row r is slot r
 
-    def _linear(self, x: torch.Tensor, layer: nn.Module) -> torch.Tensor:
+    def _linear(self, x: torch.Tensor, layer: HFModule) -> torch.Tensor:
         return project(x, layer, self.rows)
 
     def _logits(self, hidden: torch.Tensor) -> torch.Tensor:

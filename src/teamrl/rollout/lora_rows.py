@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import nn
@@ -68,8 +69,11 @@ def _is_lora_linear(module: nn.Module) -> bool:
     return hasattr(module, "lora_A") and hasattr(module, "base_layer") and isinstance(module.lora_A, nn.ModuleDict)
 
 
-def lora_unsupported(module: nn.Module, adapters: Sequence[str | None]) -> str | None:
-    """Why `project` cannot reproduce `module` for `adapters`; None when it can (a plain Linear always can)."""
+def lora_unsupported(module: Any, adapters: Sequence[str | None]) -> str | None:
+    """Why `project` cannot reproduce `module` for `adapters`; None when it can (a plain Linear always can).
+
+    module: an `nn.Module`, typed Any because a PEFT layer's attributes (`lora_A`, `base_layer`, ...) are
+    read dynamically."""
     if is_torch_linear(module):
         return None
     if not _is_lora_linear(module):
@@ -95,7 +99,7 @@ def lora_unsupported(module: nn.Module, adapters: Sequence[str | None]) -> str |
     return None
 
 
-def project(x: torch.Tensor, module: nn.Module, rows: RowAdapters) -> torch.Tensor:
+def project(x: torch.Tensor, module: Any, rows: RowAdapters) -> torch.Tensor:
     """`module`'s output for x [R, in]: the base projection of every row plus each block's own LoRA delta
     (decoding: no gradients; the base reads oneDNN's packed weight where it applies, `packed_linear`)."""
     if is_torch_linear(module):
