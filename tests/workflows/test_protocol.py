@@ -7,13 +7,20 @@ import random
 
 import pytest
 import torch
+from toy import ToyState, ToyWorkflow, tiny_policy
 
 import teamrl.gateway  # noqa: F401 (registers the `program` task)
 from teamrl.rollout.engine import SamplingParams
 from teamrl.rollout.tree import RewardWeights, run_episodes
-from teamrl.workflows.base import OPTIONAL_HOOKS, Agent, Outcome, Workflow, apply_many, with_hook_defaults
+from teamrl.workflows.base import (
+    OPTIONAL_HOOKS,
+    Agent,
+    Outcome,
+    Workflow,
+    apply_many,
+    with_hook_defaults,
+)
 from teamrl.workflows.registry import TASKS
-from toy import ToyState, ToyWorkflow, tiny_policy
 
 SETTINGS = {"program": {"command": "python -c pass", "agents": ["a", "b"]}}
 """Keys a task needs beyond its defaults to build at all."""
@@ -47,9 +54,11 @@ def test_the_program_task_is_among_the_checked_ones():
 class Minimal(Workflow):
     """Only the required members: every hook keeps its default."""
 
-    agents = [Agent("a", "writer")]
     parallel = False
     max_turns = 2
+
+    def __init__(self):
+        self.agents = [Agent("a", "writer")]
 
     def new_state(self, split, index):
         return []
@@ -112,9 +121,9 @@ def test_a_subclass_missing_a_required_method_cannot_be_built_and_names_it():
 class Plain:
     """A plain class with the required members only (the protocol does not ask for a base class)."""
 
-    agents = Minimal.agents
     parallel = False
     max_turns = 2
+    __init__ = Minimal.__init__
     new_state, render, apply = Minimal.new_state, Minimal.render, Minimal.apply
     is_done, success = Minimal.is_done, Minimal.success
 
