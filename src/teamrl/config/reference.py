@@ -1,9 +1,9 @@
 """The configuration reference, generated from the config dataclasses' own help text.
 
 Every field's help text is written once, as the string literal right below the field (the attribute
-docstring convention of `sections.py`, `training_sections.py` and `run.py`). This module reads those strings back from the
-source with `ast`, so the docs' configuration reference (`docs/reference/config.md`, built by the
-MkDocs hook in `docs/hooks/`) can never disagree with the code.
+docstring convention of `sections.py`, `training_sections.py` and `run.py`). This module reads those
+strings back from the source with `ast`, so the docs' configuration reference (`docs/reference/config.md`,
+built by the MkDocs hook in `docs/hooks/`) can never disagree with the code.
 """
 
 from __future__ import annotations

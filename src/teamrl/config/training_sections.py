@@ -105,7 +105,7 @@ class AlgorithmConfig:
     """off or bf16: the update's forward in bfloat16 autocast (fp32 weights, fp32 output head and log-probs;
     the body's matmuls in bf16: faster on CPUs with bf16 units and on GPUs, but not bit-equal to fp32). Keep it
     off on a CPU without bf16 units: there bf16 is emulated, far slower than fp32 (warned about at load;
-    docs/performance/ has the measurements)."""
+    docs/performance/update.md has the measurements)."""
 
     def __post_init__(self) -> None:
         # Keys are bare: build_dataclass prefixes the section ("algorithm.") to a check's message.
@@ -189,9 +189,9 @@ class TrainConfig:
     this torch has no fused kernel for the device."""
     keep_freed_memory: bool = True
     """CPU (glibc): keep the memory a step frees for the next step instead of giving it back to the OS and
-    faulting it in again (`teamrl.training.freed_memory`), which makes steps faster (docs/performance/ has the
-    measurements). The process's resident set then stays at its highest point; false gives memory back between
-    steps, for a process that must not hold its peak. Applies to the rest of the process."""
+    faulting it in again (`teamrl.training.freed_memory`), which makes steps faster (docs/performance/update.md
+    has the measurements). The process's resident set then stays at its highest point; false gives memory back
+    between steps, for a process that must not hold its peak. Applies to the rest of the process."""
 
     def __post_init__(self) -> None:
         # Keys are bare: build_dataclass prefixes the section ("train.") to a field check's message.
