@@ -9,7 +9,7 @@ from transformers import LlamaConfig, LlamaForCausalLM, Phi3Config, Phi3ForCausa
 
 from teamrl.policies.loading import Policy
 from teamrl.policies.tiny_model import build_char_tokenizer
-from teamrl.workflows.base import Agent, Outcome
+from teamrl.workflows.base import Agent, Outcome, Workflow
 
 ARCHITECTURES = {
     "llama": (LlamaConfig, LlamaForCausalLM),
@@ -38,7 +38,7 @@ class ToyState:
     turn: int = 0
 
 
-class ToyWorkflow:
+class ToyWorkflow(Workflow):
     """Agents a then b; each sees everything committed so far. Reward: count of 'x' in the text."""
 
     def __init__(self, parallel: bool = False, max_turns: int = 2) -> None:

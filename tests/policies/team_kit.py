@@ -21,7 +21,7 @@ from teamrl.rollout.tree import RewardWeights, Sample, run_episodes
 from teamrl.training.build import build_policies
 from teamrl.training.credit import assign_advantages, trainable
 from teamrl.training.update import make_optimizer, update_policy
-from teamrl.workflows.base import Agent, Outcome
+from teamrl.workflows.base import Agent, Outcome, Workflow
 
 ARCHITECTURES = {"llama": (LlamaConfig, LlamaForCausalLM), "qwen2": (Qwen2Config, Qwen2ForCausalLM),
                  "phi3": (Phi3Config, Phi3ForCausalLM)}
@@ -77,7 +77,7 @@ class TeamState:
     history: list[str] = field(default_factory=list)
 
 
-class CountTeam:
+class CountTeam(Workflow):
     """Agents speak in order, each seeing the history. An agent in `rewarded` earns the count of 'x'
     in its text plus a local reward that differs between almost any two texts (0.1 per character plus
     its first character's code / 1000), so its groups always carry signal whatever the sampler drew;

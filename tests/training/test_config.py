@@ -62,16 +62,15 @@ def test_the_warmup_length_reaches_the_warmup_recipe(monkeypatch):
 
 
 def test_agentwise_norm_with_team_trajectory_credit_is_refused_with_the_fix():
-    from teamrl.config.cross_checks import check_mitigations
-    from teamrl.config.sections import AlgorithmConfig
+    from teamrl.config import AlgorithmConfig
     with pytest.raises(ConfigError, match="trajectory_credit=per_agent"):
-        check_mitigations(AlgorithmConfig(agentwise_norm=True, grouping="trajectory"))
-    check_mitigations(AlgorithmConfig(agentwise_norm=True, grouping="trajectory", trajectory_credit="per_agent"))
+        AlgorithmConfig(agentwise_norm=True, grouping="trajectory")
+    AlgorithmConfig(agentwise_norm=True, grouping="trajectory", trajectory_credit="per_agent")
+    with pytest.raises(ConfigError, match=r"^algorithm.agentwise_norm = true does nothing"):
+        load_config(None, ["algorithm.agentwise_norm=true", "algorithm.grouping=trajectory"])
 
 
 @pytest.mark.parametrize("key", ["log_ratio_clamp", "kl_clamp"])
 def test_clamps_must_be_positive(key):
-    from teamrl.config.cross_checks import check_mitigations
-    from teamrl.config.sections import AlgorithmConfig
-    with pytest.raises(ConfigError, match=f"algorithm.{key}"):
-        check_mitigations(AlgorithmConfig(**{key: 0.0}))
+    with pytest.raises(ConfigError, match=f"^algorithm.{key} = 0.0 is invalid"):
+        load_config(None, [f"algorithm.{key}=0"])

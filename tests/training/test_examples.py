@@ -12,7 +12,7 @@ from teamrl.rollout.engine import SamplingParams
 from teamrl.rollout.tree import RewardWeights, run_episodes
 from teamrl.training.credit import assign_advantages
 from teamrl.training.update import make_optimizer, update_policy
-from teamrl.workflows.base import Workflow
+from teamrl.workflows.base import Workflow, with_hook_defaults
 from toy import tiny_policy
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -33,7 +33,9 @@ def test_docs_example_is_the_example_file():
 
 def test_custom_workflow_trains_one_step():
     team = _load_example().GuessTeam()
-    assert isinstance(team, Workflow)
+    assert not isinstance(team, Workflow)  # a plain class: the optional hooks are Workflow's defaults ...
+    assert with_hook_defaults(team) is team and isinstance(team, Workflow)  # ... which the driver gives it
+    team = _load_example().GuessTeam()  # run_episodes takes the plain class as it is
     policy = tiny_policy("qwen2")
     samples, episodes = run_episodes(team, [0, 1, 2, 3], "train", {"p": policy},
                                      {"proposer": "p", "checker": "p"}, SamplingParams(max_new_tokens=3), 4,

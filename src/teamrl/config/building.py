@@ -98,12 +98,21 @@ def coerce(value: Any, hint: Any, key: str) -> Any:
             check_number(number, key)  # "inf", "nan" and "1e999" are strings YAML leaves to float()
             return number
     check_number(value, key)
-    expected = hint if isinstance(hint, type) else None
+    expected = hint if isinstance(hint, type) else _literal_type(hint)
     if expected is not None and not isinstance(value, expected):
         raise ConfigError(f"{key} = {value!r} must be of type {expected.__name__}")
     if expected is int and isinstance(value, bool):
         raise ConfigError(f"{key} = {value!r} must be an integer, not a boolean")
     return value
+
+
+def _literal_type(hint: Any) -> type | None:
+    """The type of a `Literal[...]` option's values (str for a word option), so that a value of another type
+    is named as such; the section's own check then names the words. None for any other hint."""
+    if typing.get_origin(hint) is not typing.Literal:
+        return None
+    kinds = {type(word) for word in typing.get_args(hint)}
+    return kinds.pop() if len(kinds) == 1 else None
 
 
 def set_dotted(data: dict[str, Any], dotted: str, value: Any) -> None:

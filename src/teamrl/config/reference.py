@@ -1,9 +1,9 @@
 """The configuration reference, generated from the config dataclasses' own help text.
 
 Every field's help text is written once, as the string literal right below the field (the attribute
-docstring convention of `sections.py` and `run.py`). This module reads those strings back from the
-source with `ast`, so the docs' configuration reference (`docs/reference/config.md`, built by the
-MkDocs hook in `docs/hooks/`) can never disagree with the code.
+docstring convention of `sections.py`, `training_sections.py` and `run.py`). This module reads those
+strings back from the source with `ast`, so the docs' configuration reference (`docs/reference/config.md`,
+built by the MkDocs hook in `docs/hooks/`) can never disagree with the code.
 """
 
 from __future__ import annotations
@@ -12,7 +12,11 @@ import ast
 import dataclasses
 import inspect
 import textwrap
+import types
+import typing
 from typing import Any
+
+from teamrl.config.options import choices
 
 
 def field_help(cls: type) -> dict[str, str]:
@@ -48,7 +52,12 @@ def _show(value: Any) -> str:
     return f"`{value!r}`" if isinstance(value, (dict, list)) else f"`{value}`"
 
 
-def _type_name(f: dataclasses.Field) -> str:
+def _type_name(f: dataclasses.Field, hint: Any) -> str:
+    """The type column: a word option lists its words (`a` or `b`), other types read as annotated."""
+    parts = typing.get_args(hint) if typing.get_origin(hint) in (typing.Union, types.UnionType) else (hint,)
+    if any(choices(part) for part in parts):
+        return " or ".join(" or ".join(f"`{word}`" for word in choices(part)) if choices(part)
+                           else getattr(part, "__name__", str(part)) for part in parts)
     kind = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type))
     return kind.replace("|", "or").replace("  ", " ")
 
@@ -59,13 +68,13 @@ def _cell(text: str) -> str:
 
 def section_table(cls: type, prefix: str) -> str:
     """A markdown table of one config dataclass: key (with `prefix`), type, default, help."""
-    helps = field_help(cls)
+    helps, hints = field_help(cls), typing.get_type_hints(cls)
     rows = ["| key | type | default | what it does |", "|---|---|---|---|"]
     for f in dataclasses.fields(cls):
         default = field_default(f)
         if dataclasses.is_dataclass(default):
             continue  # nested sections get their own table
-        rows.append(f"| `{prefix}{f.name}` | {_cell(_type_name(f))} | {_cell(_show(default))} "
+        rows.append(f"| `{prefix}{f.name}` | {_cell(_type_name(f, hints[f.name]))} | {_cell(_show(default))} "
                     f"| {_cell(helps.get(f.name, ''))} |")
     return "\n".join(rows)
 

@@ -11,11 +11,12 @@ import yaml
 
 from teamrl.config.building import build_dataclass, check_values, set_dotted
 from teamrl.config.checks import ConfigError, require
-from teamrl.config.cross_checks import check_diagnostics, check_mitigations, check_sharding
+from teamrl.config.cross_checks import check_rollout_workers_engine, check_sharding
+from teamrl.config.options import Regime, check_choice, choices
 from teamrl.config.sections import (AlgorithmConfig, DiagnosticsConfig, PolicyConfig, RolloutConfig, TrainConfig,
                                     TrainerConfig, WorkflowConfig)
 
-REGIMES = ("shared", "per_role", "per_agent")
+REGIMES = choices(Regime)
 
 
 @dataclass
@@ -28,7 +29,7 @@ class RunConfig:
     """Parent folder of run directories."""
     run_name: str = ""
     """Run directory name (default: workflow-regime-seed-time)."""
-    regime: str = "shared"
+    regime: Regime = "shared"
     """Preset used when `roles` is empty: shared (one policy 'shared' for every agent), per_role (a
     policy per role, named after it) or per_agent (a policy per agent, named after it)."""
     task: dict = field(default_factory=lambda: {"name": "plan_path"})
@@ -52,8 +53,8 @@ class RunConfig:
     """Tracker project: the W&B and trackio project, the MLflow experiment."""
 
     def __post_init__(self) -> None:
-        check = require
-        check(self.regime in REGIMES, "regime", self.regime, " or ".join(REGIMES))
+        # Each section checked its own fields when it was built; here: the top level's and those across sections.
+        check_choice(self.regime, "regime", Regime, " or ".join(REGIMES))
         self._check_policies()
         try:
             self.task_settings()
@@ -63,43 +64,14 @@ class RunConfig:
 
         entry = task_entry(self.task["name"])
         kinds = ("team", *(("single",) if entry.single else ()), *sorted(entry.workflows))
-        check(self.workflow.name in kinds, "workflow.name", self.workflow.name,
-              f"one of {', '.join(kinds)} for task {self.task['name']!r}")
-        check(self.workflow.prompt_style in ("compact", "chat"), "workflow.prompt_style",
-              self.workflow.prompt_style, "compact or chat")
-        check(self.workflow.max_turns >= 1, "workflow.max_turns", self.workflow.max_turns, ">= 1")
-        check(self.algorithm.grouping in ("tree", "trajectory"), "algorithm.grouping",
-              self.algorithm.grouping, "tree or trajectory")
-        check(self.algorithm.objective in ("grpo", "rft"), "algorithm.objective", self.algorithm.objective,
-              "grpo or rft")
-        check(self.algorithm.objective != "rft" or self.algorithm.grouping == "trajectory", "algorithm.objective",
-              self.algorithm.objective, "grpo with tree grouping (rft imitates whole successful episodes: set "
-              "algorithm.grouping=trajectory)")
-        check(self.algorithm.trajectory_credit in ("team", "per_agent", "own"), "algorithm.trajectory_credit",
-              self.algorithm.trajectory_credit, "team, per_agent or own")
-        check(self.algorithm.k >= 2, "algorithm.k", self.algorithm.k, ">= 2 (a group needs two samples)")
-        check(self.algorithm.commit in ("greedy", "sample"), "algorithm.commit", self.algorithm.commit,
-              "greedy or sample")
-        check(self.algorithm.aggregation in ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum"),
-              "algorithm.aggregation", self.algorithm.aggregation,
-              "token-mean, seq-mean-token-mean or seq-mean-token-sum")
-        check(0 <= self.algorithm.clip_low < 1 and self.algorithm.clip_high >= 0, "algorithm.clip_low",
-              self.algorithm.clip_low, "0 <= clip_low < 1 and clip_high >= 0")
-        check(self.algorithm.minibatch_size >= 1 and self.algorithm.ppo_epochs >= 1,
-              "algorithm.minibatch_size", self.algorithm.minibatch_size, ">= 1 (and ppo_epochs >= 1)")
-        check(self.train.schedule in ("constant", "cosine"), "train.schedule", self.train.schedule,
-              "constant or cosine")
-        check(self.rollout.engine != "vllm" or not self.trainer.rollout_workers, "rollout.engine", self.rollout.engine,
-              "builtin with trainer.rollout_workers > 0 (the vLLM engine samples in the training process; set "
-              "trainer.rollout_workers=0)")
-        check_mitigations(self.algorithm)
+        require(self.workflow.name in kinds, "workflow.name", self.workflow.name,
+                f"one of {', '.join(kinds)} for task {self.task['name']!r}")
+        check_rollout_workers_engine(self.rollout, self.trainer)
         check_sharding(self.trainer, self.algorithm)
-        check_diagnostics(self.diagnostics)
         from teamrl.training.trackers.registry import resolve_report_to
 
         resolve_report_to(self.report_to)  # unknown names and missing packages fail here, not mid-run
-        check(bool(self.project) and isinstance(self.project, str), "project", self.project, "a non-empty name")
-
+        require(bool(self.project) and isinstance(self.project, str), "project", self.project, "a non-empty name")
 
     def _check_policies(self) -> None:
         """Named policies build into valid PolicyConfigs; `roles` maps names to names."""

@@ -50,7 +50,6 @@ def replay_alerts(run_dir: Path, overrides: list[str] = ()) -> list[Alert]:
     try:
         diagnostics = RunDiagnostics(config, workflow.agents, agent_mapping(config, workflow))
     finally:
-        if hasattr(workflow, "close"):
-            workflow.close()
+        workflow.close()
     rows = load_metrics(run_dir / "metrics.jsonl")  # the report's reader: file and line on a bad row
     return [alert for step, metrics in observations(rows) for alert in diagnostics.alerts(step, metrics)]

@@ -51,7 +51,7 @@ from teamrl.gateway.sessions import Call, EpisodeSession
 from teamrl.policies.loading import Policy
 from teamrl.rollout.engine import SamplingParams
 from teamrl.rollout.tree import Episode, RewardWeights, Sample
-from teamrl.workflows.base import Agent, Outcome
+from teamrl.workflows.base import Agent, Outcome, Workflow
 
 log = logging.getLogger("teamrl.gateway")
 
@@ -110,7 +110,7 @@ def default_instances(split: str, index: int) -> dict[str, Any]:
     return {"split": split, "index": index}
 
 
-class ProgramWorkflow:
+class ProgramWorkflow(Workflow):
     """A Workflow whose episodes a user's program plays (`play_episodes`, called by `run_episodes`)."""
 
     parallel = False

@@ -35,6 +35,8 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.weak import WeakIdKeyDictionary
 
+from teamrl.config.options import CpuLinear, choices
+
 
 @functools.lru_cache(maxsize=1)
 def onednn_available() -> bool:
@@ -50,7 +52,7 @@ def onednn_available() -> bool:
         return False
 
 
-CPU_LINEAR_SETTINGS = ("auto", "onednn", "torch")
+CPU_LINEAR_SETTINGS = choices(CpuLinear)  # policy.cpu_linear's words
 
 
 def onednn_pays_here() -> bool:
@@ -71,7 +73,7 @@ def cpu_has_bf16_matmul() -> bool:
         return False
 
 
-def resolve_cpu_linear(setting: str, device: str | torch.device = "cpu") -> str:
+def resolve_cpu_linear(setting: CpuLinear, device: str | torch.device = "cpu") -> str:
     """The linear path a model on `device` gets for `setting` (auto, onednn or torch): onednn or torch.
 
     auto is onednn on a CPU where `onednn_pays_here`, torch elsewhere; off the CPU every setting is torch."""

@@ -9,10 +9,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from teamrl.config import REGIMES, ConfigError
+from teamrl.config.options import Regime
 from teamrl.workflows.base import Agent
 
 
-def preset_mapping(regime: str, agents: Iterable[Agent]) -> dict[str, str]:
+def preset_mapping(regime: Regime, agents: Iterable[Agent]) -> dict[str, str]:
     """shared: every agent -> 'shared'; per_role: -> its role; per_agent: -> its own name."""
     if regime not in REGIMES:
         raise ConfigError(f"regime = {regime!r} is invalid: expected {' or '.join(REGIMES)}")
@@ -21,7 +22,7 @@ def preset_mapping(regime: str, agents: Iterable[Agent]) -> dict[str, str]:
 
 
 def agent_policy_mapping(
-    regime: str,
+    regime: Regime,
     roles: Mapping[str, str],
     defined: Iterable[str],
     agents: list[Agent],

@@ -60,7 +60,5 @@ def probe_task(name: str, instances: int = 4, task: dict[str, Any] | None = None
             attempts = attempts_of(workflow, copy.deepcopy(state))
             rows += score_attempts(name, workflow, index, attempts, state)
     finally:
-        close = getattr(workflow, "close", None)
-        if close is not None:
-            close()
+        workflow.close()
     return rows

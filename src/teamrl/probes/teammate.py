@@ -23,13 +23,13 @@ from typing import Any
 import torch
 
 from teamrl.tasks.split_calc import OPERATIONS, evaluate_formula
-from teamrl.workflows.base import Outcome
+from teamrl.workflows.base import Outcome, Workflow
 
 Adversary = Callable[[Any, Any], str]
 """(inner workflow, state) -> the adversary's response for its agent."""
 
 
-class WithAdversary:
+class WithAdversary(Workflow):
     """`workflow` with `agent`'s responses replaced by an adversary's (see the module doc)."""
 
     def __init__(self, workflow: Any, agent: str, adversary: Adversary) -> None:

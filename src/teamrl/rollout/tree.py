@@ -31,7 +31,7 @@ import torch
 from teamrl.policies.loading import Policy
 from teamrl.rollout.engine import Generation, SamplingParams
 from teamrl.rollout.engines import SampleRequest, sample, sample_many  # the policy's engine (rollout.engine)
-from teamrl.workflows.base import Outcome, Workflow, apply_many
+from teamrl.workflows.base import Outcome, Workflow, apply_many, with_hook_defaults
 
 
 @dataclass
@@ -150,14 +150,15 @@ def run_episodes(
 
     agent_to_policy: agent name -> name in `policies` of the policy that speaks for that agent.
     params: the sampling settings of every agent, or agent name -> that agent's settings.
-    A workflow with a `play_episodes(instances, split, policies, agent_to_policy, params_of, branches,
-    weights, generator, rng, commit_rule)` method plays the episodes itself and returns the same records.
+    A workflow whose `play_episodes` hook returns records (a user's program: teamrl.gateway) plays the
+    episodes itself; otherwise (the hook's default, None) they are played turn by turn here.
     """
+    workflow = with_hook_defaults(workflow)
     params_of = params_by_agent(params, [a.name for a in workflow.agents])
-    play = getattr(workflow, "play_episodes", None)
-    if play is not None:  # a workflow that plays its own episodes (a user's program: teamrl.gateway)
-        return play(instances, split, policies, agent_to_policy, params_of, branches, weights, generator, rng,
-                    commit_rule)
+    played = workflow.play_episodes(instances, split, policies, agent_to_policy, params_of, branches, weights,
+                                    generator, rng, commit_rule)
+    if played is not None:
+        return played
     unmapped = [a.name for a in workflow.agents if agent_to_policy.get(a.name) not in policies]
     if unmapped:
         raise ValueError(f"agents {', '.join(unmapped)} have no policy in agent_to_policy={agent_to_policy} "

@@ -166,7 +166,7 @@ def train(config: RunConfig, model_path: str | None = None, progress: bool = Tru
             advantages = assign_advantages(samples, episodes, algo)
             metrics = rollout_metrics(samples, episodes)  # after assign_advantages: it reads them
             metrics.update({f"adv/{k}": v for k, v in advantages.items()})
-            metrics.update(getattr(workflow, "metrics", dict)())  # a workflow's own rollout metrics (gateway/...)
+            metrics.update(workflow.metrics())  # a workflow's own rollout metrics (gateway/...)
             batches = {name: trainable([s for s in samples if s.policy == name], algo.drop_zero_signal)
                        for name in optimizers}
             per_role = []
@@ -226,8 +226,7 @@ def train(config: RunConfig, model_path: str | None = None, progress: bool = Tru
         release_engines(policies)
         if backend is not None:
             backend.close()
-        if hasattr(workflow, "close"):
-            workflow.close()
+        workflow.close()
         torch.set_num_threads(caller_threads)
         run.close(failed=failed)
 

@@ -59,7 +59,7 @@ from typing import Any
 
 from teamrl.tasks.code_data import CodeProblem
 from teamrl.tasks.code_procedural import mutate_program
-from teamrl.workflows.base import Agent, Outcome
+from teamrl.workflows.base import Agent, Outcome, Workflow
 from teamrl.workflows.code_parsing import Steps, parse_program, parse_tests, visible_prompt
 from teamrl.workflows.code_runner import CodeRunner, UnitRun
 from teamrl.workflows.code_sources import CodeProblemSource, code_problems
@@ -136,7 +136,7 @@ class CodeState:
     transcript: list[tuple[str, str]] = field(default_factory=list)
 
 
-class CodeWorkflow:
+class CodeWorkflow(Workflow):
     """coder + tester, in parallel, until the coder's program passes the tester's tests."""
 
     parallel = True

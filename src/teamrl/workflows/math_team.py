@@ -41,7 +41,7 @@ from teamrl.tasks.math_data import MathProblem, generate_arithmetic, load_math_d
 from teamrl.tasks.math_shape import answer_refusal, hedge_refusal
 from teamrl.tasks.math_parsing import extract_final_answer, locate_final_answer
 from teamrl.tasks.code_blocks import extract_code_block
-from teamrl.workflows.base import Agent, Outcome
+from teamrl.workflows.base import Agent, Outcome, Workflow
 from teamrl.workflows.chat_shots import few_shot
 from teamrl.workflows.program_runner import ProgramRunner
 
@@ -276,7 +276,7 @@ class MathState:
     transcript: list[tuple[str, str]] = field(default_factory=list)
 
 
-class MathWorkflow:
+class MathWorkflow(Workflow):
     """reasoner + tool, in parallel, until their answers agree or `max_turns` turns are spent."""
 
     parallel = True

@@ -23,7 +23,7 @@ from teamrl.tasks.sokoban import SokobanConfig
 from teamrl.tasks.sudoku import SudokuConfig
 from teamrl.demos import code as code_demos, driver as demo_driver, math as math_demos, planning as planning_demos
 from teamrl.demos import plan_path as plan_path_demos
-from teamrl.workflows.base import Workflow
+from teamrl.workflows.base import Workflow, with_hook_defaults
 from teamrl.demos.driver import Respond
 from teamrl.workflows.code_team import CodeTaskConfig
 from teamrl.workflows.math_team import MathTaskConfig, MathWorkflow
@@ -63,13 +63,14 @@ class TaskEntry:
     """Whether `workflow(settings, single_agent=True, ...)` builds the single-agent baseline."""
 
     def build(self, kind: str, settings: Any, **kwargs: Any) -> Workflow:
-        """The workflow `kind`: team (the task's own team), single (its single agent), or an extra kind."""
+        """The workflow `kind`: team (the task's own team), single (its single agent), or an extra kind;
+        every optional hook it leaves out has `Workflow`'s default (`with_hook_defaults`)."""
         if kind in ("team", "single"):
-            return self.workflow(settings, single_agent=kind == "single", **kwargs)
+            return with_hook_defaults(self.workflow(settings, single_agent=kind == "single", **kwargs))
         if kind not in self.workflows:
             kinds = ", ".join(["team", "single", *sorted(self.workflows)])
             raise ValueError(f"workflow {kind!r} is not defined for this task; available: {kinds}")
-        return self.workflows[kind](settings, **kwargs)
+        return with_hook_defaults(self.workflows[kind](settings, **kwargs))
 
 
 TASKS: dict[str, TaskEntry] = {

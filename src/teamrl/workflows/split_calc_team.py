@@ -21,7 +21,7 @@ from typing import Any
 
 from teamrl.tasks.split_calc import (Instance, SplitCalcConfig, analyst_terms, answer_value, calculator_terms,
                                      instance)
-from teamrl.workflows.base import Agent, Outcome
+from teamrl.workflows.base import Agent, Outcome, Workflow
 from teamrl.workflows.chat_shots import Example, few_shot
 
 # Short and concrete for a 135M instruct model; "(of x and y)" after the operation's name is what made
@@ -55,7 +55,7 @@ class SplitCalcState:
     solved: bool = False
 
 
-class SplitCalcWorkflow:
+class SplitCalcWorkflow(Workflow):
     """analyst -> calculator (sequential, one turn), or the single agent alone (`single_agent=True`)."""
 
     parallel = False

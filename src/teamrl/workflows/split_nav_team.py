@@ -30,7 +30,7 @@ from teamrl.tasks.plan_path import PlanPathEnv
 from teamrl.tasks.split_nav import (Layout, Offset, SplitNavConfig, format_offset, instance, make_env, offset_of,
                                     parse_offset, parse_walk, render_map, render_radar, spotter_terms, target_of,
                                     walk_terms)
-from teamrl.workflows.base import Agent, Outcome
+from teamrl.workflows.base import Agent, Outcome, Workflow
 from teamrl.workflows.chat_shots import Example, few_shot
 
 CHAT_INSTRUCTIONS = {
@@ -73,7 +73,7 @@ class SplitNavState:
     solved: bool = False
 
 
-class SplitNavWorkflow:
+class SplitNavWorkflow(Workflow):
     """spotter -> walker (sequential, one turn), or the single agent alone (`single_agent=True`)."""
 
     parallel = False

@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from teamrl.workflows.base import Agent, Outcome
+from teamrl.workflows.base import Agent, Outcome, Workflow
 from teamrl.workflows.study_domains import SHOWN_CHARS, Answer, Domain
 
 SHORT_TAGS = {"aggregator": "agg", "evaluator": "ev", "orchestrator": "orc", "synthesizer": "syn",
@@ -226,7 +226,7 @@ def parse_strategies(text: str, n: int) -> tuple[list[str], bool]:
     return found + [""] * (n - len(found)), len(items) == n
 
 
-class StudyWorkflow:
+class StudyWorkflow(Workflow):
     """Construction, validation and bookkeeping shared by the study workflows (not a workflow itself)."""
 
     parallel = False

@@ -49,7 +49,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
 from teamrl.tasks.code_blocks import extract_code_block
-from teamrl.workflows.base import Agent, Outcome
+from teamrl.workflows.base import Agent, Outcome, Workflow
 from teamrl.workflows.program_runner import ProgramRunner
 
 # `follow`, alone: optionally after an answer label (no backtracking: one fullmatch of one line).
@@ -116,7 +116,7 @@ class ToolPlanState:
     transcript: list[tuple[str, str]] = field(default_factory=list)
 
 
-class ToolPlanWorkflow:
+class ToolPlanWorkflow(Workflow):
     """tool -> plan, sequential; or the plan role alone (`single_agent=True`)."""
 
     parallel = False
