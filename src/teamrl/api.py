@@ -229,9 +229,7 @@ class Team:
         from teamrl.rollout.engines import release
 
         release(self.policies)
-        close = getattr(self.workflow, "close", None)
-        if close is not None:
-            close()
+        self.workflow.close()
 
     def __enter__(self) -> Team:
         return self

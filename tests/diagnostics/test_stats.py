@@ -103,9 +103,10 @@ def test_count_sketch_preserves_cosines_of_large_vectors():
     sy = sketch()
     assert cosine(sx, sy) == pytest.approx(cosine(x, y), abs=0.05)
     assert mean_pairwise_cosine([sx]) is None
-    assert mean_pairwise_cosine([x, x, -x]) == pytest.approx((1 - 1 - 1) / 3)
+    # fp32 dot products over 200k entries: the summation order (which differs by CPU) moves the 7th digit
+    assert mean_pairwise_cosine([x, x, -x]) == pytest.approx((1 - 1 - 1) / 3, abs=1e-5)
     # an agent without gradient has no direction: left out, not counted as cosine 0
-    assert mean_pairwise_cosine([x, torch.zeros_like(x), x]) == pytest.approx(1.0)
+    assert mean_pairwise_cosine([x, torch.zeros_like(x), x]) == pytest.approx(1.0, abs=1e-5)
     assert mean_pairwise_cosine([x, torch.zeros_like(x)]) is None
 
 
