@@ -8,7 +8,7 @@ The peak is the best of several timed square matmuls (best, not median: the peak
 core can do when nothing steals it; the phase's own figure is a median over repeats, so the share
 errs low, never high). FLOPs of an (m x k) @ (k x n) product: 2 m k n.
 
-    python benchmarks/matmul_peak.py --threads 1
+    python -m benchmarks run matmul_peak --threads 1
 """
 
 from __future__ import annotations

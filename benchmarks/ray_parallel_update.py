@@ -1,6 +1,6 @@
 """Two per-role policies updated in parallel on Ray vs one after another in one process.
 
-Run: python benchmarks/ray_parallel_update.py [--repeats 4] [--hidden 256] [--layers 4]
+Run: python -m benchmarks run ray_parallel_update [--repeats 4] [--hidden 256] [--layers 4]
 Both sides run the same `update_policy` on the same samples (two policies, each its own model and
 AdamW) through the two update backends. Local: the updates run in this process one after another,
 timed twice, with torch using every core and with one thread (on a machine busy with other work,

@@ -11,7 +11,7 @@ has workers (so both use the same parallelism):
 * units: the bfs program against three model-style asserts through `run_untrusted_tests` (the
   code team's unit-test cross-check; the baseline runs program + asserts in one interpreter)
 
-    PYTHONPATH=src python benchmarks/sandbox_throughput.py [--workers 2] [-n 256]
+    python -m benchmarks run sandbox_throughput [--workers 2] [-n 256]
 
 `--compare DIR` also runs every workload through another copy of the sandbox package (e.g. an
 older revision: `git archive <rev> src/teamrl/sandbox | tar -x -C /tmp/old`, then
@@ -35,13 +35,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-try:
-    import teamrl.sandbox as current_sandbox
-    from teamrl.tasks.code_data import load_humaneval
-except ImportError:  # run from a source checkout without PYTHONPATH=src
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-    import teamrl.sandbox as current_sandbox
-    from teamrl.tasks.code_data import load_humaneval
+import teamrl.sandbox as current_sandbox
+from teamrl.tasks.code_data import load_humaneval
 
 BFS_PREAMBLE = '''
 from collections import deque

@@ -63,8 +63,8 @@ def generated_results() -> str:
     head_d = ("| file | domain | seed | steps | untrained single | untrained team | trained team | best | commit | "
               "command |\n|---|---|---|---|---|---|---|---|---|---|")
     head_s = "| file | run | steps | before | after | best | commit | command |\n|---|---|---|---|---|---|---|---|"
-    return ("## Domain studies (`benchmarks/domain_study.py`)\n\n" + head_d + "\n" + "\n".join(domains) +
-            "\n\n## Method comparisons (`benchmarks/plan_path_study.py`)\n\n" + head_s + "\n" + "\n".join(studies) + "\n")
+    return ("## Domain studies (`scripts/study/domain_study.py`)\n\n" + head_d + "\n" + "\n".join(domains) +
+            "\n\n## Method comparisons (`scripts/study/plan_path_study.py`)\n\n" + head_s + "\n" + "\n".join(studies) + "\n")
 
 
 def on_page_markdown(markdown: str, page, config, files) -> str:  # noqa: ANN001 (MkDocs' hook signature)

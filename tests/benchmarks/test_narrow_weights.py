@@ -1,4 +1,4 @@
-"""benchmarks/narrow_weights.py: the int8 rows it times reproduce the weight to half a step, and every format's
+"""benchmarks/experiments/narrow_weights.py: the int8 rows it times reproduce the weight to half a step, and every format's
 product is the fp32 product up to its rounding."""
 
 from __future__ import annotations

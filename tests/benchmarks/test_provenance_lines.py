@@ -1,4 +1,4 @@
-"""benchmarks/provenance.py's Lines: a report opens with where it came from and closes with the load at its end."""
+"""benchmarks/harness.py's Lines: a report opens with where it came from and closes with the load at its end."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""benchmarks/real_format_skill.py: well-formed and right shares per role, before and after, from hand-written
+"""scripts/study/real_format_skill.py: well-formed and right shares per role, before and after, from hand-written
 transcripts of a study folder."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The shared fuzz loop (benchmarks/fuzzing.py) counts what it claims to: crashes, refused results, time."""
+"""The shared fuzz loop (scripts/checks/fuzzing.py) counts what it claims to: crashes, refused results, time."""
 
 from __future__ import annotations
 
