@@ -16,7 +16,7 @@ import runpy
 import sys
 from pathlib import Path
 
-from benchmarks import tables
+from benchmarks import harness, tables
 
 HERE = Path(__file__).resolve().parent
 NOT_BENCHMARKS = {"__init__", "__main__", "harness", "tables"}
@@ -77,7 +77,8 @@ def cmd_list() -> int:
 def cmd_run(name: str, args: list[str]) -> int:
     """Runs the benchmark as `__main__`, with argv[0] naming the command that reruns it (its provenance)."""
     module = resolve(name)
-    sys.argv = [f"python -m benchmarks run {name}", *args]
+    harness.INVOKED_AS = f"python -m benchmarks run {name}"
+    sys.argv = [harness.INVOKED_AS, *args]
     try:
         runpy.run_module(module, run_name="__main__", alter_sys=True)
     except SystemExit as stop:  # the benchmark's own exit status

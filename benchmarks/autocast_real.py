@@ -26,9 +26,7 @@ from __future__ import annotations
 import argparse
 import os
 import random
-import sys
 import time
-from pathlib import Path
 from statistics import median
 from types import SimpleNamespace
 

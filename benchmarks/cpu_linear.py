@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from pathlib import Path
 from statistics import median
 
 import torch

@@ -19,7 +19,6 @@ import resource
 import subprocess
 import sys
 import time
-from pathlib import Path
 from statistics import median
 from benchmarks.harness import add_out_argument, child_env
 

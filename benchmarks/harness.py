@@ -13,6 +13,8 @@ written before benchmarks stored their own take it from benchmarks/results/prove
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import json
 import os
 import platform
@@ -23,7 +25,7 @@ import time
 import warnings
 from pathlib import Path
 from statistics import median
-from typing import Any
+from typing import Any, Iterator
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -87,11 +89,15 @@ def host_info(cpuinfo: str | None = None) -> dict[str, Any]:
             "isa": [flag for flag in ISA_FLAGS if flag in flags]}
 
 
+INVOKED_AS = ""
+"""`python -m benchmarks run NAME` while the entry point runs benchmark NAME (runpy puts the file in argv[0])."""
+
+
 def command_line(argv: list[str] | None = None) -> str:
-    """The command that runs this benchmark again: `python -m benchmarks run NAME ...` when it was started
-    that way (the entry point puts that in argv[0]), else `python <argv>`."""
+    """The command that runs this benchmark again: `python -m benchmarks run NAME ARGS` when the entry point
+    started it, else `python ARGV`."""
     argv = sys.argv if argv is None else argv
-    head = argv[0] if argv and argv[0].startswith("python ") else "python " + shlex.quote(argv[0]) if argv else "python"
+    head = INVOKED_AS or ("python " + shlex.quote(argv[0]) if argv else "python")
     return " ".join([head, *(shlex.quote(a) for a in argv[1:])])
 
 
@@ -147,6 +153,28 @@ def write_result(path: str | Path, lines: list[str], figures: dict[str, Any] | N
     return json_path
 
 
+class _Tee(io.TextIOBase):
+    def __init__(self, stream: Any) -> None:
+        self.stream, self.text = stream, io.StringIO()
+
+    def write(self, chunk: str) -> int:
+        self.text.write(chunk)
+        return self.stream.write(chunk)
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+
+@contextlib.contextmanager
+def printed_report(path: str | Path, figures: dict[str, Any] | None = None) -> Iterator[None]:
+    """For a benchmark that prints its report: what it prints inside the block still goes to stdout and is
+    written to `path` as a result (see `write_result`) when the block ends, provenance taken at its start."""
+    meta, tee = provenance(), _Tee(sys.stdout)
+    with contextlib.redirect_stdout(tee):
+        yield
+    write_result(path, tee.text.getvalue().splitlines(), figures, meta)
+
+
 def child_env(env: dict[str, str] | None = None) -> dict[str, str]:
     """The environment for a benchmark's own worker process (`python -m benchmarks.NAME --worker ...`): the
     repository root and src/ on PYTHONPATH, so that the worker imports this checkout whatever its cwd."""
@@ -190,7 +218,7 @@ class Lines:
 def header_host_line(meta: dict[str, Any]) -> str:
     """'# host amd-25-17 (AMD EPYC ...; avx2 avx512f), torch 2.x, 4 threads'."""
     isa = " ".join(meta["isa"]) or "no avx2"
-    return f"# host {meta['host']} ({meta['cpu']}; {isa}), torch {meta['torch']}, {meta['threads']} threads"
+    return f"# host {meta['host']} ({meta['cpu']}; {isa}), torch {meta['torch']}, {meta['threads']} thread{'' if meta['threads'] == 1 else 's'}"
 
 
 def spread(values: list[float], fmt: str = "6.2f", scale: float = 1.0) -> str:

@@ -30,10 +30,8 @@ layer (QK^T and AV at the step's context width).
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from statistics import median
 
 import torch

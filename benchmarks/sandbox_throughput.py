@@ -38,6 +38,8 @@ from typing import Any
 import teamrl.sandbox as current_sandbox
 from teamrl.tasks.code_data import load_humaneval
 
+from benchmarks.harness import add_out_argument, printed_report
+
 BFS_PREAMBLE = '''
 from collections import deque
 
@@ -145,7 +147,13 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=1, help="runs per workload and sandbox; the fastest counts")
     parser.add_argument("--os-isolation", choices=["auto", "off", "userns"], default="auto",
                         help="Sandbox(os_isolation=...): auto (namespaces where possible), off (guards only), userns")
+    add_out_argument(parser, "sandbox_throughput")
     args = parser.parse_args()
+    with printed_report(args.out):
+        return measure(args)
+
+
+def measure(args: argparse.Namespace) -> int:
     packages: list[tuple[str, Any]] = [("current", current_sandbox)]
     if args.compare:
         packages.append(("compare", load_sandbox_package(args.compare)))

@@ -30,7 +30,6 @@ import copy
 import dataclasses
 import random
 import statistics
-import sys
 import time
 from pathlib import Path
 

@@ -18,9 +18,7 @@ whole model once is printed on its own.
 from __future__ import annotations
 
 import argparse
-import sys
 import time
-from pathlib import Path
 from statistics import median
 
 import torch

@@ -16,9 +16,7 @@ Each format's error: the largest |difference| from fp32 over the largest |fp32 o
 from __future__ import annotations
 
 import argparse
-import sys
 import time
-from pathlib import Path
 from statistics import median
 
 import torch

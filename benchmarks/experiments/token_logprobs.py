@@ -11,9 +11,7 @@ Shapes: SmolLM2's vocabulary (49,152) at 16 x 32 positions, Gemma-3's (262,144) 
 from __future__ import annotations
 
 import argparse
-import sys
 import time
-from pathlib import Path
 from statistics import median
 
 import torch

@@ -1,5 +1,6 @@
-"""MkDocs hook: fill docs/results-data.md with every study result in benchmarks/results/, each with its
-commit and command (stored in the result, else in benchmarks/results/provenance.yaml)."""
+"""MkDocs hook: fill docs/results-data.md with every study result in benchmarks/results/<script>/<host>/,
+each with its commit and command (stored in the result, else in benchmarks/results/provenance.yaml, keyed
+by file name)."""
 
 from __future__ import annotations
 
@@ -38,7 +39,7 @@ def _is_comparison(data) -> bool:
 def _rows() -> tuple[list[str], list[str]]:
     legacy = yaml.safe_load((RESULTS / "provenance.yaml").read_text()) or {}
     domains, studies = [], []
-    for path in sorted(RESULTS.glob("*.json")):
+    for path in sorted(RESULTS.glob("*/*/*.json")):
         data = json.loads(path.read_text())
         prov = data.get("provenance") if isinstance(data, dict) else None
         prov = prov or legacy.get(path.name) or {"commit": "not recorded", "command": "not recorded"}
@@ -46,14 +47,14 @@ def _rows() -> tuple[list[str], list[str]]:
         if isinstance(data, dict) and "trained_team" in data:
             untrained, trained, best = (_value(data[k]) for k in ("untrained_team", "trained_team", "best"))
             single = _value(data.get("untrained_single")) or {}
-            domains.append(f"| `{path.name}` | {data['domain']} | {data['seed']} | {data['steps']} | "
+            domains.append(f"| `{path.relative_to(RESULTS)}` | {data['domain']} | {data['seed']} | {data['steps']} | "
                            f"{_pct(single.get('success', 0))} | {_pct(untrained['success'])} | "
                            f"{_pct(trained['success'])} | {_pct(best['success'])} (step {best['step']}) | "
                            f"{where[0]} | {where[1]} |")
         elif _is_comparison(data):
             runs = data["runs"] if isinstance(data, dict) else data
             for run in runs:
-                studies.append(f"| `{path.name}` | {run['run']} | {run.get('steps', 0)} | {_pct(run['initial'])} | "
+                studies.append(f"| `{path.relative_to(RESULTS)}` | {run['run']} | {run.get('steps', 0)} | {_pct(run['initial'])} | "
                                f"{_pct(run['final'])} | {_pct(run['best'])} | {where[0]} | {where[1]} |")
     return domains, studies
 

@@ -24,7 +24,6 @@ import sys
 import time
 from collections import defaultdict
 from concurrent.futures import ProcessPoolExecutor
-from pathlib import Path
 
 
 from teamrl.tasks.math_answers import answers_match

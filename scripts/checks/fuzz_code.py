@@ -16,7 +16,6 @@ import argparse
 import random
 import sys
 import time
-from pathlib import Path
 from typing import Callable
 
 from scripts.checks.fuzzing import print_rows, run_parsers

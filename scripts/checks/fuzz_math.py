@@ -16,7 +16,6 @@ import argparse
 import random
 import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 

@@ -16,11 +16,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import sys
 import time
-from pathlib import Path
-
-HERE = Path(__file__).resolve().parent
 
 from scripts.checks.fuzzing import print_rows
 

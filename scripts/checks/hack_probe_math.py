@@ -16,7 +16,6 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Callable
-from pathlib import Path
 
 
 from teamrl.tasks.math_answers import math_reward

@@ -22,14 +22,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
 from statistics import mean, pstdev
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[2]
 from benchmarks.harness import provenance
+
+ROOT = Path(__file__).resolve().parents[2]
 
 CONFIGS = {"builtin": ROOT / "src/teamrl/configs/split_calc_team.yaml",
            "program": ROOT / "examples/gateway/split_calc_program.yaml"}

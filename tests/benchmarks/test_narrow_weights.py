@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import torch
 
-from tests.benchmark_modules import load_benchmark
+from benchmarks.experiments import narrow_weights
 
-narrow = load_benchmark("narrow_weights")
+narrow = narrow_weights
 
 
 def test_int8_rows_round_to_half_a_step_of_each_rows_scale():

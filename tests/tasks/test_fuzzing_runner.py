@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import time
 
-from benchmark_modules import load_benchmark
+from scripts.checks import fuzzing
 
 
 def test_run_parsers_counts_exceptions_refused_results_and_the_slowest_input():
-    fuzzing = load_benchmark("fuzzing")
     calls = []
 
     def parse(text: str) -> int:
