@@ -16,8 +16,8 @@ this machine's load), `max_len` the longest input.
 
 from __future__ import annotations
 
+import argparse
 import random
-import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -162,9 +162,11 @@ def fuzz(n: int, seed: int = 0) -> list[dict]:
 
 
 def main() -> None:
-    n = int(sys.argv[1]) if len(sys.argv) > 1 else 500
-    seed = int(sys.argv[2]) if len(sys.argv) > 2 else 0
-    rows = fuzz(n, seed)
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("n", type=int, nargs="?", default=500, help="inputs per parser")
+    parser.add_argument("seed", type=int, nargs="?", default=0)
+    args = parser.parse_args()
+    rows = fuzz(args.n, args.seed)
     print_rows(rows)
     print(f"{sum(r['crashes'] for r in rows)} crashes")
 

@@ -5,7 +5,7 @@ DOMAIN is a config in src/teamrl/configs (plan_path, sokoban, sudoku, math, code
 or a path to a YAML config. The tiny default model is warmed up on the task's scripted demos for
 `policy.warmup_sft_steps` steps (cached), the untrained single agent is scored as a reference, then the
 team is trained with the config's AT-GRPO settings; the loop scores the untrained team first (step 0)
-and the trained team last. Writes benchmarks/results/<domain>_study.json and .txt: held-out success
+and the trained team last. Writes benchmarks/results/domain_study/<host>/<domain>_study.json and .txt: held-out success
 (greedy) and mean held-out team return, before / after / best, with the command and wall times.
 """
 
@@ -16,7 +16,7 @@ import json
 import time
 from pathlib import Path
 
-from benchmarks.harness import provenance
+from benchmarks.harness import default_out, provenance
 from teamrl.config import load_config
 from teamrl.training.build import build_policies, build_workflow, resolve_model_path
 from teamrl.training.evaluate import evaluate
@@ -106,7 +106,7 @@ def main() -> None:
     parser.add_argument("--warmup-steps", type=int, default=0,
                         help="SFT steps of the tiny default's warm-up (default: the config's policy.warmup_sft_steps)")
     parser.add_argument("--output-dir", default="runs/domain-study")
-    parser.add_argument("--out", default="", help="result stem (default benchmarks/results/<domain>_study)")
+    parser.add_argument("--out", default="", help="result stem (default benchmarks/results/domain_study/<host>/<domain>_study)")
     parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="more config overrides")
     args = parser.parse_args()
 
@@ -119,7 +119,7 @@ def main() -> None:
     result["provenance"] = provenance()
     text = report(result, result["provenance"]["command"])
     print("\n" + text)
-    stem = Path(args.out or ROOT / "benchmarks" / "results" / f"{Path(args.domain).stem}_study")
+    stem = Path(args.out or default_out("domain_study", f"{Path(args.domain).stem}_study").with_suffix(""))
     stem.parent.mkdir(parents=True, exist_ok=True)
     stem.with_suffix(".json").write_text(json.dumps(result, indent=2, default=str))
     stem.with_suffix(".txt").write_text(text)

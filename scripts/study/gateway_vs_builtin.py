@@ -27,7 +27,7 @@ from pathlib import Path
 from statistics import mean, pstdev
 from typing import Any
 
-from benchmarks.harness import provenance
+from benchmarks.harness import default_out, provenance
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -170,7 +170,8 @@ def main() -> None:
     parser.add_argument("--eval-instances", type=int, help="train.eval_instances")
     parser.add_argument("--midway-eval-instances", type=int, help="train.midway_eval_instances")
     parser.add_argument("--threads", type=int, default=1, help="train.threads (torch threads per run)")
-    parser.add_argument("--output", type=Path, default=ROOT / "benchmarks/results/gateway_vs_builtin/unknown-host/gateway_vs_builtin.jsonl")
+    parser.add_argument("--out", "--output", dest="output", type=Path,
+                        default=default_out("gateway_vs_builtin").with_suffix(".jsonl"))
     parser.add_argument("--runs-dir", type=Path, default=ROOT / "runs/gateway_vs_builtin")
     parser.add_argument("--table", action="store_true", help="print the table of --output (and --with) and exit")
     parser.add_argument("--with", dest="more", type=Path, nargs="+", default=[],

@@ -2,7 +2,7 @@
 trajectory-level GRPO vs SFT on the team's own successes, on Plan-Path with the tiny default model,
 same steps and samples.
 
-Run: python -m scripts.study.plan_path_study [--steps 60] [--out benchmarks/results/plan_path_study/unknown-host/plan_path_study.json]
+Run: python -m scripts.study.plan_path_study [--steps 60] [--out PATH (default benchmarks/results/plan_path_study/<host>/plan_path_study.json)]
 Every run starts from the same warmed-up tiny model (`teamrl warmup` first, or it is built here).
 Prints one row per run: held-out success (greedy, 200 instances) before / after / best, and wall time.
 """
@@ -14,7 +14,7 @@ import json
 import time
 from pathlib import Path
 
-from benchmarks.harness import provenance
+from benchmarks.harness import default_out, provenance
 from teamrl.config import load_config
 from teamrl.training.build import build_policies, build_workflow, resolve_model_path
 from teamrl.training.evaluate import evaluate
@@ -38,7 +38,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--only", nargs="*", default=list(RUNS), help=f"subset of {list(RUNS)}")
     parser.add_argument("--output-dir", default="runs/study")
-    parser.add_argument("--out", default="", help="write the results as JSON here")
+    parser.add_argument("--out", default=str(default_out("plan_path_study")), help="the results as JSON (default: %(default)s)")
     parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
                         help="config overrides for every run, e.g. task.size=7")
     args = parser.parse_args()
