@@ -99,8 +99,9 @@ def host_cell(prov: dict[str, Any]) -> str:
     return f"`{prov.get('host', 'unknown-host')}`" + (f" ({cpu})" if cpu and cpu != "not recorded" else "")
 
 
-def headline_rows(rows: tuple[HeadlineRow, ...] = HEADLINE) -> list[list[str]]:
-    """[what, command, result, host] of each headline row, from its result file."""
+def headline_rows(rows: tuple[HeadlineRow, ...] = HEADLINE, links: bool = True) -> list[list[str]]:
+    """[what, command, result, host] of each headline row, from its result file (linked from the README's
+    folder when `links`, else named as a path: the docs site cannot link outside docs/)."""
     if len(rows) > 6:
         raise ValueError(f"the headline table has at most 6 rows, got {len(rows)}")
     out = []
@@ -112,12 +113,13 @@ def headline_rows(rows: tuple[HeadlineRow, ...] = HEADLINE) -> list[list[str]]:
             result = row.template.format(**_derived(data["figures"]))
         except KeyError as err:
             raise ValueError(f"{row.result}: no figure {err} for the headline row {row.what!r}") from err
-        out.append([row.what, f"`{command}`", f"{result} ([result](benchmarks/results/{row.result}))", host_cell(prov)])
+        where = f"[result](benchmarks/results/{row.result})" if links else f"`benchmarks/results/{row.result}`"
+        out.append([row.what, f"`{command}`", f"{result} ({where})", host_cell(prov)])
     return out
 
 
-def headline_table() -> str:
-    return markdown_table(["what", "command", "result", "host"], headline_rows())
+def headline_table(links: bool = True) -> str:
+    return markdown_table(["what", "command", "result", "host"], headline_rows(links=links))
 
 
 def replace_block(text: str, table: str) -> str:

@@ -1,17 +1,31 @@
 """MkDocs hook: fill docs/results-data.md with every study result in benchmarks/results/<script>/<host>/,
 each with its commit and command (stored in the result, else in benchmarks/results/provenance.yaml, keyed
-by file name)."""
+by file name), and put the headline table (benchmarks/tables.py, rendered from result files) where a page
+asks for it."""
 
 from __future__ import annotations
 
 import ast
+import importlib.util
 import json
+import sys
 from pathlib import Path
 
 import yaml
 
 MARKER = "<!-- generated: results data -->"
-RESULTS = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
+HEADLINE_MARKER = "<!-- generated: headline table -->"
+ROOT = Path(__file__).resolve().parents[2]
+RESULTS = ROOT / "benchmarks" / "results"
+
+
+def _tables_module():
+    """benchmarks/tables.py, loaded by its path: the site may be built from any working directory."""
+    spec = importlib.util.spec_from_file_location("benchmark_tables", ROOT / "benchmarks" / "tables.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up here
+    spec.loader.exec_module(module)
+    return module
 
 
 def _value(raw):
@@ -70,5 +84,7 @@ def generated_results() -> str:
 
 def on_page_markdown(markdown: str, page, config, files) -> str:  # noqa: ANN001 (MkDocs' hook signature)
     if MARKER in markdown:
-        return markdown.replace(MARKER, generated_results())
+        markdown = markdown.replace(MARKER, generated_results())
+    if HEADLINE_MARKER in markdown:
+        markdown = markdown.replace(HEADLINE_MARKER, _tables_module().headline_table(links=False))
     return markdown

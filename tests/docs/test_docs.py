@@ -71,6 +71,15 @@ def test_results_data_page_lists_every_result_file_with_commit_and_command(site)
         assert all("<code>python " in row for row in rows), f"{name}: a row without its command"
 
 
+def test_performance_page_shows_the_headline_table_rendered_from_result_files(site):
+    from benchmarks import tables
+
+    page = (site / "performance" / "index.html").read_text()
+    assert "generated: headline table" not in page
+    for row in tables.HEADLINE:
+        assert f"<code>benchmarks/results/{row.result}</code>" in page, row.result
+
+
 def _fenced_and_prose(text: str) -> tuple[list[str], str]:
     """The shell code blocks of a Markdown page (fences with no language or bash/sh/console) and its prose."""
     blocks, prose, current, language = [], [], None, None
