@@ -122,6 +122,10 @@ def default_out(benchmark: str, name: str | None = None) -> Path:
     return RESULTS / benchmark / host_info()["host"] / f"{name or benchmark}.json"
 
 
+_STARTED: dict[str, Any] | None = None
+"""The provenance taken when the running benchmark added its --out argument (see `write_result`)."""
+
+
 class _DeprecatedOutput(argparse.Action):
     def __call__(self, parser, namespace, values, option_string=None):  # noqa: ANN001 (argparse's signature)
         warnings.warn("--output is deprecated: use --out", DeprecationWarning, stacklevel=2)
@@ -132,6 +136,8 @@ class _DeprecatedOutput(argparse.Action):
 def add_out_argument(parser: argparse.ArgumentParser, benchmark: str, name: str | None = None) -> None:
     """`--out PATH`, the result's path (default benchmarks/results/<benchmark>/<host>/<name>.json; a .txt
     path writes the text there and the JSON beside it), and `--output`, its deprecated alias."""
+    global _STARTED
+    _STARTED = provenance()  # a benchmark adds --out as it starts: its provenance, load at start included
     parser.add_argument("--out", default=str(default_out(benchmark, name)),
                         help="result file (.json, with the text beside it as .txt; default: %(default)s)")
     parser.add_argument("--output", dest="out", action=_DeprecatedOutput, help=argparse.SUPPRESS)
@@ -140,13 +146,14 @@ def add_out_argument(parser: argparse.ArgumentParser, benchmark: str, name: str 
 def write_result(path: str | Path, lines: list[str], figures: dict[str, Any] | None = None,
                  meta: dict[str, Any] | None = None) -> Path:
     """The report written twice: JSON ({provenance, figures, lines}) at `path` or beside it, and its text at
-    the .txt beside it (or at `path` when that ends .txt). Returns the JSON's path."""
+    the .txt beside it (or at `path` when that ends .txt). Returns the JSON's path. `meta` defaults to the
+    provenance taken when the benchmark added its --out argument."""
     path = Path(path)
     json_path, text_path = path.with_suffix(".json"), path.with_suffix(".txt")
     if path.suffix not in (".json", ".txt"):
         json_path, text_path = Path(f"{path}.json"), path
     json_path.parent.mkdir(parents=True, exist_ok=True)
-    meta = dict(meta or provenance())
+    meta = dict(meta or _STARTED or provenance())
     meta["load_at_end"] = f"{_load():.1f}"
     json_path.write_text(json.dumps({"provenance": meta, "figures": figures or {}, "lines": lines}, indent=1) + "\n")
     text_path.write_text("\n".join(lines) + "\n")
