@@ -1,7 +1,7 @@
 """`algorithm.autocast: bf16` on a real 135M model: the update's forward + backward time against fp32, side by
 side, and how far bf16 moves the log-probs the loss is made of.
 
-    python benchmarks/autocast_real.py --model smollm2-135m-instruct --output benchmarks/results/autocast_real.txt
+    python -m benchmarks run autocast_real --model smollm2-135m-instruct --out benchmarks/results/autocast_real/unknown-host/autocast_real.txt
 
 One torch thread, CPU seconds. Samples: one rollout of chat-templated arithmetic prompts (`--prompts` x K
 `--k`, `--tokens` new tokens at T 0.5) from the model itself, advantages +-1 alternating. For the full
@@ -26,9 +26,7 @@ from __future__ import annotations
 import argparse
 import os
 import random
-import sys
 import time
-from pathlib import Path
 from statistics import median
 from types import SimpleNamespace
 
@@ -46,9 +44,9 @@ from teamrl.training.model_sources import resolve_model_source
 from teamrl.training.update import _part_loss
 from teamrl.workflows.base import Outcome
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from matmul_peak import measure_matmul_peak  # noqa: E402
-from update_step import cpu_matmul_peak, update_flops  # noqa: E402
+from benchmarks.matmul_peak import measure_matmul_peak
+from benchmarks.update_step import cpu_matmul_peak, update_flops
+from benchmarks.harness import add_out_argument, write_result
 
 QUESTIONS = ["What is 12 - 5 + 3?", "What is 7 * 8?", "Compute 45 + 19 - 7.", "What is 9 + 6 * 2?",
              "What is 100 - 37?", "Compute 14 * 3 + 1.", "What is 81 - 29 + 4?", "What is 6 * 7 - 5?"]
@@ -102,7 +100,7 @@ def main() -> None:
     parser.add_argument("--k", type=int, default=4)
     parser.add_argument("--tokens", type=int, default=48)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--output", default="")
+    add_out_argument(parser, "autocast_real")
     args = parser.parse_args()
     keep_freed_memory()
     torch.set_num_threads(1)
@@ -150,9 +148,7 @@ def main() -> None:
                 out(f"full     against oneDNN's fp32 peak {strict:.1f} GFLOP/CPU s: fp32 "
                     f"{flops / median(times['fp32']) / 1e9 / strict:.0%}, bf16 {flops / median(times['bf16']) / 1e9 / strict:.0%}")
     out(f"load {os.getloadavg()[0]:.1f} at end")
-    if args.output:
-        with open(args.output, "w") as handle:
-            handle.write("\n".join(lines) + "\n")
+    write_result(args.out, lines)
 
 
 if __name__ == "__main__":

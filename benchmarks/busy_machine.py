@@ -1,7 +1,7 @@
 """A default training step with 1 thread, 2 threads and train.threads=auto, with and without a competing process.
 
-Run: python benchmarks/busy_machine.py [--rounds 1] [--model PATH] [--set key=value ...]
-     [--out benchmarks/results/busy_machine.txt]
+Run: python -m benchmarks run busy_machine [--rounds 1] [--model PATH] [--set key=value ...]
+     [--out benchmarks/results/busy_machine/unknown-host/busy_machine.txt]
 
 One step is what the loop does each step on the default quickstart config (Plan-Path team, tiny
 default, 16 instances x K = 8, 3 turns, 40 new tokens): rollout, advantages, update. Every
@@ -32,6 +32,7 @@ from teamrl.training.credit import assign_advantages, trainable
 from teamrl.training.loop import rollout_step
 from teamrl.training.threads import ThreadGovernor, usable_cores
 from teamrl.training.update import make_optimizer, update_policy
+from benchmarks.harness import add_out_argument, write_result
 
 CONFIG = Path(__file__).resolve().parents[1] / "src" / "teamrl" / "configs" / "plan_path_team.yaml"
 SETTINGS = (1, 2, "auto")
@@ -110,7 +111,7 @@ def main(argv: list[str] | None = None) -> str:
     parser.add_argument("--rounds", type=int, default=1, help="steps per setting and block")
     parser.add_argument("--model", default=None, help="policy folder (default: the config's tiny default, warmed up)")
     parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="config overrides")
-    parser.add_argument("--out", default="", help="also write the table to this file")
+    add_out_argument(parser, "busy_machine")
     args = parser.parse_args(argv)
     os.environ.pop("OMP_NUM_THREADS", None)  # `auto` would take it as given instead of reading the load
     torch.set_num_threads(1)  # building (a first warm-up included) must not crawl either
@@ -134,8 +135,7 @@ def main(argv: list[str] | None = None) -> str:
               "load = 1-minute load average before -> after the block"]
     text = "\n".join(header + table(blocks))
     print(text)
-    if args.out:
-        Path(args.out).write_text(text + "\n")
+    write_result(args.out, text.splitlines())
     return text
 
 

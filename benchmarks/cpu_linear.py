@@ -1,6 +1,6 @@
 """oneDNN vs torch's (MKL) linear layers on CPU, side by side: the matmul peak, then sampling and the update at 135M.
 
-    python benchmarks/cpu_linear.py --model smollm2-135m-instruct --rounds 3 --output benchmarks/results/cpu_linear.txt
+    python -m benchmarks run cpu_linear --model smollm2-135m-instruct --rounds 3 --out benchmarks/results/cpu_linear/amd-avx512-full/cpu_linear.txt
 
 One torch thread, CPU seconds (`time.process_time`), one process, the two settings alternating in every round.
 1. The fp32 matmul peak: the best of 5 1024-square matmuls (`matmul_peak.py`), `torch.mm` (MKL) and oneDNN's op.
@@ -19,24 +19,22 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from pathlib import Path
 from statistics import median
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from autocast_real import loss_backward, rollout  # noqa: E402
-from matmul_peak import measure_matmul_peak  # noqa: E402
-from provenance import Lines, spread  # noqa: E402
-from rollout_engine import plan_path_prompts  # noqa: E402
+from benchmarks.autocast_real import loss_backward, rollout
+from benchmarks.matmul_peak import measure_matmul_peak
+from benchmarks.harness import Lines, add_out_argument, spread
+from benchmarks.rollout_engine import plan_path_prompts
 
-from teamrl.config import AlgorithmConfig, LoraConfig  # noqa: E402
-from teamrl.policies.cpu_linear import OneDnnLinear, onednn_available, resolve_cpu_linear  # noqa: E402
-from teamrl.policies.loading import Policy, load_policy  # noqa: E402
-from teamrl.policies.lora import attach_adapters  # noqa: E402
-from teamrl.policies.scoring import shared_prefix_logprobs  # noqa: E402
-from teamrl.rollout.engine import SamplingParams, sample  # noqa: E402
-from teamrl.training.model_sources import resolve_model_source  # noqa: E402
+from teamrl.config import AlgorithmConfig, LoraConfig
+from teamrl.policies.cpu_linear import OneDnnLinear, onednn_available, resolve_cpu_linear
+from teamrl.policies.loading import Policy, load_policy
+from teamrl.policies.lora import attach_adapters
+from teamrl.policies.scoring import shared_prefix_logprobs
+from teamrl.rollout.engine import SamplingParams, sample
+from teamrl.training.model_sources import resolve_model_source
 
 SETTINGS = ("torch", "onednn")
 
@@ -75,7 +73,7 @@ def main() -> None:
     parser.add_argument("--k", type=int, default=4)
     parser.add_argument("--tokens", type=int, default=32)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--output", default="")
+    add_out_argument(parser, "cpu_linear")
     args = parser.parse_args()
     torch.set_num_threads(1)
     if not onednn_available():
@@ -123,7 +121,7 @@ def main() -> None:
         t = times[job]
         out(f"{job:34s} torch: {spread(t['torch'])} | onednn: {spread(t['onednn'])} s | "
             f"torch / onednn {median(t['torch']) / median(t['onednn']):.2f}x")
-    out.finish(args.output)
+    out.finish(args.out)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Per-step cost of the role-aware diagnostics: none vs cheap vs full, measured side by side.
 
-Run: python benchmarks/diagnostics_overhead.py [--steps 12] [--model PATH] [--set key=value ...]
+Run: python -m benchmarks run diagnostics_overhead [--steps 12] [--model PATH] [--set key=value ...]
      (OMP_NUM_THREADS=1 gives steadier timings on a shared machine)
 
 Four copies of one policy: diagnostics none / cheap / full, and `split` (none, but the update
@@ -30,6 +30,7 @@ from teamrl.training.build import build_policies, build_workflow
 from teamrl.training.credit import assign_advantages, trainable
 from teamrl.training.loop import rollout_metrics, rollout_step
 from teamrl.training.update import make_optimizer, update_policy
+from benchmarks.harness import add_out_argument, write_result
 
 CONFIG = Path(__file__).resolve().parents[1] / "src" / "teamrl" / "configs" / "plan_path_team.yaml"
 # Each variant's config overrides. `split` keeps diagnostics off but backpropagates role by role
@@ -85,7 +86,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=12)
     parser.add_argument("--model", default=None, help="policy folder (default: the config's, warmed up)")
     parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="config overrides")
-    parser.add_argument("--out", default="", help="also write the table to this file")
+    add_out_argument(parser, "diagnostics_overhead")
     args = parser.parse_args()
     overrides = ["train.batch_size=4", "train.steps=100", *args.set]
     torch.manual_seed(0)
@@ -109,8 +110,7 @@ def main() -> None:
                      f"{overhead:>17.1%}")
     text = "\n".join(lines)
     print(text)
-    if args.out:
-        Path(args.out).write_text(text + "\n")
+    write_result(args.out, text.splitlines())
 
 
 if __name__ == "__main__":

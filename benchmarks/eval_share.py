@@ -1,7 +1,7 @@
 """Held-out evaluation's share of training time, from a run's metrics: the old schedule against the new default.
 
-Run: python benchmarks/eval_share.py [--set key=value ...] [--midway 0 50] [--out FILE]
-     python benchmarks/eval_share.py --runs RUN_DIR [RUN_DIR ...]   (only read finished runs)
+Run: python -m benchmarks run eval_share [--set key=value ...] [--midway 0 50] [--out FILE]
+     python -m benchmarks run eval_share --runs RUN_DIR [RUN_DIR ...]   (only read finished runs)
 
 Trains the default quickstart config once per `train.midway_eval_instances` value (0 = every
 evaluation on all eval_instances, as before; 50 = the new default), the runs side by side (one
@@ -18,6 +18,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from benchmarks.harness import add_out_argument, write_result
 
 CONFIG = Path(__file__).resolve().parents[1] / "src" / "teamrl" / "configs" / "plan_path_team.yaml"
 
@@ -42,7 +43,7 @@ def main(argv: list[str] | None = None) -> str:
     parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="config overrides")
     parser.add_argument("--midway", nargs="*", type=int, default=[0, 50], help="train.midway_eval_instances values")
     parser.add_argument("--runs", nargs="*", default=[], help="read these finished run directories instead")
-    parser.add_argument("--out", default="", help="also write the table to this file")
+    add_out_argument(parser, "eval_share")
     args = parser.parse_args(argv)
     results = {str(path): eval_share(Path(path)) for path in args.runs}
     if not args.runs:
@@ -63,8 +64,7 @@ def main(argv: list[str] | None = None) -> str:
     lines += [row(label, share) for label, share in results.items()]
     text = "\n".join(lines)
     print(text)
-    if args.out:
-        Path(args.out).write_text(text + "\n")
+    write_result(args.out, text.splitlines())
     return text
 
 

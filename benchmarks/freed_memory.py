@@ -1,6 +1,6 @@
 """Update steps at 135M with glibc's default malloc vs `train.keep_freed_memory` (freed memory kept for reuse).
 
-    python benchmarks/freed_memory.py --rounds 2 --output benchmarks/results/freed_memory_135m.txt
+    python -m benchmarks run freed_memory --rounds 2 --out benchmarks/results/freed_memory/amd-avx512-full/freed_memory_135m.txt
 
 The setting is process-wide, so each (round, setting) is its own child process, the two settings alternating
 round by round. A child: 1 torch thread, SmolLM2-135M-Instruct (fp32, oneDNN linears), one rollout of
@@ -19,8 +19,8 @@ import resource
 import subprocess
 import sys
 import time
-from pathlib import Path
 from statistics import median
+from benchmarks.harness import add_out_argument, child_env
 
 SETTINGS = ("default", "keep")
 
@@ -28,8 +28,7 @@ SETTINGS = ("default", "keep")
 def child(setting: str, args: argparse.Namespace) -> None:
     import torch
 
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from autocast_real import loss_backward, rollout
+    from benchmarks.autocast_real import loss_backward, rollout
 
     from teamrl.config import AlgorithmConfig
     from teamrl.policies.loading import load_policy
@@ -62,24 +61,23 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=32)
     parser.add_argument("--steps", type=int, default=6)
     parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--output", default="")
+    add_out_argument(parser, "freed_memory")
     parser.add_argument("--child", choices=SETTINGS, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         child(args.child, args)
         return
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from provenance import Lines, spread
+    from benchmarks.harness import Lines, spread
 
     out = Lines.started()
     out(f"# 1 thread, CPU s per update step (forward + backward + fused AdamW), {args.prompts} prompts x K {args.k} x "
         f"{args.tokens} tokens, {args.steps} steps per child process, settings alternating over {args.rounds} rounds")
     steady: dict[str, list[float]] = {s: [] for s in SETTINGS}
     faults: dict[str, list[int]] = {s: [] for s in SETTINGS}
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    env = child_env({**os.environ, "OMP_NUM_THREADS": "1"})
     for r in range(args.rounds):
         for setting in SETTINGS:
-            command = [sys.executable, __file__, "--child", setting, "--model", args.model, "--prompts", str(args.prompts),
+            command = [sys.executable, "-m", "benchmarks.freed_memory", "--child", setting, "--model", args.model, "--prompts", str(args.prompts),
                        "--k", str(args.k), "--tokens", str(args.tokens), "--steps", str(args.steps)]
             done = subprocess.run(command, capture_output=True, text=True, env=env, check=True)
             result = json.loads(done.stdout.strip().splitlines()[-1])
@@ -95,7 +93,7 @@ def main() -> None:
         t = steady[setting]
         out(f"{setting:7s}: steady-state step {spread(t, '.2f')} CPU s, "
             f"median {median(faults[setting]) // 1000}k page faults per step; default / this {base / median(t):.2f}x")
-    out.finish(args.output)
+    out.finish(args.out)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """What the gateway costs: the same planner + solver team played through the gateway and in-process.
 
-    nice python benchmarks/gateway_throughput.py --rounds 5 --output benchmarks/results/gateway_throughput.txt
-    py-spy record -f raw -o /tmp/gateway.txt -- python benchmarks/gateway_throughput.py --gateway-only 5
+    nice python -m benchmarks run gateway_throughput --rounds 5 --out benchmarks/results/gateway_throughput/unknown-host/gateway_throughput.txt
+    py-spy record -f raw -o /tmp/gateway.txt -- python -m benchmarks run gateway_throughput --gateway-only 5
 
 What is compared (rollouts only, no update; the tiny default model, `policy.model: tiny-default`,
 warmed up for examples/gateway/openai_team.yaml, regime per_role: one policy per agent):
@@ -48,20 +48,24 @@ from typing import Any
 
 import torch
 
+from teamrl.config import load_config
+from teamrl.gateway.program import ProgramWorkflow
+from teamrl.gateway.runs import load_callable
+from teamrl.policies.loading import Policy
+from teamrl.rollout.agent_params import agent_sampling
+from teamrl.rollout.engine import SamplingParams
+from teamrl.rollout.tree import RewardWeights, Sample, run_episodes
+from teamrl.training.build import build_policies, build_workflow
+from teamrl.workflows.base import Agent, Outcome
+from benchmarks.harness import add_out_argument, write_result
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "examples" / "gateway"))
-
-import openai_team  # noqa: E402  (the example program and its prompts)
-from team_task import instances as task_instances, question, score  # noqa: E402
-
-from teamrl.config import load_config  # noqa: E402
-from teamrl.gateway.program import ProgramWorkflow  # noqa: E402
-from teamrl.policies.loading import Policy  # noqa: E402
-from teamrl.rollout.agent_params import agent_sampling  # noqa: E402
-from teamrl.rollout.engine import SamplingParams  # noqa: E402
-from teamrl.rollout.tree import RewardWeights, Sample, run_episodes  # noqa: E402
-from teamrl.training.build import build_policies, build_workflow  # noqa: E402
-from teamrl.workflows.base import Agent, Outcome  # noqa: E402
+EXAMPLE = ROOT / "examples" / "gateway"
+# The example's modules, imported the way a gateway config's task.entry imports them.
+task_instances = load_callable(f"{EXAMPLE / 'team_task.py'}:instances", "team_task")
+question = load_callable(f"{EXAMPLE / 'team_task.py'}:question", "team_task")
+score = load_callable(f"{EXAMPLE / 'team_task.py'}:score", "team_task")
+openai_team = sys.modules[load_callable(f"{EXAMPLE / 'openai_team.py'}:run_episode", "openai_team").__module__]
 
 CONFIG = ROOT / "examples" / "gateway" / "openai_team.yaml"
 CAPS = {"planner": 24, "solver": 8}  # the program's max_tokens per agent
@@ -202,7 +206,7 @@ def main() -> int:
                         help="the example as written (a client per episode) or with one shared client")
     parser.add_argument("--natural-stops", action="store_true", help="keep EOS (rows may end before their cap)")
     parser.add_argument("--label", default="", help="a name for this measurement in the output (e.g. before)")
-    parser.add_argument("--output", default="", help="append the report to this file")
+    add_out_argument(parser, "gateway_throughput")
     parser.add_argument("--model-path", default=None, help="a model folder instead of the warmed-up tiny default "
                         "(dry runs)")
     parser.add_argument("--gateway-only", type=int, default=0, metavar="ROUNDS",
@@ -248,9 +252,7 @@ def main() -> int:
         ratio = median(rates["gateway"][clock]) / median(rates["in-process"][clock])
         out(f"ratio of medians (gateway / in-process), tokens per {clock} second: {ratio:.2f}")
     out(f"# load average {' '.join(f'{x:.2f}' for x in os.getloadavg())} at end")
-    if args.output:
-        with open(args.output, "a") as handle:
-            handle.write("\n".join(lines) + "\n\n")
+    write_result(args.out, lines)
     return 0
 
 

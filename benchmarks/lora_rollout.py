@@ -1,8 +1,8 @@
 """Sampling N LoRA roles on one base, side by side: the HF forward per role (the path before LoRA reached the
 lean decoder), the lean decoder per role, and the lean decoder with every role's rows in one call.
 
-    python benchmarks/lora_rollout.py --model smollm2-135m-instruct --rounds 3
-    python benchmarks/lora_rollout.py --model smollm2-135m-instruct --output benchmarks/results/lora_rollout.txt
+    python -m benchmarks run lora_rollout --model smollm2-135m-instruct --rounds 3
+    python -m benchmarks run lora_rollout --model smollm2-135m-instruct --out benchmarks/results/lora_rollout/unknown-host/lora_rollout.txt
 
 One torch thread, CPU seconds (`time.process_time`: time another process held the core is not counted).
 The work is fixed: `--prompts` chat-templated math-team prompts x K `--k` samples x `--tokens` new
@@ -28,6 +28,7 @@ from teamrl.policies.lora import attach_adapters
 from teamrl.rollout import decoding
 from teamrl.rollout.engine import SamplingParams, sample, sample_together
 from teamrl.training.model_sources import resolve_model_source
+from benchmarks.harness import add_out_argument, write_result
 
 QUESTIONS = ["What is 12 - 5 + 3?", "What is 7 * 8?", "Compute 45 + 19 - 7.", "What is 9 + 6 * 2?",
              "What is 100 - 37?", "Compute 14 * 3 + 1.", "What is 81 - 29 + 4?", "What is 6 * 7 - 5?"]
@@ -79,7 +80,7 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=32)
     parser.add_argument("--roles", type=int, nargs="+", default=[1, 2, 4])
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--output", default="")
+    add_out_argument(parser, "lora_rollout")
     args = parser.parse_args()
     torch.set_num_threads(1)
     lines: list[str] = []
@@ -113,9 +114,7 @@ def main() -> None:
         out(f"cost of N={roles} vs N={first} (same rows in all): "
             + ", ".join(f"{p} {medians[roles, p] / medians[first, p]:.2f}x" for p in paths))
     out(f"load {os.getloadavg()[0]:.1f} at end")
-    if args.output:
-        with open(args.output, "w") as handle:
-            handle.write("\n".join(lines) + "\n")
+    write_result(args.out, lines)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ The peak is the best of several timed square matmuls (best, not median: the peak
 core can do when nothing steals it; the phase's own figure is a median over repeats, so the share
 errs low, never high). FLOPs of an (m x k) @ (k x n) product: 2 m k n.
 
-    python benchmarks/matmul_peak.py --threads 1
+    python -m benchmarks run matmul_peak --threads 1
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ import time
 from collections.abc import Callable
 
 import torch
+
+from benchmarks.harness import Lines, add_out_argument
 
 
 def matmul_flops(m: int, k: int, n: int) -> float:
@@ -69,19 +71,24 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--size", type=int, default=1024)
+    add_out_argument(parser, "matmul_peak")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    print(f"fp32 matmul peak, {args.threads} thread(s), {args.size}^3: {measure_matmul_peak(args.size):.1f} GFLOP/s")
+    out = Lines.started()
+    figures: dict[str, float] = {}
+    figures["fp32_gflops"] = measure_matmul_peak(args.size)
+    out(f"fp32 matmul peak, {args.threads} thread(s), {args.size}^3: {figures['fp32_gflops']:.1f} GFLOP/s")
     from teamrl.policies.cpu_linear import onednn_available
     if onednn_available():
-        onednn = measure_matmul_peak(args.size, backend="onednn")
-        print(f"fp32 matmul peak through oneDNN, {args.threads} thread(s), {args.size}^3: {onednn:.1f} GFLOP/s")
+        onednn = figures["fp32_onednn_gflops"] = measure_matmul_peak(args.size, backend="onednn")
+        out(f"fp32 matmul peak through oneDNN, {args.threads} thread(s), {args.size}^3: {onednn:.1f} GFLOP/s")
     if torch.backends.mkldnn.is_available():
         try:
-            bf16 = measure_matmul_peak(args.size, dtype=torch.bfloat16)
-            print(f"bf16 matmul peak, {args.threads} thread(s), {args.size}^3: {bf16:.1f} GFLOP/s")
+            bf16 = figures["bf16_gflops"] = measure_matmul_peak(args.size, dtype=torch.bfloat16)
+            out(f"bf16 matmul peak, {args.threads} thread(s), {args.size}^3: {bf16:.1f} GFLOP/s")
         except RuntimeError as err:  # a CPU without bf16 matmul kernels
-            print(f"bf16 matmul: not supported here ({err})")
+            out(f"bf16 matmul: not supported here ({err})")
+    out.finish(args.out, figures)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Peak memory of per-role LoRA adapters on one base vs per-role full copies of that base.
 
-Run: python benchmarks/policy_memory.py [--roles 2 4] [--hidden 768] [--layers 8] [--out FILE]
+Run: python -m benchmarks run policy_memory [--roles 2 4] [--hidden 768] [--layers 8] [--out FILE]
 
 A Llama-architecture base (~57M parameters at the defaults, character vocabulary) is built offline
 and saved once. Each variant then runs in a fresh Python process, which builds the per_role policies
@@ -21,6 +21,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from benchmarks.harness import add_out_argument, child_env, write_result
 
 
 def peak_rss_mb() -> float:
@@ -98,7 +99,7 @@ def main() -> None:
     parser.add_argument("--roles", type=int, nargs="+", default=[2, 4])
     parser.add_argument("--hidden", type=int, default=768)
     parser.add_argument("--layers", type=int, default=8)
-    parser.add_argument("--out", help="also write the table to this file")
+    add_out_argument(parser, "policy_memory")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--variant", choices=["lora", "full"], help=argparse.SUPPRESS)
     parser.add_argument("--model", help=argparse.SUPPRESS)
@@ -112,15 +113,16 @@ def main() -> None:
         rows = []
         for roles in args.roles:
             for variant in ("lora", "full"):
-                out = subprocess.run([sys.executable, __file__, "--child", "--variant", variant, "--roles",
-                                      str(roles), "--model", str(base)], capture_output=True, text=True)
+                out = subprocess.run([sys.executable, "-m", "benchmarks.policy_memory", "--child", "--variant", variant,
+                                      "--roles", str(roles), "--model", str(base)], capture_output=True, text=True,
+                                     env=child_env())
                 if out.returncode:
                     sys.exit(f"{variant} x{roles} failed:\n{out.stderr[-3000:]}")
                 rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
                 print(rows[-1], flush=True)
     lines = [f"Base: Llama-architecture, hidden {args.hidden}, {args.layers} layers, {params / 1e6:.1f}M parameters, "
              "float32, CPU. One process per row; one update per policy (AdamW state and gradients exist).",
-             f"Command: python benchmarks/policy_memory.py --roles {' '.join(map(str, args.roles))} "
+             f"Command: python -m benchmarks run policy_memory --roles {' '.join(map(str, args.roles))} "
              f"--hidden {args.hidden} --layers {args.layers}", "",
              "| roles | variant | models in memory | params in memory | trainable per policy | peak RSS MB "
              "| peak minus RSS after imports MB |", "|---|---|---|---|---|---|---|"]
@@ -138,8 +140,7 @@ def main() -> None:
                      f"{extra(full):.0f} MB ({extra(full) / extra(lora):.1f}x).")
     table = "\n".join(lines)
     print(table)
-    if args.out:
-        Path(args.out).write_text(table + "\n")
+    write_result(args.out, table.splitlines())
 
 
 if __name__ == "__main__":

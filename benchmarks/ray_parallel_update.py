@@ -1,6 +1,6 @@
 """Two per-role policies updated in parallel on Ray vs one after another in one process.
 
-Run: python benchmarks/ray_parallel_update.py [--repeats 4] [--hidden 256] [--layers 4]
+Run: python -m benchmarks run ray_parallel_update [--repeats 4] [--hidden 256] [--layers 4]
 Both sides run the same `update_policy` on the same samples (two policies, each its own model and
 AdamW) through the two update backends. Local: the updates run in this process one after another,
 timed twice, with torch using every core and with one thread (on a machine busy with other work,
@@ -20,6 +20,8 @@ import statistics
 import time
 
 import torch
+
+from benchmarks.harness import Lines, add_out_argument
 
 from teamrl.config import AlgorithmConfig, TrainerConfig
 from teamrl.policies.loading import Policy
@@ -70,7 +72,9 @@ def main() -> None:
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--prompts", type=int, default=8)
     parser.add_argument("--k", type=int, default=8)
+    add_out_argument(parser, "ray_parallel_update")
     args = parser.parse_args()
+    out = Lines.started()
 
     import ray
 
@@ -95,15 +99,16 @@ def main() -> None:
     remote.close()
     ray.shutdown()
     medians = {label: statistics.median(values) for label, values in times.items()}
-    print(f"cores: {cores}, load average: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
-    print(f"2 policies x {params / 1e6:.2f}M params, {len(batches['tool'])} samples each "
+    out(f"cores: {cores}, load average: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+    out(f"2 policies x {params / 1e6:.2f}M params, {len(batches['tool'])} samples each "
           f"(prompt 48 + response 24 tokens), one minibatch; {args.repeats} repeats after a warm-up")
     for label, values in times.items():
-        print(f"{label:<18} median {medians[label]:6.2f} s  ({' '.join(f'{t:.2f}' for t in values)})")
+        out(f"{label:<18} median {medians[label]:6.2f} s  ({' '.join(f'{t:.2f}' for t in values)})")
     best_local = min(medians["local, every core"], medians["local, one thread"])
-    print(f"speed-up, best local / ray: {best_local / medians['ray']:.2f}x "
+    out(f"speed-up, best local / ray: {best_local / medians['ray']:.2f}x "
           f"(every core / ray: {medians['local, every core'] / medians['ray']:.2f}x)")
 
+    out.finish(args.out, {"median_s": medians, "speedup_best_local_over_ray": best_local / medians["ray"]})
 
 if __name__ == "__main__":
     main()

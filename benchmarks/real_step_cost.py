@@ -1,7 +1,7 @@
 """Time and memory of one AT-GRPO step on the real checkpoints: SmolLM2-135M and Gemma-3-270M, LoRA per role
 and full fine-tuning per role, on the real-model main job's task (the math team, level-2 arithmetic).
 
-Run: nice python benchmarks/real_step_cost.py --steps 3 --out benchmarks/results/real_step_cost.jsonl
+Run: nice python -m benchmarks run real_step_cost --steps 3 --out benchmarks/results/real_step_cost/unknown-host/real_step_cost.jsonl
      [--models smollm2-135m-instruct gemma-3-270m] [--modes lora full] [--threads 1]
 
 Each (model, mode) is one `teamrl train configs/smollm2_math_team.yaml` run of `--steps` steps (batch 4 x K 4,
@@ -30,6 +30,7 @@ from pathlib import Path
 
 from teamrl.training.model_sources import is_named_base_model
 from teamrl.training.real_model_checks import base_model_settings
+from benchmarks.harness import default_out
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = ROOT / "src" / "teamrl" / "configs" / "smollm2_math_team.yaml"
@@ -78,7 +79,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--models", nargs="+", default=list(MODELS), choices=MODELS)
     parser.add_argument("--modes", nargs="+", default=list(MODES), choices=list(MODES))
     parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--out", type=Path, default=Path("real_step_cost.jsonl"))
+    parser.add_argument("--out", type=Path, default=default_out("real_step_cost").with_suffix(".jsonl"),
+                        help="JSON lines, one per model and mode; a pair already there is skipped (default: %(default)s)")
     args = parser.parse_args(argv)
     done = set()
     if args.out.exists():  # records from before the process peak was measured do not count as done

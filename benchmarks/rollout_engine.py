@@ -1,9 +1,9 @@
 """Rollout engine vs `model.generate`, side by side, and the engine's decode as a share of the matmul peak.
 
-    python benchmarks/rollout_engine.py --quick          # about a minute on an idle 2-core machine
-    python benchmarks/rollout_engine.py --models tiny    # one model of the full table
-    python benchmarks/rollout_engine.py --output benchmarks/results/rollout_engine.txt
-    python benchmarks/rollout_engine.py --models 135M    # SmolLM2-135M-Instruct, chat prompts
+    python -m benchmarks run rollout_engine --quick          # about a minute on an idle 2-core machine
+    python -m benchmarks run rollout_engine --models tiny    # one model of the full table
+    python -m benchmarks run rollout_engine --out benchmarks/results/rollout_engine/unknown-host/rollout_engine.txt
+    python -m benchmarks run rollout_engine --models 135M    # SmolLM2-135M-Instruct, chat prompts
 
 One torch thread. For each model (the tiny default, a 25M and a 150M-parameter Llama of the same
 shape family, random weights, the character vocabulary; on request SmolLM2-135M-Instruct, its own
@@ -30,24 +30,22 @@ layer (QK^T and AV at the step's context width).
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from statistics import median
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from matmul_peak import measure_matmul_peak, share_of_peak  # noqa: E402
+from benchmarks.matmul_peak import measure_matmul_peak, share_of_peak
 
-from teamrl.policies.cpu_linear import onednn_available  # noqa: E402
-from teamrl.policies.loading import Policy  # noqa: E402
-from teamrl.policies.tiny_model import build_char_tokenizer, build_tiny_model  # noqa: E402
-from teamrl.rollout.engine import SamplingParams, sample  # noqa: E402
-from teamrl.rollout.lean_decode import lean_unsupported  # noqa: E402
-from teamrl.tasks.plan_path import PlanPathConfig  # noqa: E402
-from teamrl.workflows.plan_path_team import PlanPathWorkflow  # noqa: E402
+from teamrl.policies.cpu_linear import onednn_available
+from teamrl.policies.loading import Policy
+from teamrl.policies.tiny_model import build_char_tokenizer, build_tiny_model
+from teamrl.rollout.engine import SamplingParams, sample
+from teamrl.rollout.lean_decode import lean_unsupported
+from teamrl.tasks.plan_path import PlanPathConfig
+from teamrl.workflows.plan_path_team import PlanPathWorkflow
+from benchmarks.harness import add_out_argument, write_result
 
 SHAPES = {  # name -> build_tiny_model keyword arguments
     "tiny": {},
@@ -222,8 +220,7 @@ def main() -> None:
     parser.add_argument("--models", nargs="+", choices=[*SHAPES, *REAL], default=list(SHAPES),
                         help="135M: SmolLM2-135M-Instruct (`teamrl models install smollm2-135m-instruct`), "
                              "chat-templated prompts; not in the default set")
-    parser.add_argument("--output", default="", help="also write the lines to this file")
-    parser.add_argument("--append", action="store_true", help="append to --output instead of replacing it")
+    add_out_argument(parser, "rollout_engine")
     args = parser.parse_args()
     torch.set_num_threads(1)
     lines: list[str] = []
@@ -239,9 +236,7 @@ def main() -> None:
         if plan.shape in args.models:
             bench_model(plan, out)
     out(f"load average at end: {' '.join(f'{x:.1f}' for x in _load())}")
-    if args.output:
-        with Path(args.output).open("a" if args.append else "w") as handle:
-            handle.write("\n".join(lines) + "\n")
+    write_result(args.out, lines)
 
 
 def _load() -> tuple[float, float, float]:

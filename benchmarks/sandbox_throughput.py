@@ -11,7 +11,7 @@ has workers (so both use the same parallelism):
 * units: the bfs program against three model-style asserts through `run_untrusted_tests` (the
   code team's unit-test cross-check; the baseline runs program + asserts in one interpreter)
 
-    PYTHONPATH=src python benchmarks/sandbox_throughput.py [--workers 2] [-n 256]
+    python -m benchmarks run sandbox_throughput [--workers 2] [-n 256]
 
 `--compare DIR` also runs every workload through another copy of the sandbox package (e.g. an
 older revision: `git archive <rev> src/teamrl/sandbox | tar -x -C /tmp/old`, then
@@ -35,13 +35,10 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-try:
-    import teamrl.sandbox as current_sandbox
-    from teamrl.tasks.code_data import load_humaneval
-except ImportError:  # run from a source checkout without PYTHONPATH=src
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-    import teamrl.sandbox as current_sandbox
-    from teamrl.tasks.code_data import load_humaneval
+import teamrl.sandbox as current_sandbox
+from teamrl.tasks.code_data import load_humaneval
+
+from benchmarks.harness import add_out_argument, printed_report
 
 BFS_PREAMBLE = '''
 from collections import deque
@@ -150,7 +147,13 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=1, help="runs per workload and sandbox; the fastest counts")
     parser.add_argument("--os-isolation", choices=["auto", "off", "userns"], default="auto",
                         help="Sandbox(os_isolation=...): auto (namespaces where possible), off (guards only), userns")
+    add_out_argument(parser, "sandbox_throughput")
     args = parser.parse_args()
+    with printed_report(args.out):
+        return measure(args)
+
+
+def measure(args: argparse.Namespace) -> int:
     packages: list[tuple[str, Any]] = [("current", current_sandbox)]
     if args.compare:
         packages.append(("compare", load_sandbox_package(args.compare)))

@@ -1,9 +1,9 @@
 """Time per training step vs instances per step, K and model size, with the phase that dominates.
 
-    python benchmarks/scaling.py --quick          # a small grid: ~3 min of CPU, 8-10 min wall at load 10
-    python benchmarks/scaling.py --models tiny    # the full grid, a model at a time (not timed yet;
-    python benchmarks/scaling.py --models 27M     # the 104M rows are the longest: well over half an
-    python benchmarks/scaling.py --models 104M    # hour on a loaded 2-core machine is to be expected)
+    python -m benchmarks run scaling --quick          # a small grid: ~3 min of CPU, 8-10 min wall at load 10
+    python -m benchmarks run scaling --models tiny    # the full grid, a model at a time (not timed yet;
+    python -m benchmarks run scaling --models 27M     # the 104M rows are the longest: well over half an
+    python -m benchmarks run scaling --models 104M    # hour on a loaded 2-core machine is to be expected)
 
 The job is the default two-agent Plan-Path team (src/teamrl/configs/plan_path_team.yaml: 6x6 grids,
 tool + plan, up to 3 turns, 40 new tokens), trained by `teamrl.training.loop.train` with one torch
@@ -38,10 +38,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from provenance import provenance
-from teamrl_steps import measured, parameter_count, save_random_llama, timed_train
+from benchmarks.harness import add_out_argument, provenance, write_result
+from benchmarks.teamrl_steps import measured, parameter_count, save_random_llama, timed_train
 
-RESULTS = Path(__file__).resolve().parent / "results" / "scaling.txt"
 MODELS = {  # name -> (hidden, layers, heads, intermediate)
     "tiny": (128, 4, 4, 384),
     "27M": (512, 8, 8, 1536),
@@ -149,7 +148,7 @@ def main() -> None:
                         help="held-out instances of the timed evaluation (the default config's 200)")
     parser.add_argument("--models", default="", help="only these models of the grid, e.g. tiny,27M")
     parser.add_argument("--tiny-model", default="", help="model folder for the tiny rows (e.g. a warmed-up tiny default)")
-    parser.add_argument("--out", default=str(RESULTS))
+    add_out_argument(parser, "scaling")
     args = parser.parse_args()
     import torch
 
@@ -187,8 +186,7 @@ def main() -> None:
               f"instances every {EVAL_EVERY} steps, charged per step (also in s/step and CPU s/step); cost = "
               "(CPU s/step) / (tokens x params), relative to the first row (1.0 = linear in work)", ""]
     report = "\n".join(header) + format_table(rows) + "\n"
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(report)
+    write_result(args.out, report.splitlines(), meta=run)
     print(report)
 
 

@@ -1,6 +1,6 @@
 """Peak RSS per policy worker: FSDP2 sharding (trainer.shard) and activation checkpointing, on CPU.
 
-Run: python benchmarks/sharded_memory.py [--layers 12] [--hidden 768] [--vocab 32000] [--out FILE]
+Run: python -m benchmarks run sharded_memory [--layers 12] [--hidden 768] [--vocab 32000] [--out FILE]
 
 One Llama-architecture policy (~110M parameters at the defaults, tied embeddings, vocabulary 32000)
 is built once, given its AdamW (make_optimizer) and packed as the Ray backend ships it. Each of the
@@ -30,6 +30,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from benchmarks.harness import add_out_argument, write_result
 
 VARIANTS = [("none", False), ("none", True), ("fsdp", False), ("fsdp", True)]
 
@@ -192,7 +193,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--k", type=int, default=4, help="candidates per prompt")
     parser.add_argument("--prompt-len", type=int, default=32)
     parser.add_argument("--response-len", type=int, default=64)
-    parser.add_argument("--out", default="benchmarks/results/sharded_memory.txt")
+    add_out_argument(parser, "sharded_memory")
     args = parser.parse_args(argv)
     if not Path("/proc/self/status").exists():
         sys.exit("sharded_memory.py reads peak RSS from /proc (Linux only)")
@@ -211,8 +212,7 @@ def main(argv: list[str] | None = None) -> None:
             rows.append((shard, recompute, run_variant(shard, recompute, payload, args, folder)))
     table = format_table(params, rows, args)
     print(table)
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(table)
+    write_result(args.out, table.splitlines())
 
 
 if __name__ == "__main__":

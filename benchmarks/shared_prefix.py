@@ -1,8 +1,8 @@
 """Sampling with and without the shared-prefix prefill, side by side, on a real model and the real
 study's prompts (the scale study's calc_flows chat prompts, whose checking roles see worked examples).
 
-    python benchmarks/shared_prefix.py --model smollm2-135m-instruct --rounds 3
-    python benchmarks/shared_prefix.py --output benchmarks/results/shared_prefix.txt
+    python -m benchmarks run shared_prefix --model smollm2-135m-instruct --rounds 3
+    python -m benchmarks run shared_prefix --out benchmarks/results/shared_prefix/unknown-host/shared_prefix.txt
 
 What is sampled: `--instances` held-out instances of each calls of an evaluation (one sample per agent,
 as `teamrl.training.evaluate` draws them): voting's three generators (one policy, the same prompt each),
@@ -43,6 +43,7 @@ from teamrl.rollout.engine import SamplingParams, sample
 from teamrl.policies.scoring import left_pad
 from teamrl.training.build import build_workflow
 from teamrl.training.model_sources import resolve_model_source
+from benchmarks.harness import add_out_argument, write_result
 
 CONFIG = "src/teamrl/configs/calc_flows.yaml"
 SETTINGS = ("workflow.prompt_style=chat", "rollout.eval_temperature=0.5")
@@ -185,7 +186,7 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=16, help="max new tokens (the study's answers are short)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--part", choices=("sampling", "scoring", "both"), default="both")
-    parser.add_argument("--output", default="")
+    add_out_argument(parser, "shared_prefix")
     args = parser.parse_args()
     torch.set_num_threads(1)
     lines: list[str] = []
@@ -201,9 +202,7 @@ def main() -> None:
         sampling_part(policy, args, out)
     if args.part != "sampling":
         scoring_part(policy, args, out)
-    if args.output:
-        with open(args.output, "w") as handle:
-            handle.write("\n".join(lines) + "\n")
+    write_result(args.out, lines)
 
 
 if __name__ == "__main__":

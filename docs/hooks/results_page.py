@@ -1,16 +1,31 @@
-"""MkDocs hook: fill docs/results-data.md with every study result in benchmarks/results/, each with its
-commit and command (stored in the result, else in benchmarks/results/provenance.yaml)."""
+"""MkDocs hook: fill docs/results-data.md with every study result in benchmarks/results/<script>/<host>/,
+each with its commit and command (stored in the result, else in benchmarks/results/provenance.yaml, keyed
+by file name), and put the headline table (benchmarks/tables.py, rendered from result files) where a page
+asks for it."""
 
 from __future__ import annotations
 
 import ast
+import importlib.util
 import json
+import sys
 from pathlib import Path
 
 import yaml
 
 MARKER = "<!-- generated: results data -->"
-RESULTS = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
+HEADLINE_MARKER = "<!-- generated: headline table -->"
+ROOT = Path(__file__).resolve().parents[2]
+RESULTS = ROOT / "benchmarks" / "results"
+
+
+def _tables_module():
+    """benchmarks/tables.py, loaded by its path: the site may be built from any working directory."""
+    spec = importlib.util.spec_from_file_location("benchmark_tables", ROOT / "benchmarks" / "tables.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up here
+    spec.loader.exec_module(module)
+    return module
 
 
 def _value(raw):
@@ -38,7 +53,7 @@ def _is_comparison(data) -> bool:
 def _rows() -> tuple[list[str], list[str]]:
     legacy = yaml.safe_load((RESULTS / "provenance.yaml").read_text()) or {}
     domains, studies = [], []
-    for path in sorted(RESULTS.glob("*.json")):
+    for path in sorted(RESULTS.glob("*/*/*.json")):
         data = json.loads(path.read_text())
         prov = data.get("provenance") if isinstance(data, dict) else None
         prov = prov or legacy.get(path.name) or {"commit": "not recorded", "command": "not recorded"}
@@ -46,14 +61,14 @@ def _rows() -> tuple[list[str], list[str]]:
         if isinstance(data, dict) and "trained_team" in data:
             untrained, trained, best = (_value(data[k]) for k in ("untrained_team", "trained_team", "best"))
             single = _value(data.get("untrained_single")) or {}
-            domains.append(f"| `{path.name}` | {data['domain']} | {data['seed']} | {data['steps']} | "
+            domains.append(f"| `{path.relative_to(RESULTS)}` | {data['domain']} | {data['seed']} | {data['steps']} | "
                            f"{_pct(single.get('success', 0))} | {_pct(untrained['success'])} | "
                            f"{_pct(trained['success'])} | {_pct(best['success'])} (step {best['step']}) | "
                            f"{where[0]} | {where[1]} |")
         elif _is_comparison(data):
             runs = data["runs"] if isinstance(data, dict) else data
             for run in runs:
-                studies.append(f"| `{path.name}` | {run['run']} | {run.get('steps', 0)} | {_pct(run['initial'])} | "
+                studies.append(f"| `{path.relative_to(RESULTS)}` | {run['run']} | {run.get('steps', 0)} | {_pct(run['initial'])} | "
                                f"{_pct(run['final'])} | {_pct(run['best'])} | {where[0]} | {where[1]} |")
     return domains, studies
 
@@ -63,11 +78,13 @@ def generated_results() -> str:
     head_d = ("| file | domain | seed | steps | untrained single | untrained team | trained team | best | commit | "
               "command |\n|---|---|---|---|---|---|---|---|---|---|")
     head_s = "| file | run | steps | before | after | best | commit | command |\n|---|---|---|---|---|---|---|---|"
-    return ("## Domain studies (`benchmarks/domain_study.py`)\n\n" + head_d + "\n" + "\n".join(domains) +
-            "\n\n## Method comparisons (`benchmarks/plan_path_study.py`)\n\n" + head_s + "\n" + "\n".join(studies) + "\n")
+    return ("## Domain studies (`scripts/study/domain_study.py`)\n\n" + head_d + "\n" + "\n".join(domains) +
+            "\n\n## Method comparisons (`scripts/study/plan_path_study.py`)\n\n" + head_s + "\n" + "\n".join(studies) + "\n")
 
 
 def on_page_markdown(markdown: str, page, config, files) -> str:  # noqa: ANN001 (MkDocs' hook signature)
     if MARKER in markdown:
-        return markdown.replace(MARKER, generated_results())
+        markdown = markdown.replace(MARKER, generated_results())
+    if HEADLINE_MARKER in markdown:
+        markdown = markdown.replace(HEADLINE_MARKER, _tables_module().headline_table(links=False))
     return markdown

@@ -1,5 +1,5 @@
 """Split-Calc's built-in team written as a plain openai-client program (the gateway's side of
-benchmarks/gateway_vs_builtin.py; config: examples/gateway/split_calc_program.yaml).
+scripts/study/gateway_vs_builtin.py; config: examples/gateway/split_calc_program.yaml).
 
 The built-in team (`teamrl.workflows.split_calc_team`, task `teamrl.tasks.split_calc`): the *analyst*
 sees the operation's name and writes a formula in x and y; the *calculator* sees x, y and that

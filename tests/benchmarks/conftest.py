@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.benchmark_modules import load_benchmark
+from benchmarks import teamrl_steps
 
 
 @pytest.fixture(scope="session")
 def small_model_dir(tmp_path_factory) -> Path:
-    steps = load_benchmark("teamrl_steps")
+    steps = teamrl_steps
     return steps.save_random_llama(tmp_path_factory.mktemp("bench-model"), hidden=32, layers=1, heads=2,
                                    intermediate=64)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from tests.benchmark_modules import load_benchmark
+from benchmarks import eval_share
 
 
 def test_eval_share_sums_every_evaluation_over_the_steps(tmp_path):
@@ -14,6 +14,6 @@ def test_eval_share_sums_every_evaluation_over_the_steps(tmp_path):
             {"step": 2, "eval/success": 0.5, "eval/instances": 50.0, "time/eval_s": 4.0},
             {"step": 2, "eval/success": 0.6, "eval/instances": 200.0, "time/eval_s": 6.0}]
     (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    share = load_benchmark("eval_share").eval_share(tmp_path)
+    share = eval_share.eval_share(tmp_path)
     # (10 + 4 + 6) eval seconds over (30 + 10 + 50 + 10) step seconds
     assert share == {"eval_s": 20.0, "train_s": 100.0, "share": 0.2, "evaluations": 3.0, "eval_instances": 450.0}

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.benchmark_modules import load_benchmark
+from benchmarks import grpo_work
 
-work = load_benchmark("grpo_work")
+work = grpo_work
 
 # linear 2 x 10 = 20 per token, attention 4 x 2 x 1 = 8 per (query, key), head 2 x 4 = 8 per logit
 SHAPE = work.ModelShape(decoder_weights=10, head_weights=4, hidden=2, layers=1)

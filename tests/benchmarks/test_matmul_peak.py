@@ -2,9 +2,9 @@
 
 import pytest
 
-from tests.benchmark_modules import load_benchmark
+from benchmarks import matmul_peak
 
-peak = load_benchmark("matmul_peak")
+peak = matmul_peak
 
 
 def test_matmul_flops_counts_a_multiply_and_an_add_per_term():

@@ -1,13 +1,13 @@
-"""benchmarks/narrow_weights.py: the int8 rows it times reproduce the weight to half a step, and every format's
+"""benchmarks/experiments/narrow_weights.py: the int8 rows it times reproduce the weight to half a step, and every format's
 product is the fp32 product up to its rounding."""
 
 from __future__ import annotations
 
 import torch
 
-from tests.benchmark_modules import load_benchmark
+from benchmarks.experiments import narrow_weights
 
-narrow = load_benchmark("narrow_weights")
+narrow = narrow_weights
 
 
 def test_int8_rows_round_to_half_a_step_of_each_rows_scale():

@@ -1,11 +1,11 @@
-"""benchmarks/real_format_skill.py: well-formed and right shares per role, before and after, from hand-written
+"""scripts/study/real_format_skill.py: well-formed and right shares per role, before and after, from hand-written
 transcripts of a study folder."""
 
 from __future__ import annotations
 
 import json
 
-from tests.benchmark_modules import load_benchmark
+from scripts.study import real_format_skill
 
 
 def turn(agent, formed, right):
@@ -29,6 +29,6 @@ def test_format_gain_and_skill_gain_are_told_apart(tmp_path):
     stopped = tmp_path / "runs" / "per_role-s1.stopped-1796220712"  # an interrupted run, rerun under the plain name
     write(stopped, 0, [turn("calculator", False, False)] * 4)
     write(stopped, 6, [turn("calculator", False, False)] * 4)
-    table = load_benchmark("real_format_skill").table(tmp_path, None)
+    table = real_format_skill.table(tmp_path, None)
     # pooled over both seeds; the last evaluation (step 12) is "after", step 6 is ignored
     assert "| per_role | calculator | 8/8 | 50% -> 100% | 25% -> 25% | 50% -> 25% |" in table

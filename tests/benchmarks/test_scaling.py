@@ -7,9 +7,8 @@ import argparse
 
 import pytest
 
-from tests.benchmark_modules import load_benchmark
+from benchmarks import scaling
 
-scaling = load_benchmark("scaling")
 
 
 def test_phase_seconds_by_hand():

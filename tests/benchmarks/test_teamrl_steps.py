@@ -7,9 +7,9 @@ import sys
 
 import pytest
 
-from tests.benchmark_modules import load_benchmark
+from benchmarks import teamrl_steps
 
-steps = load_benchmark("teamrl_steps")
+steps = teamrl_steps
 
 
 def test_tree_cpu_counts_a_live_child():

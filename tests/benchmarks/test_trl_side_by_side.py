@@ -11,9 +11,9 @@ import sys
 import pytest
 
 from teamrl.config import load_config
-from tests.benchmark_modules import load_benchmark
+from benchmarks import trl_side_by_side
 
-sbs = load_benchmark("trl_side_by_side")
+sbs = trl_side_by_side
 
 
 def _output(side, walls, cpus, trained):

@@ -2,27 +2,16 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-
 import pytest
 import torch
 
-from benchmark_modules import BENCHMARKS
-
-
-def load_check():
-    spec = importlib.util.spec_from_file_location("vllm_check", BENCHMARKS / "gpu" / "vllm_check.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["vllm_check"] = module
-    spec.loader.exec_module(module)
-    return module
+from benchmarks.gpu import vllm_check
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a CUDA GPU: the check would run")
 def test_without_cuda_it_fails_fast_and_says_why(tmp_path, capsys):
     out = tmp_path / "never.txt"
-    assert load_check().main(["--out", str(out)]) == 2
+    assert vllm_check.main(["--out", str(out)]) == 2
     err = capsys.readouterr().err
     assert "no CUDA GPU" in err and "--dry-run" in err
     assert not out.exists()
@@ -30,4 +19,4 @@ def test_without_cuda_it_fails_fast_and_says_why(tmp_path, capsys):
 
 def test_an_unknown_size_is_refused():
     with pytest.raises(SystemExit):
-        load_check().main(["--sizes", "7b"])
+        vllm_check.main(["--sizes", "7b"])

@@ -61,12 +61,23 @@ def test_config_reference_lists_every_key_with_help_text(site):
 
 def test_results_data_page_lists_every_result_file_with_commit_and_command(site):
     page = (site / "results-data" / "index.html").read_text()
-    files = sorted(p.name for p in (ROOT / "benchmarks" / "results").glob("*.json"))
+    results = ROOT / "benchmarks" / "results"
+    studies = [p for p in results.glob("*_study/*/*.json") if "summary_of" not in p.read_text()]
+    files = sorted(str(p.relative_to(results)) for p in studies)
     assert len(files) >= 10
     for name in files:
         rows = [row for row in page.split("<tr>") if f"<code>{name}</code>" in row]
         assert rows, f"{name} is not on the results data page"
-        assert all("python benchmarks/" in row for row in rows), f"{name}: a row without its command"
+        assert all("<code>python " in row for row in rows), f"{name}: a row without its command"
+
+
+def test_performance_page_shows_the_headline_table_rendered_from_result_files(site):
+    from benchmarks import tables
+
+    page = (site / "performance" / "index.html").read_text()
+    assert "generated: headline table" not in page
+    for row in tables.HEADLINE:
+        assert f"<code>benchmarks/results/{row.result}</code>" in page, row.result
 
 
 def _fenced_and_prose(text: str) -> tuple[list[str], str]:
@@ -165,10 +176,12 @@ def test_results_page_hook_lists_study_results_and_skips_other_json(tmp_path, mo
     finally:
         sys.path.remove(str(ROOT / "docs" / "hooks"))
     (tmp_path / "provenance.yaml").write_text("{}\n")
-    (tmp_path / "a_study.json").write_text('{"runs": [{"run": "team", "initial": 0.1, "final": 0.5, "best": 0.6}], '
-                                           '"provenance": {"commit": "abc1234", "command": "python x.py"}}')
-    (tmp_path / "b_summary.json").write_text('{"ratio": 1.5, "rounds": 3}')  # a benchmark's summary, no study
+    (tmp_path / "x_study" / "some-host").mkdir(parents=True)
+    (tmp_path / "x_study" / "some-host" / "a_study.json").write_text(
+        '{"runs": [{"run": "team", "initial": 0.1, "final": 0.5, "best": 0.6}], '
+        '"provenance": {"commit": "abc1234", "command": "python x.py"}}')
+    (tmp_path / "x_study" / "some-host" / "b_summary.json").write_text('{"ratio": 1.5, "rounds": 3}')  # no study
     monkeypatch.setattr(results_page, "RESULTS", tmp_path)
     domains, studies = results_page._rows()
     assert domains == [] and len(studies) == 1
-    assert studies[0].startswith("| `a_study.json` | team | 0 | 10.0% | 50.0% | 60.0% | `abc1234`")
+    assert studies[0].startswith("| `x_study/some-host/a_study.json` | team | 0 | 10.0% | 50.0% | 60.0% | `abc1234`")

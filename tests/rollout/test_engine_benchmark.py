@@ -5,9 +5,9 @@ import time
 import pytest
 
 from teamrl.policies.tiny_model import build_char_tokenizer, build_tiny_model
-from tests.benchmark_modules import load_benchmark
+from benchmarks import rollout_engine
 
-bench = load_benchmark("rollout_engine")
+bench = rollout_engine
 
 
 def _model():

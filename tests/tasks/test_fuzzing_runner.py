@@ -1,14 +1,13 @@
-"""The shared fuzz loop (benchmarks/fuzzing.py) counts what it claims to: crashes, refused results, time."""
+"""The shared fuzz loop (scripts/checks/fuzzing.py) counts what it claims to: crashes, refused results, time."""
 
 from __future__ import annotations
 
 import time
 
-from benchmark_modules import load_benchmark
+from scripts.checks import fuzzing
 
 
 def test_run_parsers_counts_exceptions_refused_results_and_the_slowest_input():
-    fuzzing = load_benchmark("fuzzing")
     calls = []
 
     def parse(text: str) -> int:

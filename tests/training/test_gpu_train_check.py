@@ -1,21 +1,16 @@
 """benchmarks/gpu/train_check.py: argument checks, a clear stop without CUDA, and its --dry-run on CPU."""
 
-import importlib.util
 import json
 import math
-from pathlib import Path
 
 import pytest
 import torch
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "gpu" / "train_check.py"
 
 
 @pytest.fixture(scope="module")
 def train_check():
-    spec = importlib.util.spec_from_file_location("train_check", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    from benchmarks.gpu import train_check as module
     return module
 
 

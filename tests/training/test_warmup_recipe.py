@@ -128,9 +128,8 @@ def test_the_warm_up_bar_prints_its_eta(capsys):
 
 
 def test_the_benchmark_builds_the_first_recipe_and_a_candidate():
-    from benchmark_modules import load_benchmark
+    from benchmarks import warmup_time as bench
 
-    bench = load_benchmark("warmup_time")
     candidate = bench.parse_sets(["steps=120", "lr=4e-3", "pack_tokens=256", "bf16=true"])
     assert candidate == {"steps": 120, "lr": 0.004, "pack_tokens": 256, "bf16": True}
     pair = bench.recipes("math_team", 1, scale=0.1, candidate=candidate)

@@ -2,17 +2,10 @@
 
 from __future__ import annotations
 
-from benchmark_modules import BENCHMARKS
+from benchmarks.gpu import vllm_check as module
 
 
 def test_the_gpu_check_runs_end_to_end_on_tiny_shapes(tmp_path):
-    import importlib.util
-    import sys
-
-    spec = importlib.util.spec_from_file_location("vllm_check", BENCHMARKS / "gpu" / "vllm_check.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["vllm_check"] = module
-    spec.loader.exec_module(module)
     out = tmp_path / "dry.txt"
     assert module.main(["--dry-run", "--out", str(out)]) == 0
     text = out.read_text()

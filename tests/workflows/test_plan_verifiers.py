@@ -17,7 +17,8 @@ from teamrl.demos.plan_path import TrustedRunner
 from teamrl.workflows.plan_path_team import PlanPathWorkflow
 from teamrl.workflows.sokoban_team import SokobanWorkflow
 from teamrl.workflows.sudoku_team import SudokuWorkflow, grid_line
-from benchmark_modules import load_benchmark
+from scripts.checks import fuzz_plans
+from scripts.checks import hack_probe_plans
 
 INSTANCES = range(3)
 
@@ -194,7 +195,7 @@ def test_a_sudoku_tool_that_changes_nothing_gets_no_format_bonus() -> None:
 
 
 def test_hack_probe_finds_no_rewarded_hack() -> None:
-    rows = load_benchmark("hack_probe_plans").hacks(instances=2)
+    rows = hack_probe_plans.hacks(instances=2)
     verifiers = {r["verifier"] for r in rows}
     assert verifiers == {"plan_path", "sokoban", "sudoku", "voting", "debate", "evaluator_optimizer",
                          "orchestrator_workers"}
@@ -203,7 +204,7 @@ def test_hack_probe_finds_no_rewarded_hack() -> None:
 
 
 def test_fuzz_plans_reports_every_parser_without_crashes() -> None:
-    rows = load_benchmark("fuzz_plans").fuzz(14, seed=1)
+    rows = fuzz_plans.fuzz(14, seed=1)
     assert {r["parser"] for r in rows} >= {"parse_plan", "parse_int_grid_4", "parse_choice", "parse_verdict",
                                             "parse_strategies", "is_follow"}
     assert all(r["inputs"] == 14 and r["crashes"] == 0 and r["max_len"] >= 200_000 for r in rows)

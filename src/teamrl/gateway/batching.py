@@ -19,7 +19,7 @@ of the last engine call's duration. A request that misses a batch costs a whole 
 real model takes seconds (a decode is memory-bound: 16 rows cost about what 32 do), so waiting a few
 percent of a call for a straggler pays; on the tiny model calls take milliseconds and the configured
 window decides. Measured on SmolLM2-135M with 32 lock-step runs: with the fixed 20 ms window two of three
-rounds split each turn into two calls of 16 (benchmarks/results/gateway_throughput.txt).
+rounds split each turn into two calls of 16 (benchmarks/results/gateway_throughput/unknown-host/gateway_throughput.txt).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ per CPU second through MKL and at ~214 through oneDNN (`torch.ops.mkldnn._linear
 compiler emits for CPU linears), in fp32, no reduced-precision arithmetic (`benchmarks/cpu_linear.py`). One core
 reaches 214 only with 512-bit FMAs, so that host ran AVX-512 (torch's CPU capability AVX512). On an AVX2-only
 EPYC (Zen 3, the 2026-12-03 host) there is nothing for oneDNN to win: MKL ran at 88.5 and oneDNN at 72.9, and
-the 135M update was 1.24x faster through MKL (`benchmarks/results/cpu_linear_avx2.txt`). `policy.cpu_linear:
+the 135M update was 1.24x faster through MKL (`benchmarks/results/cpu_linear/amd-zen3-avx2/cpu_linear.txt`). `policy.cpu_linear:
 auto` (`resolve_cpu_linear`) therefore takes oneDNN only where torch runs its AVX-512 kernels.
 
 `OneDnnLinear` is an `nn.Linear` whose forward and backward run the three matmuls of a linear layer (the
@@ -22,7 +22,7 @@ tests/policies/test_cpu_linear.py), and are deterministic run to run like MKL's.
 `packed_linear` is the decode loop's variant (no gradients): the weight is read in oneDNN's own blocked layout,
 made once per version of the weight and kept until the weight changes or a training forward passes through it.
 At the 16-64 rows of a decode step the plain op re-blocks the weight on every call; with packed weights the
-135M decode ran 1.25-1.38x faster (`benchmarks/decode_parts.py`), at the price of a second copy of the decoded
+135M decode ran 1.25-1.38x faster (`benchmarks/experiments/decode_parts.py`), at the price of a second copy of the decoded
 weights.
 """
 

@@ -7,7 +7,7 @@ size, most of them writing a new [N, T, V] tensor: ~0.3 s of forward + backward 
 autograd function walks the rows in chunks of about `CHUNK_BYTES`, which stay in cache: the forward keeps
 only each row's log-sum-exp (and the entropy, for logging), the backward writes the gradient
 g * (onehot(token) - softmax) chunk by chunk. Measured, forward + backward: 3.0x less time at
-[16, 32, 49152], 4.6x at [8, 32, 262144] (`benchmarks/results/token_logprobs.txt`); log-probs and gradients
+[16, 32, 49152], 4.6x at [8, 32, 262144] (`benchmarks/results/token_logprobs/amd-avx512-full/token_logprobs.txt`); log-probs and gradients
 within float32 rounding of the `log_softmax` path, entropies within 2e-5 of their size
 (tests/policies/test_token_logprobs.py).
 

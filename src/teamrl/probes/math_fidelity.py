@@ -6,7 +6,7 @@
 
 Right answers: `data/math_correct_responses.jsonl`, a few hundred correct responses in the styles real
 instruct models write (units, restating checks, spelled-out numbers, final prose sentences, full-width
-digits, and the common formats), written by `benchmarks/make_math_fidelity_corpus.py` on word problems
+digits, and the common formats), written by `scripts/make_math_fidelity_corpus.py` on word problems
 written for it and MATH-500 questions (MIT license). A response is refused when either reward path
 withholds the reward: the math team's own `apply` (team term below 1) or `answers_match`.
 

@@ -14,7 +14,7 @@ def draw_tokens(probs: torch.Tensor, generator: torch.Generator) -> torch.Tensor
     cumulative distribution at one uniform draw, the first index whose cumulative mass exceeds it.
 
     Why not `torch.multinomial(probs, 1)`: for one sample it draws an exponential random number for
-    every vocabulary entry (`benchmarks/token_draw.py`). Why blocks: a float32 running sum over the whole
+    every vocabulary entry (`benchmarks/experiments/token_draw.py`). Why blocks: a float32 running sum over the whole
     vocabulary reaches ~1 at the likely tokens, after which a rare token's mass (1e-8) is below the sum's
     rounding step and its interval collapses to nothing, or doubles. Here the vocabulary is cut in blocks
     of `DRAW_BLOCK` entries: each block's mass is summed in float32 (exact to ~3e-8 of the block's mass),

@@ -25,7 +25,7 @@ HOT_TEMPERATURE = 0.9
 SHORT_RESPONSE = 32
 """Fewer new tokens than this cut a real model's answers short."""
 AUTOCAST_WITHOUT_BF16 = "a 135M update's forward + backward took 11x as long as in fp32 on an AVX2-only EPYC"
-"""What bf16 autocast cost on a CPU without bf16 units (benchmarks/results/autocast_real_avx2.txt: 109.1 vs 9.9 s)."""
+"""What bf16 autocast cost on a CPU without bf16 units (benchmarks/results/autocast_real/amd-zen3-avx2/autocast_real.txt: 109.1 vs 9.9 s)."""
 
 
 def offers_worked_examples(task: str) -> bool:

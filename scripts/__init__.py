@@ -1,0 +1,1 @@
+"""Repository commands that are not benchmarks: data generators, long-running checks, study analyses."""
