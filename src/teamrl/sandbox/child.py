@@ -22,7 +22,7 @@ import types
 from dataclasses import dataclass
 from typing import Any
 
-from . import guards, isolation, syscall_filter
+from . import guards, linux, syscall_filter
 
 SETUP_FAILED_EXIT = 250  # exit code when confinement itself failed (reported as sandbox_error)
 MINIMAL_PATH = "/usr/local/bin:/usr/bin:/bin"
@@ -91,7 +91,7 @@ def confine(fd_map: dict[int, int], workdir: str, limits: dict[str, Any], how: C
         # A fresh IPC namespace (while we still have the privilege to make one): SysV segments,
         # semaphores, message queues and POSIX message queues the program makes die with its
         # last process, and nothing an earlier program or the host made is visible.
-        isolation.unshare(isolation.CLONE_NEWIPC)
+        linux.unshare(linux.CLONE_NEWIPC)
     if uid is not None:
         # Counted per user id, so it is only meaningful for a user id of our own.
         resource.setrlimit(resource.RLIMIT_NPROC, (limits["max_processes"], limits["max_processes"]))
@@ -104,9 +104,9 @@ def confine(fd_map: dict[int, int], workdir: str, limits: dict[str, Any], how: C
         os.setresgid(uid, uid, uid)
         os.setresuid(uid, uid, uid)  # from root to non-root: all capabilities are dropped too
     elif how.user_namespace:
-        isolation.drop_capabilities()  # we are "capable" inside the worker's user namespace
+        linux.drop_capabilities()  # we are "capable" inside the worker's user namespace
     # Set after the id change (which clears it); then make sure the worker did not die meanwhile.
-    isolation.prctl(isolation.PR_SET_PDEATHSIG, signal.SIGKILL)
+    linux.prctl(linux.PR_SET_PDEATHSIG, signal.SIGKILL)
     if os.getppid() != how.worker_pid:
         os._exit(SETUP_FAILED_EXIT)
     if how.syscall_filter:

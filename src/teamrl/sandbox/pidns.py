@@ -22,10 +22,8 @@ import os
 import select
 import signal
 
-from .isolation import (CLONE_NEWNS, MS_NODEV, MS_NOEXEC, MS_NOSUID, MS_PRIVATE, MS_REC, PR_SET_PDEATHSIG, mount, prctl,
-                        try_in_child, unshare)
-
-CLONE_NEWPID = 0x20000000
+from .linux import (CLONE_NEWNS, CLONE_NEWPID, MS_NODEV, MS_NOEXEC, MS_NOSUID, MS_PRIVATE, MS_REC, PR_SET_PDEATHSIG,
+                    mount, prctl, try_in_child, unshare)
 
 
 def _mount_proc() -> None:

@@ -29,7 +29,7 @@ import time
 import traceback
 from typing import Any
 
-from . import candidate, child, guards, isolation, judge, protocol
+from . import candidate, child, guards, judge, linux, protocol
 from .proctree import IdleClock
 from .supervision import WorkerState, classify, kill_leftovers, remove_files, supervise
 
@@ -43,19 +43,19 @@ def _judge_main(req: dict[str, Any], in_fd: int, fds: dict[int, int], state: Wor
     limits = req["limits"]
     try:
         os.setsid()
-        isolation.prctl(isolation.PR_SET_PDEATHSIG, signal.SIGKILL)
+        linux.prctl(linux.PR_SET_PDEATHSIG, signal.SIGKILL)
         if os.getppid() != state.pid:
             os._exit(3)
         # Not dumpable: a candidate with the same uid (fallback mode, or untrusted tests) cannot
         # ptrace us or open our descriptors through /proc.
-        isolation.prctl(isolation.PR_SET_DUMPABLE, 0)
+        linux.prctl(linux.PR_SET_DUMPABLE, 0)
         second = protocol.recv_message(in_fd)  # frame 2: the tests, read by us alone
         # The grader pipe is in step again: whatever happens to us now, the worker can go on.
         protocol.send_message(fds[5], {"read": True})
         if req.get("untrusted"):
             # Closes the grader pipe too; the id change resets dumpable, so clear it again.
             child.confine(fds, workdir, limits, state.confinement, new_session=False)
-            isolation.prctl(isolation.PR_SET_DUMPABLE, 0)
+            linux.prctl(linux.PR_SET_DUMPABLE, 0)
             guard_config = state.guard_config(workdir)
             if guard_config is not None:
                 guards.install(**guard_config)
