@@ -32,6 +32,11 @@ PROGRAM_FILENAME = "<program>"
 _OWN_MODULES: list[str] = []
 
 
+def cpu_limit_s(limits: dict[str, Any]) -> int:
+    """The CPU seconds a program gets: `cpu_time_s` rounded up to whole seconds, as RLIMIT_CPU counts."""
+    return max(1, math.ceil(limits["cpu_time_s"]))
+
+
 def remember_own_modules() -> None:
     """Record the sandbox's module names (called once in the worker, before forking)."""
     _OWN_MODULES[:] = [n for n in sys.modules if n.startswith("_teamrl_sandbox")]
@@ -81,7 +86,7 @@ def confine(fd_map: dict[int, int], workdir: str, limits: dict[str, Any], how: C
     remap_fds(fd_map)
     os.chdir(workdir)
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    cpu = max(1, math.ceil(limits["cpu_time_s"]))
+    cpu = cpu_limit_s(limits)
     resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))  # SIGXCPU at soft, SIGKILL at hard
     memory = limits["memory_mb"] * 1024 * 1024
     resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
