@@ -14,6 +14,8 @@ allow and returns a report of what is active:
   `kill(-1)` from that user id.
 * processes: the worker becomes pid 1 of a PID namespace of its own (pidns.py), so every
   process a program starts dies with the worker, however the worker ends.
+* cgroups: a cgroup namespace of its own, so /proc/self/cgroup shows "/" instead of the
+  grader's cgroup paths.
 * IPC: an IPC namespace of its own for the worker, and a fresh one for every program (child.py),
   so SysV IPC objects and POSIX message queues neither persist between programs nor reach the host.
 * system calls: a seccomp filter (syscall_filter.py) that programs install on themselves refuses
@@ -218,6 +220,11 @@ def setup_worker(fallback_scratch: str, hide_paths: list[str], parent_pid: int, 
         report["network"] = "netns"
     except OSError as exc:
         notes.append(f"no network namespace ({exc.strerror})")
+    try:
+        # Programs read /proc/self/cgroup: with a namespace of our own it names no host cgroup.
+        unshare(CLONE_NEWCGROUP)
+    except OSError as exc:
+        notes.append(f"no cgroup namespace ({exc.strerror}): /proc/self/cgroup shows the host's cgroup paths")
     try:
         # The worker's own, away from the host's; each program then makes a fresh one (child.py).
         unshare(CLONE_NEWIPC)

@@ -1,7 +1,8 @@
 """The warm worker process: receives requests from the grader and forks one child per program.
 
-Started by `pool.py` as `python -I -c <bootstrap> <package dir> <config json>` with a scrubbed
-environment, so it shares nothing with the grader except two pipes. It applies the process-wide
+Started by `pool.py` as `python -I -c <bootstrap>` (handle.py; the package directory and the
+configuration come as the first message on the request pipe) with a scrubbed environment, so it
+shares nothing with the grader except two pipes. It applies the process-wide
 isolation once (namespaces, see isolation.py), pre-imports common modules so programs start
 fast, and then for each request:
 
@@ -21,7 +22,6 @@ from __future__ import annotations
 
 import gc
 import importlib
-import json
 import os
 import shutil
 import sys
@@ -71,9 +71,8 @@ def run_request(state: WorkerState, req: dict[str, Any]) -> dict[str, Any]:
             "status": status, "wall_s": outcome["wall"], "cpu_s": outcome["cpu"], "limit": limit}
 
 
-def main(config_json: str) -> None:
-    """Worker entry point (see module docstring)."""
-    config = json.loads(config_json)
+def main(config: dict[str, Any]) -> None:
+    """Worker entry point (see module docstring); `config`: the pool's worker settings."""
     # Keep the grader pipes away from fds 0/1 so that nothing printing by accident corrupts them.
     in_fd, out_fd = os.dup(0), os.dup(1)
     null = os.open(os.devnull, os.O_RDWR)
