@@ -48,7 +48,7 @@ def circles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def test_no_import_circle_in_the_sandbox_package():
     graph = {p.stem: sibling_imports(p) for p in PACKAGE.glob("*.py") if p.stem != "__init__"}
-    assert "isolation" in graph and graph["isolation"], "the graph was not read"
+    assert graph.get("isolation"), "the graph was not read"
     assert circles(graph) == []
 
 

@@ -1,9 +1,9 @@
 """What a program learns about the grader from /proc: no host path of the grader's, no worker argument.
 
-The worker's command line used to carry the package directory (in the checkout) and its whole
-configuration (`hide_paths`, the fallback scratch directory, the grader's pid), readable from
-inside as /proc/1/cmdline. Now the worker's arguments are a fixed bootstrap (its configuration
-comes through its request pipe), the namespace's /proc is mounted with hidepid=invisible (a
+A worker given its package directory (in the checkout) and configuration (`hide_paths`, the
+fallback scratch directory, the grader's pid) as arguments shows them to every program as
+/proc/1/cmdline and /proc/self/cmdline. So the worker's arguments are a fixed bootstrap (its
+configuration comes through its request pipe), the namespace's /proc is mounted with hidepid=invisible (a
 program sees only its own processes), and the worker has a cgroup namespace of its own (so
 /proc/self/cgroup names no host cgroup).
 """

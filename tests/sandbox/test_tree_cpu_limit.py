@@ -1,7 +1,7 @@
 """The CPU limit covers a program's whole process tree, not each process on its own.
 
-RLIMIT_CPU counts per process: three forked children each got the full 2 s, 6 s in all. The
-worker now adds up the CPU of every process below it (proctree.TreeCpuClock) and ends the
+RLIMIT_CPU counts per process: with it alone, three forked children each get the full 2 s, 6 s
+in all. The worker adds up the CPU of every process below it (proctree.TreeCpuClock) and ends the
 program when the sum passes `cpu_time_s`. Programs that start processes within the limit are
 untouched.
 """

@@ -5,8 +5,8 @@ process below the worker; `IdleClock` measures from a scan how long a running pr
 waiting instead of computing, for the idle limit; `TreeCpuClock` adds up the CPU time of the
 program's whole process tree, for the CPU limit.
 
-Why a tree CPU clock: RLIMIT_CPU counts per process, so a program that forks three children
-got three times its CPU limit. The worker sees every process a program starts (they are all
+Why a tree CPU clock: RLIMIT_CPU counts per process, so with it alone a program that forks
+three children gets three times its CPU limit. The worker sees every process a program starts (they are all
 its descendants: it is pid 1 of their PID namespace, or their child subreaper), and the kernel
 keeps, per process, its own CPU time and that of the children it has reaped
 (/proc/<pid>/stat: utime, stime, cutime, cstime). Their sum over the live (and zombie)
@@ -29,7 +29,6 @@ Stdlib only: this module is loaded inside the bare worker interpreter.
 from __future__ import annotations
 
 import os
-
 from dataclasses import dataclass, field
 
 from . import isolation
@@ -187,10 +186,6 @@ class IdleClock:
         self.idle_s = 0.0
         self._last_time = start
         self._last_busy: dict[int, int] = {}
-
-    def next_sample_in(self, now: float) -> float:
-        """Seconds until the next sample is due (0 when it is)."""
-        return max(0.0, self._last_time + SAMPLE_INTERVAL_S - now)
 
     def sample(self, now: float, credit: bool = True, found: Scan | None = None) -> None:
         """Look at the program's threads at `now`.
