@@ -96,3 +96,30 @@ def test_a_programs_children_are_still_visible_to_it(box):
     """)
     res = box.run(code)
     assert (res.status, res.stdout) == ("ok", "['-c', \"print('up', flush=True); input()\"]\n"), res
+
+
+def test_the_worker_says_which_mount_sources_programs_can_read():
+    from teamrl.sandbox.isolation import sources_shown
+
+    mountinfo = textwrap.dedent("""\
+        45 68 0:42 / / ro,nosuid,nodev,relatime - tmpfs tmpfs rw,size=1024k,mode=755
+        47 45 254:0 /usr/lib /usr/lib ro,relatime - ext4 /dev/vda rw
+        48 45 254:1 /home/alice/work/.venv /work/.venv ro,relatime - ext4 /dev/vdb rw
+        49 45 254:1 /home/alice/my\\040data /data ro,relatime - ext4 /dev/vdb rw
+        52 45 0:6 /null /dev/null rw,relatime - devtmpfs devtmpfs rw
+    """)
+    bound = ["/usr/lib", "/work/.venv", "/data"]
+    assert sources_shown(mountinfo, bound) == ["/work/.venv (from /home/alice/work/.venv)",
+                                               "/data (from /home/alice/my data)"]
+
+
+def test_the_note_matches_what_a_program_reads(box):
+    from teamrl.sandbox.isolation import sources_shown
+
+    mountinfo = look_around(box)["files"]["self/mountinfo"]
+    shown = sources_shown(mountinfo, box.isolation["visible_paths"])
+    notes = [n for n in box.isolation["notes"] if "mountinfo" in n]
+    if shown:
+        assert len(notes) == 1 and all(entry in notes[0] for entry in shown), (shown, notes)
+    else:
+        assert notes == []

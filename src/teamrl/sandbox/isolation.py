@@ -62,6 +62,24 @@ def _decode_mountinfo_path(raw: str) -> str:
     return "".join(out)
 
 
+def sources_shown(mountinfo: str, bound: list[str]) -> list[str]:
+    """The bound paths whose mountinfo line names another path of their source file system.
+
+    mountinfo's fourth field is a bind mount's path inside its source file system; for a
+    visible path that is on the host a bind mount of some other directory (a container volume)
+    it is that other directory, which programs can read in their /proc/self/mountinfo.
+    """
+    found = []
+    for line in mountinfo.splitlines():
+        fields = line.split()
+        if len(fields) < 5:
+            continue
+        root, point = _decode_mountinfo_path(fields[3]), _decode_mountinfo_path(fields[4])
+        if point in bound and root != point:
+            found.append(f"{point} (from {root})")
+    return found
+
+
 def _mounts() -> list[tuple[str, int]]:
     """(mount point, per-mount flags to keep) for every mount visible to this process."""
     keep = {"nosuid": MS_NOSUID, "nodev": MS_NODEV, "noexec": MS_NOEXEC, "noatime": MS_NOATIME,
@@ -243,6 +261,13 @@ def setup_worker(fallback_scratch: str, hide_paths: list[str], parent_pid: int, 
         report["hidden_paths"], report["visible_paths"] = mounts["hidden"], mounts["bound"]
         report["filesystem"] = "allowlist-root"
         report["scratch"] = "/tmp"
+        if report["pid_namespace"]:  # programs have a /proc only then
+            with open(os.open("self/mountinfo", os.O_RDONLY | os.O_CLOEXEC, dir_fd=proc_dir_fd),
+                      encoding="utf-8", errors="replace") as fh:
+                shown = sources_shown(fh.read(), mounts["bound"])
+            if shown:
+                notes.append("programs' /proc/self/mountinfo names the host directories these visible "
+                             f"paths are bound from: {', '.join(shown)}")
     except OSError as exc:
         notes.append(f"no private root filesystem ({exc.strerror or exc}); the in-process guards "
                      "enforce the allow-list")
