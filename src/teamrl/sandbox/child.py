@@ -22,7 +22,7 @@ import types
 from dataclasses import dataclass
 from typing import Any
 
-from . import guards, isolation, syscall_filter
+from . import guards, linux, syscall_filter
 
 SETUP_FAILED_EXIT = 250  # exit code when confinement itself failed (reported as sandbox_error)
 MINIMAL_PATH = "/usr/local/bin:/usr/bin:/bin"
@@ -30,6 +30,11 @@ PROGRAM_FILENAME = "<program>"
 # Our own modules, hidden from the program's sys.modules. Listed up front: scanning sys.modules in
 # the child would touch (and so copy-on-write) hundreds of pages, which costs about a millisecond.
 _OWN_MODULES: list[str] = []
+
+
+def cpu_limit_s(limits: dict[str, Any]) -> int:
+    """The CPU seconds a program gets: `cpu_time_s` rounded up to whole seconds, as RLIMIT_CPU counts."""
+    return max(1, math.ceil(limits["cpu_time_s"]))
 
 
 def remember_own_modules() -> None:
@@ -81,7 +86,7 @@ def confine(fd_map: dict[int, int], workdir: str, limits: dict[str, Any], how: C
     remap_fds(fd_map)
     os.chdir(workdir)
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    cpu = max(1, math.ceil(limits["cpu_time_s"]))
+    cpu = cpu_limit_s(limits)
     resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))  # SIGXCPU at soft, SIGKILL at hard
     memory = limits["memory_mb"] * 1024 * 1024
     resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
@@ -91,7 +96,7 @@ def confine(fd_map: dict[int, int], workdir: str, limits: dict[str, Any], how: C
         # A fresh IPC namespace (while we still have the privilege to make one): SysV segments,
         # semaphores, message queues and POSIX message queues the program makes die with its
         # last process, and nothing an earlier program or the host made is visible.
-        isolation.unshare(isolation.CLONE_NEWIPC)
+        linux.unshare(linux.CLONE_NEWIPC)
     if uid is not None:
         # Counted per user id, so it is only meaningful for a user id of our own.
         resource.setrlimit(resource.RLIMIT_NPROC, (limits["max_processes"], limits["max_processes"]))
@@ -104,9 +109,9 @@ def confine(fd_map: dict[int, int], workdir: str, limits: dict[str, Any], how: C
         os.setresgid(uid, uid, uid)
         os.setresuid(uid, uid, uid)  # from root to non-root: all capabilities are dropped too
     elif how.user_namespace:
-        isolation.drop_capabilities()  # we are "capable" inside the worker's user namespace
+        linux.drop_capabilities()  # we are "capable" inside the worker's user namespace
     # Set after the id change (which clears it); then make sure the worker did not die meanwhile.
-    isolation.prctl(isolation.PR_SET_PDEATHSIG, signal.SIGKILL)
+    linux.prctl(linux.PR_SET_PDEATHSIG, signal.SIGKILL)
     if os.getppid() != how.worker_pid:
         os._exit(SETUP_FAILED_EXIT)
     if how.syscall_filter:

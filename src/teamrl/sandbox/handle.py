@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 import time
@@ -13,10 +12,23 @@ from . import protocol
 
 PACKAGE_DIR = str(Path(__file__).resolve().parent)
 # Loads this directory as a stand-alone package named `_teamrl_sandbox`, so the worker does not
-# import `teamrl` (and whatever heavy modules its __init__ pulls in).
+# import `teamrl` (and whatever heavy modules its __init__ pulls in). The directory and the
+# configuration arrive as the first message on the request pipe, not as arguments: programs can
+# read the worker's command line (/proc/<pid>/cmdline, their own included, as forks of it), which
+# must name no path of the grader's.
 _BOOTSTRAP = (
-    "import sys,types;p=types.ModuleType('_teamrl_sandbox');p.__path__=[sys.argv[1]];"
-    "sys.modules['_teamrl_sandbox']=p;from _teamrl_sandbox import worker;worker.main(sys.argv[2])"
+    "import json,os,struct,sys,types\n"
+    "def read(n):\n"
+    " b=b''\n"
+    " while len(b)<n:\n"
+    "  c=os.read(0,n-len(b))\n"
+    "  if not c:sys.exit(1)\n"
+    "  b+=c\n"
+    " return b\n"
+    "start=json.loads(read(struct.unpack('>I',read(4))[0]))\n"
+    "p=types.ModuleType('_teamrl_sandbox');p.__path__=[start.pop('package_dir')];sys.modules['_teamrl_sandbox']=p\n"
+    "del read\n"
+    "from _teamrl_sandbox import worker;worker.main(start.pop('config'))"
 )
 _WORKER_START_TIMEOUT_S = 30.0
 _STOP_TIMEOUT_S = 5.0
@@ -51,13 +63,17 @@ class WorkerHandle:
 
     def __init__(self, config: dict[str, Any]):
         self.proc = subprocess.Popen(
-            [sys.executable, "-I", "-c", _BOOTSTRAP, PACKAGE_DIR, json.dumps(config)],
+            [sys.executable, "-I", "-c", _BOOTSTRAP],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=dict(_MINIMAL_ENV),
             cwd="/", close_fds=True, start_new_session=True,  # Ctrl-C in the grader's terminal stays ours
         )
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self.in_fd = self.proc.stdin.fileno()
         self.out_fd = self.proc.stdout.fileno()
+        try:
+            protocol.send_message(self.in_fd, {"package_dir": PACKAGE_DIR, "config": config})
+        except OSError:
+            pass  # the worker died at once: wait_ready reports it
         self.worker_pid = self.proc.pid
         self.isolation: dict[str, Any] = {}
 

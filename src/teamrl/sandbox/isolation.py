@@ -1,4 +1,4 @@
-"""Linux isolation primitives for the worker processes (ctypes; stdlib only).
+"""The worker's process-wide isolation: which layers the kernel and our privileges allow (stdlib only).
 
 The worker calls `setup_worker` once at start. It turns on what the kernel and our privileges
 allow and returns a report of what is active:
@@ -14,47 +14,29 @@ allow and returns a report of what is active:
   `kill(-1)` from that user id.
 * processes: the worker becomes pid 1 of a PID namespace of its own (pidns.py), so every
   process a program starts dies with the worker, however the worker ends.
+* cgroups: a cgroup namespace of its own, so /proc/self/cgroup shows "/" instead of the
+  grader's cgroup paths.
 * IPC: an IPC namespace of its own for the worker, and a fresh one for every program (child.py),
   so SysV IPC objects and POSIX message queues neither persist between programs nor reach the host.
 * system calls: a seccomp filter (syscall_filter.py) that programs install on themselves refuses
   keyrings and new namespaces.
 * without root, an unprivileged user namespace is tried to get the network, PID, IPC and mount
   namespaces anyway.
+
+The system calls themselves (libc, numbers, flags) live in linux.py, below every module here.
 """
 
 from __future__ import annotations
 
-import ctypes
 import errno
 import os
-import platform
-from collections.abc import Callable
 from typing import Any
 
-CLONE_NEWNS = 0x00020000
-CLONE_NEWIPC = 0x08000000
-CLONE_NEWUSER = 0x10000000
-CLONE_NEWNET = 0x40000000
-
-MS_RDONLY = 1
-MS_NOSUID = 2
-MS_NODEV = 4
-MS_NOEXEC = 8
-MS_REMOUNT = 32
-MS_NOATIME = 1024
-MS_NODIRATIME = 2048
-MS_BIND = 4096
-MS_REC = 16384
-MS_PRIVATE = 1 << 18
-MS_RELATIME = 1 << 21
-MS_STRICTATIME = 1 << 24
-MNT_DETACH = 2
-_SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "riscv64": 41, "ppc64le": 203, "s390x": 217}
-
-PR_SET_PDEATHSIG = 1
-PR_SET_DUMPABLE = 4
-PR_SET_CHILD_SUBREAPER = 36
-PR_SET_NO_NEW_PRIVS = 38
+from . import pidns, rootfs, syscall_filter
+from .linux import (CLONE_NEWCGROUP, CLONE_NEWIPC, CLONE_NEWNET, CLONE_NEWNS, CLONE_NEWUSER, MS_BIND, MS_NOATIME,
+                    MS_NODEV, MS_NODIRATIME, MS_NOEXEC, MS_NOSUID, MS_PRIVATE, MS_RDONLY, MS_REC, MS_RELATIME,
+                    MS_REMOUNT, MS_STRICTATIME, PR_SET_CHILD_SUBREAPER, PR_SET_NO_NEW_PRIVS, mount, prctl,
+                    umount_detached, unshare)
 
 # Programs of the worker with (host) pid P run as uid/gid SANDBOX_ID_BASE + P: unique among live workers
 # and far above the ids that real accounts or container sub-id ranges use.
@@ -65,53 +47,6 @@ _KEEP_WRITABLE = ("/proc", "/sys", "/dev")
 # The worker's descriptor on /proc, opened before the new root is entered (which has a /proc only
 # inside a PID namespace of our own): supervision.py finds the programs' processes through it.
 proc_dir_fd: int | None = None
-
-_libc: Any = None
-
-
-def libc() -> Any:
-    """The C library, loaded once, with errno support."""
-    global _libc
-    if _libc is None:
-        _libc = ctypes.CDLL(None, use_errno=True)
-    return _libc
-
-
-def _check(ret: int, what: str) -> None:
-    if ret != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, f"{what}: {os.strerror(err)}")
-
-
-def prctl(option: int, arg2: int = 0) -> None:
-    """Call prctl(2) with one argument; raise OSError on failure."""
-    _check(libc().prctl(option, ctypes.c_ulong(arg2), ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0)), f"prctl({option})")
-
-
-class _CapHeader(ctypes.Structure):
-    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
-
-
-class _CapData(ctypes.Structure):
-    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
-
-
-def drop_capabilities() -> None:
-    """Clear every capability of this process (effective, permitted, inheritable)."""
-    header = _CapHeader(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this process
-    data = (_CapData * 2)()
-    _check(libc().capset(ctypes.byref(header), data), "capset")
-
-
-def unshare(flags: int) -> None:
-    """Call unshare(2); raise OSError on failure."""
-    _check(libc().unshare(ctypes.c_int(flags)), f"unshare({flags:#x})")
-
-
-def mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
-    """Call mount(2); raise OSError on failure."""
-    enc = lambda s: None if s is None else os.fsencode(s)  # noqa: E731
-    _check(libc().mount(enc(source), enc(target), enc(fstype), ctypes.c_ulong(flags), enc(data)), f"mount {target}")
 
 
 def _decode_mountinfo_path(raw: str) -> str:
@@ -125,6 +60,24 @@ def _decode_mountinfo_path(raw: str) -> str:
             out.append(raw[i])
             i += 1
     return "".join(out)
+
+
+def sources_shown(mountinfo: str, bound: list[str]) -> list[str]:
+    """The bound paths whose mountinfo line names another path of their source file system.
+
+    mountinfo's fourth field is a bind mount's path inside its source file system; for a
+    visible path that is on the host a bind mount of some other directory (a container volume)
+    it is that other directory, which programs can read in their /proc/self/mountinfo.
+    """
+    found = []
+    for line in mountinfo.splitlines():
+        fields = line.split()
+        if len(fields) < 5:
+            continue
+        root, point = _decode_mountinfo_path(fields[3]), _decode_mountinfo_path(fields[4])
+        if point in bound and root != point:
+            found.append(f"{point} (from {root})")
+    return found
 
 
 def _mounts() -> list[tuple[str, int]]:
@@ -158,19 +111,6 @@ def _setup_user_namespace() -> None:
         fh.write(f"{gid} {gid} 1")
 
 
-def pivot_root(new_root: str, put_old: str) -> None:
-    """Call pivot_root(2) (glibc has no wrapper); raise OSError on failure."""
-    number = _SYS_PIVOT_ROOT.get(platform.machine())
-    if number is None:
-        raise OSError(errno.ENOSYS, f"pivot_root: no syscall number known for {platform.machine()}")
-    _check(libc().syscall(ctypes.c_long(number), os.fsencode(new_root), os.fsencode(put_old)), "pivot_root")
-
-
-def umount_detached(target: str) -> None:
-    """Lazily unmount `target` and everything below it (umount2 with MNT_DETACH)."""
-    _check(libc().umount2(os.fsencode(target), ctypes.c_int(MNT_DETACH)), f"umount {target}")
-
-
 def _setup_mounts(hide_paths: list[str], tmpfs_mb: int, visible: list[str], with_proc: bool) -> dict[str, list[str]]:
     """Make `visible` (read-only), /dev nodes, a private /tmp (and /proc) the whole filesystem.
 
@@ -179,8 +119,6 @@ def _setup_mounts(hide_paths: list[str], tmpfs_mb: int, visible: list[str], with
     pivots into it. Per-program directories are created in its private /tmp, which the worker
     empties after every program, so nothing a program writes can outlive it or reach the host.
     """
-    from . import rootfs  # imported here: rootfs imports this module
-
     mount(None, "/", None, MS_REC | MS_PRIVATE)  # never propagate our mounts to the host
     mounts = _mounts()
     for point, flags in mounts:
@@ -205,30 +143,6 @@ def _setup_mounts(hide_paths: list[str], tmpfs_mb: int, visible: list[str], with
         except OSError:
             pass
         raise
-
-
-def try_in_child(attempt: Callable[[], None]) -> str | None:
-    """Run `attempt` in a forked child; None when it returned, else what it raised.
-
-    For probing steps that cannot be undone in the caller (entering a namespace, a filter).
-    """
-    read_end, write_end = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(read_end)
-        try:
-            attempt()
-            os._exit(0)
-        except BaseException as exc:  # noqa: BLE001 - report whatever failed
-            os.write(write_end, str(exc).encode()[:500])
-            os._exit(1)
-    os.close(write_end)
-    _, status = os.waitpid(pid, 0)
-    with os.fdopen(read_end, "rb") as fh:
-        why = fh.read().decode("utf-8", "replace")
-    if os.waitstatus_to_exitcode(status) == 0:
-        return None
-    return why or f"the probe exited with status {status}"
 
 
 def _probe_uid(uid: int, must_read: list[str]) -> bool:
@@ -298,8 +212,6 @@ def setup_worker(fallback_scratch: str, hide_paths: list[str], parent_pid: int, 
     if mode == "off":
         notes.append("OS isolation disabled by configuration")
         return report
-    from . import syscall_filter  # imported here: it imports this module
-
     # Needs no privileges (no_new_privs is set), so it applies in the fallback layers too.
     why_not = syscall_filter.probe()
     if why_not is None:
@@ -315,8 +227,6 @@ def setup_worker(fallback_scratch: str, hide_paths: list[str], parent_pid: int, 
         except OSError as exc:
             notes.append(f"no user namespace ({exc.strerror}); using in-process guards only")
             return report
-    from . import pidns  # imported here: pidns itself imports this module
-
     why_not = pidns.probe() if pid_namespace else "disabled by configuration"
     if why_not is None:
         report["host_pid"] = pidns.enter()  # from here on we are pid 1 of a namespace of our own
@@ -328,6 +238,11 @@ def setup_worker(fallback_scratch: str, hide_paths: list[str], parent_pid: int, 
         report["network"] = "netns"
     except OSError as exc:
         notes.append(f"no network namespace ({exc.strerror})")
+    try:
+        # Programs read /proc/self/cgroup: with a namespace of our own it names no host cgroup.
+        unshare(CLONE_NEWCGROUP)
+    except OSError as exc:
+        notes.append(f"no cgroup namespace ({exc.strerror}): /proc/self/cgroup shows the host's cgroup paths")
     try:
         # The worker's own, away from the host's; each program then makes a fresh one (child.py).
         unshare(CLONE_NEWIPC)
@@ -346,6 +261,13 @@ def setup_worker(fallback_scratch: str, hide_paths: list[str], parent_pid: int, 
         report["hidden_paths"], report["visible_paths"] = mounts["hidden"], mounts["bound"]
         report["filesystem"] = "allowlist-root"
         report["scratch"] = "/tmp"
+        if report["pid_namespace"]:  # programs have a /proc only then
+            with open(os.open("self/mountinfo", os.O_RDONLY | os.O_CLOEXEC, dir_fd=proc_dir_fd),
+                      encoding="utf-8", errors="replace") as fh:
+                shown = sources_shown(fh.read(), mounts["bound"])
+            if shown:
+                notes.append("programs' /proc/self/mountinfo names the host directories these visible "
+                             f"paths are bound from: {', '.join(shown)}")
     except OSError as exc:
         notes.append(f"no private root filesystem ({exc.strerror or exc}); the in-process guards "
                      "enforce the allow-list")

@@ -13,25 +13,39 @@ does it in order: that parent kills and reaps the worker, then exits).
 
 The worker also mounts a fresh /proc for the namespace, so programs see only the namespace's own
 processes (not the grader's command lines) and /proc lookups by pid agree with `os.getpid()`.
+It is mounted with hidepid=invisible: a process sees only the processes it could ptrace, so a
+program sees its own processes, not the worker (root, or holding capabilities in its user
+namespace), not the judge of a test run (not dumpable), not another program's.
 Stdlib only: this module is loaded inside the bare worker interpreter.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import select
 import signal
 
-from .isolation import (CLONE_NEWNS, MS_NODEV, MS_NOEXEC, MS_NOSUID, MS_PRIVATE, MS_REC, PR_SET_PDEATHSIG, mount, prctl,
-                        try_in_child, unshare)
+from .linux import (CLONE_NEWNS, CLONE_NEWPID, MS_NODEV, MS_NOEXEC, MS_NOSUID, MS_PRIVATE, MS_REC, PR_SET_PDEATHSIG,
+                    mount, prctl, try_in_child, unshare)
 
-CLONE_NEWPID = 0x20000000
+
+# Most private first: "invisible" (Linux 5.8+) hides other processes' /proc entries entirely, the
+# older "2" too; the worker needs none of them (it can ptrace its programs), so either will do.
+_PROC_OPTIONS = ("hidepid=invisible", "hidepid=2")
 
 
 def _mount_proc() -> None:
-    """A private mount namespace with a /proc that shows this PID namespace."""
+    """A private mount namespace with a /proc that shows this PID namespace (see `_PROC_OPTIONS`)."""
     unshare(CLONE_NEWNS)
     mount(None, "/", None, MS_REC | MS_PRIVATE)  # never propagate our mounts to the host
+    for options in _PROC_OPTIONS:
+        try:
+            mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, options)
+            return
+        except OSError as exc:
+            if exc.errno != errno.EINVAL:  # EINVAL: an option this kernel does not know
+                raise
     mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
 
 

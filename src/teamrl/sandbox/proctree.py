@@ -1,7 +1,19 @@
-"""The programs' processes as the worker reads them from /proc, and how long they have been waiting.
+"""The programs' processes as the worker reads them from /proc: their CPU time, their waiting.
 
-`children` lists a process's children (kill_leftovers uses it); `IdleClock` measures how long
-a running program has spent waiting instead of computing, for the idle limit.
+`children` lists a process's children (kill_leftovers uses it); `scan` reads every thread and
+process below the worker; `IdleClock` measures from a scan how long a running program has spent
+waiting instead of computing, for the idle limit; `TreeCpuClock` adds up the CPU time of the
+program's whole process tree, for the CPU limit.
+
+Why a tree CPU clock: RLIMIT_CPU counts per process, so with it alone a program that forks
+three children gets three times its CPU limit. The worker sees every process a program starts (they are all
+its descendants: it is pid 1 of their PID namespace, or their child subreaper), and the kernel
+keeps, per process, its own CPU time and that of the children it has reaped
+(/proc/<pid>/stat: utime, stime, cutime, cstime). Their sum over the live (and zombie)
+processes below the worker counts every CPU second of the program's tree once: a child's time
+moves into its parent's cutime when the parent reaps it. Orphans re-parent to the worker, which
+reaps nothing while a program runs, so their time stays in their own entries until they are
+killed.
 
 Why an idle limit: the CPU limit stops a program that computes too long, whatever the machine's
 load, but a program that sleeps, blocks on a read or stops itself (SIGSTOP) uses no CPU, and
@@ -17,6 +29,7 @@ Stdlib only: this module is loaded inside the bare worker interpreter.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass, field
 
 from . import isolation
 
@@ -25,6 +38,7 @@ from . import isolation
 WAITING_STATES = frozenset("STtZX")
 # How often the idle clock looks at the program's threads while it runs.
 SAMPLE_INTERVAL_S = 0.1
+_CLOCK_TICKS_PER_S = os.sysconf("SC_CLK_TCK")
 
 
 def read_proc(name: str) -> str:
@@ -75,24 +89,42 @@ def children(pid: int) -> list[int]:
         return found
 
 
-def _threads_below(root: int) -> dict[int, tuple[str, int]]:
-    """{tid: (state, ns it ran or waited for a CPU)} for every thread of every descendant of `root`.
+@dataclass
+class Scan:
+    """What one look at the processes below the worker found.
 
-    Children are read per thread: a program may start processes from any of its threads.
-    Processes and threads that end while we look are skipped.
+    threads: {tid: (state letter, ns it ran or waited for a CPU)}; cpu_s: {pid: CPU seconds of
+    the process and of the children it reaped}.
     """
-    found: dict[int, tuple[str, int]] = {}
-    todo = children(root)
+
+    threads: dict[int, tuple[str, int]] = field(default_factory=dict)
+    cpu_s: dict[int, float] = field(default_factory=dict)
+
+
+def scan(root: int, skip: frozenset[int] = frozenset()) -> Scan:
+    """Every thread and process below `root` (not `root` itself); `skip`: pids left out, with
+    the processes below them.
+
+    Children are read per thread: a program may start processes from any of its threads. A
+    process's CPU times are read before its children are, so a child reaped in between is
+    missed for this look (never counted twice). Processes and threads that end while we look
+    are skipped.
+    """
+    found = Scan()
+    todo = [pid for pid in children(root) if pid not in skip]
     while todo:
         pid = todo.pop()
         try:
+            times = _after_command(read_proc(f"{pid}/stat"))[11:15]  # utime stime cutime cstime
+            found.cpu_s[pid] = sum(int(t) for t in times) / _CLOCK_TICKS_PER_S
             tids = [int(t) for t in _list_proc(f"{pid}/task")]
-        except OSError:
+        except (OSError, ValueError):
             continue
         for tid in tids:
             try:
                 state = _after_command(read_proc(f"{pid}/task/{tid}/stat"))[0]
-                todo += [int(x) for x in read_proc(f"{pid}/task/{tid}/children").split()]
+                todo += [kid for kid in (int(x) for x in read_proc(f"{pid}/task/{tid}/children").split())
+                         if kid not in skip]
             except (OSError, IndexError):
                 continue
             try:
@@ -101,8 +133,38 @@ def _threads_below(root: int) -> dict[int, tuple[str, int]]:
                 busy = int(ran) + int(waited)
             except (OSError, ValueError):
                 busy = 0
-            found[tid] = (state, busy)
+            found.threads[tid] = (state, busy)
     return found
+
+
+class TreeCpuClock:
+    """CPU seconds used by a program's whole process tree (see the module docstring).
+
+    The worker feeds it a `scan` about every SAMPLE_INTERVAL_S while the program runs; the
+    program is over its limit once the sum passes `limit_s`. Between two looks it can use up to
+    one interval per core more, and a process that starts and ends unreaped between two looks
+    is not seen (its parent's cutime has it once reaped).
+    """
+
+    def __init__(self, limit_s: float, exclude: frozenset[int] = frozenset()):
+        """limit_s: CPU seconds allowed to all of the program's processes together; exclude:
+        processes below the worker that are not the program's (a test run's judge, which has a
+        CPU limit of its own; what it starts counts for the program)."""
+        if not limit_s > 0:
+            raise ValueError(f"the CPU limit must be positive, got {limit_s!r}")
+        self.limit_s = limit_s
+        self.exclude = exclude
+        self.cpu_s = 0.0
+
+    def account(self, found: Scan) -> None:
+        """Take the CPU time of the processes in `found` (never less than a look before saw)."""
+        used = sum(cpu for pid, cpu in found.cpu_s.items() if pid not in self.exclude)
+        self.cpu_s = max(self.cpu_s, used)
+
+    @property
+    def over(self) -> bool:
+        """Whether the program's processes together have used more than the limit."""
+        return self.cpu_s > self.limit_s
 
 
 class IdleClock:
@@ -125,18 +187,15 @@ class IdleClock:
         self._last_time = start
         self._last_busy: dict[int, int] = {}
 
-    def next_sample_in(self, now: float) -> float:
-        """Seconds until the next sample is due (0 when it is)."""
-        return max(0.0, self._last_time + SAMPLE_INTERVAL_S - now)
-
-    def sample(self, now: float, credit: bool = True) -> None:
+    def sample(self, now: float, credit: bool = True, found: Scan | None = None) -> None:
         """Look at the program's threads at `now`.
 
         credit: False when the worker itself had work for the program since the last sample
         (output to drain, input to write): the program may have been waiting for the worker,
         which load can delay, so that interval is never counted as idle.
+        found: a scan just made below the worker (default: scan now).
         """
-        threads = _threads_below(self.worker_pid)
+        threads = (found if found is not None else scan(self.worker_pid)).threads
         if credit and threads and all(state in WAITING_STATES for state, _ in threads.values()):
             busy_ns = sum(max(0, busy - self._last_busy.get(tid, 0)) for tid, (_, busy) in threads.items())
             self.idle_s += max(0.0, (now - self._last_time) - busy_ns / 1e9)

@@ -39,8 +39,8 @@ import sys
 import sysconfig
 from typing import Any
 
-from .isolation import (MS_BIND, MS_NODEV, MS_NOEXEC, MS_NOSUID, MS_RDONLY, MS_REC, MS_REMOUNT, mount, pivot_root,
-                        umount_detached)
+from .linux import (MS_BIND, MS_NODEV, MS_NOEXEC, MS_NOSUID, MS_RDONLY, MS_REC, MS_REMOUNT, mount, pivot_root,
+                    umount_detached)
 
 SYSTEM_DIRS = ("/usr/lib", "/usr/lib64", "/lib", "/lib64", "/usr/bin", "/bin", "/usr/share/zoneinfo")
 SYSTEM_FILES = ("/etc/ld.so.cache",)

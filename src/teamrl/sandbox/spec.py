@@ -45,8 +45,9 @@ STATUSES = (
 class SandboxLimits:
     """Resource limits applied to every program (and every process it starts).
 
-    Time: `cpu_time_s` is the limit that decides; it counts the CPU the program used, which the
-    load on the machine does not change (much), so the same program gets the same verdict on an
+    Time: `cpu_time_s` is the limit that decides; it counts the CPU the program used, all its
+    processes together (see proctree.TreeCpuClock), which the load on the machine does not
+    change (much), so the same program gets the same verdict on an
     idle and a busy machine. `idle_time_s` ends a program that waits instead of computing
     (sleeps, blocks on a read, stops itself): it counts only time in which none of the
     program's threads could use a CPU, which load does not add to (see proctree.IdleClock); left
@@ -64,8 +65,8 @@ class SandboxLimits:
     cpu_time_s: float = field(
         default=5.0,
         metadata={
-            "help": "CPU seconds (RLIMIT_CPU, rounded up to whole seconds by the kernel) before the "
-            "program is killed (status 'timeout'): the time limit verdicts rest on."
+            "help": "CPU seconds, rounded up to whole seconds, that the program's processes may use "
+            "together before it is killed (status 'timeout'): the time limit verdicts rest on."
         },
     )
     idle_time_s: float | None = field(
@@ -151,7 +152,7 @@ class ProgramResult:
     status: one of `STATUSES` ("ok", "error", "timeout", "memory", "output_limit", "killed",
         "sandbox_error").
     wall_s: wall-clock seconds the program ran (measured by the worker).
-    cpu_s: CPU seconds (user + system) of the program's main process, which load barely changes.
+    cpu_s: CPU seconds (user + system) of the program's processes together, which load barely changes.
     limit: which limit ended it when timed out: "cpu", "idle" (it waited instead of computing) or
         "wall" (the backstop); "" otherwise.
     """

@@ -1,7 +1,8 @@
 """Process supervision for the worker: per-program state, output collection, timeouts, cleanup.
 
 `supervise` watches one forked process (feeding stdin, collecting capped output, enforcing the
-wall clock and the idle limit, see proctree.IdleClock); `kill_leftovers` then kills and reaps
+wall clock, the idle limit and the CPU limit of the whole process tree, see proctree.IdleClock
+and proctree.TreeCpuClock); `kill_leftovers` then kills and reaps
 every other descendant of the worker (the worker is pid 1 of its own PID namespace, or else a
 child subreaper, so nothing a program starts can escape being its descendant); `remove_files`
 deletes what the program wrote.
@@ -20,7 +21,7 @@ import time
 from typing import Any
 
 from . import child, proctree
-from .proctree import IdleClock
+from .proctree import SAMPLE_INTERVAL_S, IdleClock, TreeCpuClock
 
 _READ_CHUNK = 65536
 
@@ -187,13 +188,15 @@ def _nearly_full(fd: int) -> bool:
 
 def supervise(pid: int, start: float, wall_s: float, stdin_fd: int, stdin_data: bytes,
               streams: list[tuple[int, int, bool]], kill_on_over: int | None = None,
-              idle: IdleClock | None = None) -> dict[str, Any]:
-    """Feed stdin, collect output, enforce the wall clock, the idle limit and output caps; reap `pid`.
+              idle: IdleClock | None = None, cpu: TreeCpuClock | None = None) -> dict[str, Any]:
+    """Feed stdin, collect output, enforce the wall clock, the idle and CPU limits and output caps; reap `pid`.
 
     streams: (fd, cap, capped) read until `pid` exits; for `capped` streams going over `cap`
     means "output_limit": supervision stops, or, with `kill_on_over`, that process group is
     killed and supervision of `pid` goes on. `stdin_fd` < 0 means no stdin pipe.
-    idle: the program's idle clock; supervision stops once it is over its limit.
+    idle: the program's idle clock; cpu: the CPU clock of its process tree. Both are fed by one
+    look at the processes below this (the worker's) process every SAMPLE_INTERVAL_S; supervision
+    stops once either is over its limit.
     """
     pidfd = os.pidfd_open(pid)
     bufs = {fd: bytearray() for fd, _, _ in streams}
@@ -212,7 +215,8 @@ def supervise(pid: int, start: float, wall_s: float, stdin_fd: int, stdin_data: 
         os.close(stdin_fd)
         stdin_fd = -1
     deadline = start + wall_s
-    timed_out = over = exited = idled = False
+    timed_out = over = exited = idled = cpu_over = False
+    next_look = start
     worked_for_it = False  # the worker had input or output to handle since the last idle sample
     open_outputs = set(bufs)
     while not exited and not (over and kill_on_over is None):
@@ -221,14 +225,22 @@ def supervise(pid: int, start: float, wall_s: float, stdin_fd: int, stdin_data: 
         if remaining <= 0:
             timed_out = True
             break
-        if idle is not None:
-            if idle.next_sample_in(now) == 0:
-                idle.sample(now, credit=not worked_for_it)
-                worked_for_it = False
-                if idle.over:
-                    idled = True
-                    break
-            remaining = min(remaining, max(idle.next_sample_in(now), 0.001))
+        if idle is not None or cpu is not None:
+            if now >= next_look:
+                found = proctree.scan(os.getpid())
+                next_look = now + SAMPLE_INTERVAL_S
+                if cpu is not None:
+                    cpu.account(found)
+                    if cpu.over:
+                        cpu_over = True
+                        break
+                if idle is not None:
+                    idle.sample(now, credit=not worked_for_it, found=found)
+                    worked_for_it = False
+                    if idle.over:
+                        idled = True
+                        break
+            remaining = min(remaining, max(next_look - now, 0.001))
         for fd, _event in poller.poll(remaining * 1000):
             if fd == pidfd:
                 exited = True
@@ -261,7 +273,9 @@ def supervise(pid: int, start: float, wall_s: float, stdin_fd: int, stdin_data: 
         _drain(fd, bufs[fd], caps[fd])
     for fd in [*bufs, pidfd] + ([stdin_fd] if stdin_fd >= 0 else []):
         os.close(fd)
-    return {"status": status, "cpu": usage.ru_utime + usage.ru_stime, "timed_out": timed_out,
+    # The program's own rusage counts the children it reaped; the tree clock also those it did not.
+    used = max(usage.ru_utime + usage.ru_stime, cpu.cpu_s if cpu is not None else 0.0)
+    return {"status": status, "cpu": used, "timed_out": timed_out, "cpu_over": cpu_over,
             "idle": idled, "idle_s": idle.idle_s if idle is not None else 0.0,
             "over": over or any(len(bufs[fd]) > caps[fd] for fd in capped), "wall": wall,
             "outputs": [bytes(bufs[fd][:caps[fd]]) for fd, _, _ in streams]}
@@ -278,9 +292,11 @@ def classify(outcome: dict[str, Any], limits: dict[str, Any], stderr: str) -> tu
     """(status, exit_code, timed_out) for a supervised child."""
     status = outcome["status"]
     exit_code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else None
-    cpu_limit = max(1.0, float(int(-(-limits["cpu_time_s"] // 1))))
+    cpu_limit = child.cpu_limit_s(limits)
     if outcome["timed_out"] or outcome.get("idle"):
         return "timeout", exit_code, True
+    if outcome.get("cpu_over"):  # the process tree used up the CPU limit together
+        return "timeout", None, True
     if outcome["over"]:
         return "output_limit", exit_code, False
     if os.WIFSIGNALED(status):

@@ -1,15 +1,27 @@
-"""A seccomp filter for program processes: no keyrings, no new namespaces (ctypes; stdlib only).
+"""A seccomp filter for program processes: system calls no program needs are refused (ctypes; stdlib only).
 
-Two kinds of kernel state outlive a program and are not covered by the worker's namespaces:
+Refused with EPERM (docs/verifiers/sandbox.md has the table):
 
 * keyrings (`add_key`, `request_key`, `keyctl`): a key added to the user keyring of the
   program's user id stays there for the worker's next program, and the session keyring is the
-  one the worker inherited. No namespace separates them, so the calls are refused (EPERM).
+  one the worker inherited. No namespace separates them.
 * new namespaces (`unshare`, `setns`, and `clone` with a namespace flag): in a user namespace of
   its own a program is "root" again and can make mount namespaces and reach kernel code meant
-  for administrators. Refused (EPERM). `clone3` passes its flags in memory, which a seccomp
-  filter cannot read, so it fails with ENOSYS and the C library falls back to `clone`, as it
-  does on kernels older than 5.3.
+  for administrators. `clone3` passes its flags in memory, which a seccomp filter cannot read,
+  so it fails with ENOSYS and the C library falls back to `clone`, as it does on kernels older
+  than 5.3.
+* io_uring (`io_uring_setup`, `io_uring_enter`, `io_uring_register`): its requests (open, read,
+  connect, ...) are carried out by the kernel without passing through this filter again, and it
+  has been a steady source of kernel privilege escalations.
+* `userfaultfd`: lets a program stall the kernel at a page fault of its choosing, the usual
+  tool for winning kernel races.
+* `perf_event_open`: hardware counters and kernel sampling; side channels on other processes
+  of the machine, and a large kernel surface.
+* `bpf`: loads programs into the kernel.
+* `memfd_create` and `execveat`: running a binary that exists only in memory (a memfd, started
+  through `execveat` or `execve("/proc/self/fd/N")`). A filter cannot see the path `execve`
+  is given, so the memory file itself is refused; `execveat` (only needed to run a descriptor)
+  goes too.
 
 Installed by the program process itself after it dropped its privileges (child.confine), so
 the worker keeps the calls it needs; the filter is inherited by everything the program starts,
@@ -23,34 +35,26 @@ import errno
 import os
 import platform
 
-from .isolation import libc, try_in_child
+from .linux import AUDIT_ARCH, NAMESPACE_FLAGS, PR_SET_SECCOMP, SYSCALLS, libc, try_in_child
 
 # Linux's classic-BPF opcodes (linux/filter.h) and seccomp's return values (linux/seccomp.h).
-_LD_W_ABS = 0x20
-_JEQ = 0x15
-_JGE = 0x35
-_JSET = 0x45
-_RET = 0x06
-_RET_ALLOW = 0x7FFF0000
-_RET_ERRNO = 0x00050000
-_RET_KILL_PROCESS = 0x80000000
-_PR_SET_SECCOMP = 22
+LD_W_ABS = 0x20
+JEQ = 0x15
+JGE = 0x35
+JSET = 0x45
+RET = 0x06
+RET_ALLOW = 0x7FFF0000
+RET_ERRNO = 0x00050000
+RET_KILL_PROCESS = 0x80000000
 _SECCOMP_MODE_FILTER = 2
 # Offsets in struct seccomp_data: the syscall number, the audit architecture, args[0] (its low
 # 32 bits on these little-endian machines, which hold every CLONE_NEW* flag).
-_NR, _ARCH, _ARG0 = 0, 4, 16
+NR_OFFSET, ARCH_OFFSET, ARG0_OFFSET = 0, 4, 16
 
-# All CLONE_NEW* flags clone(2) accepts: NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET.
-NAMESPACE_FLAGS = 0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000 | 0x20000000 | 0x40000000
-
-# Per machine: the audit architecture and the numbers of the calls the filter looks at.
-_MACHINES = {
-    "x86_64": (0xC000003E, {"clone": 56, "add_key": 248, "request_key": 249, "keyctl": 250,
-                            "unshare": 272, "setns": 308, "clone3": 435}),
-    "aarch64": (0xC00000B7, {"clone": 220, "add_key": 217, "request_key": 218, "keyctl": 219,
-                             "unshare": 97, "setns": 268, "clone3": 435}),
-}
-REFUSED = ("add_key", "request_key", "keyctl", "unshare", "setns")
+# Refused outright with EPERM, whatever their arguments (why: the module docstring).
+REFUSED = ("add_key", "request_key", "keyctl", "unshare", "setns",
+           "io_uring_setup", "io_uring_enter", "io_uring_register", "userfaultfd", "perf_event_open", "bpf",
+           "memfd_create", "execveat")
 # x32 system calls arrive on x86_64 with this bit set in the number and the same architecture.
 _X32_SYSCALL_BIT = 0x40000000
 
@@ -88,31 +92,31 @@ def program(machine: str | None = None) -> list[tuple[int, int, int, int]]:
     Raises OSError(ENOSYS) for a machine whose system call numbers are not known here.
     """
     machine = machine or platform.machine()
-    if machine not in _MACHINES:
+    if machine not in AUDIT_ARCH:
         raise OSError(errno.ENOSYS, f"no seccomp filter known for {machine}")
-    arch, numbers = _MACHINES[machine]
+    arch, numbers = AUDIT_ARCH[machine], SYSCALLS[machine]
     lines: list[tuple[int, int | str, int | str, int] | str] = [
-        (_LD_W_ABS, 0, 0, _ARCH),
+        (LD_W_ABS, 0, 0, ARCH_OFFSET),
         # Another calling convention (32-bit int 0x80 on x86_64) numbers the calls differently.
-        (_JEQ, 1, 0, arch),
-        (_RET, 0, 0, _RET_KILL_PROCESS),
-        (_LD_W_ABS, 0, 0, _NR),
+        (JEQ, 1, 0, arch),
+        (RET, 0, 0, RET_KILL_PROCESS),
+        (LD_W_ABS, 0, 0, NR_OFFSET),
     ]
     if machine == "x86_64":
-        lines.append((_JGE, "refuse", 0, _X32_SYSCALL_BIT))
-    lines += [(_JEQ, "refuse", 0, numbers[name]) for name in REFUSED]
+        lines.append((JGE, "refuse", 0, _X32_SYSCALL_BIT))
+    lines += [(JEQ, "refuse", 0, numbers[name]) for name in REFUSED]
     lines += [
-        (_JEQ, "no_clone3", 0, numbers["clone3"]),
-        (_JEQ, "clone", 0, numbers["clone"]),
-        (_RET, 0, 0, _RET_ALLOW),
+        (JEQ, "no_clone3", 0, numbers["clone3"]),
+        (JEQ, "clone", 0, numbers["clone"]),
+        (RET, 0, 0, RET_ALLOW),
         "clone",
-        (_LD_W_ABS, 0, 0, _ARG0),
-        (_JSET, "refuse", 0, NAMESPACE_FLAGS),
-        (_RET, 0, 0, _RET_ALLOW),
+        (LD_W_ABS, 0, 0, ARG0_OFFSET),
+        (JSET, "refuse", 0, NAMESPACE_FLAGS),
+        (RET, 0, 0, RET_ALLOW),
         "refuse",
-        (_RET, 0, 0, _RET_ERRNO | errno.EPERM),
+        (RET, 0, 0, RET_ERRNO | errno.EPERM),
         "no_clone3",
-        (_RET, 0, 0, _RET_ERRNO | errno.ENOSYS),
+        (RET, 0, 0, RET_ERRNO | errno.ENOSYS),
     ]
     return _assemble(lines)
 
@@ -122,7 +126,7 @@ def install() -> None:
     code = program()
     instructions = (_Instruction * len(code))(*[_Instruction(*line) for line in code])
     prog = _Program(len(code), instructions)
-    ret = libc().prctl(ctypes.c_int(_PR_SET_SECCOMP), ctypes.c_ulong(_SECCOMP_MODE_FILTER), ctypes.byref(prog),
+    ret = libc().prctl(ctypes.c_int(PR_SET_SECCOMP), ctypes.c_ulong(_SECCOMP_MODE_FILTER), ctypes.byref(prog),
                        ctypes.c_ulong(0), ctypes.c_ulong(0))
     if ret != 0:
         err = ctypes.get_errno()

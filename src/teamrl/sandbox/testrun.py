@@ -29,8 +29,8 @@ import time
 import traceback
 from typing import Any
 
-from . import candidate, child, guards, isolation, judge, protocol
-from .proctree import IdleClock
+from . import candidate, child, guards, judge, linux, protocol
+from .proctree import IdleClock, TreeCpuClock
 from .supervision import WorkerState, classify, kill_leftovers, remove_files, supervise
 
 _RESULT_CAP = 8 * 1024 * 1024
@@ -43,25 +43,25 @@ def _judge_main(req: dict[str, Any], in_fd: int, fds: dict[int, int], state: Wor
     limits = req["limits"]
     try:
         os.setsid()
-        isolation.prctl(isolation.PR_SET_PDEATHSIG, signal.SIGKILL)
+        linux.prctl(linux.PR_SET_PDEATHSIG, signal.SIGKILL)
         if os.getppid() != state.pid:
             os._exit(3)
         # Not dumpable: a candidate with the same uid (fallback mode, or untrusted tests) cannot
         # ptrace us or open our descriptors through /proc.
-        isolation.prctl(isolation.PR_SET_DUMPABLE, 0)
+        linux.prctl(linux.PR_SET_DUMPABLE, 0)
         second = protocol.recv_message(in_fd)  # frame 2: the tests, read by us alone
         # The grader pipe is in step again: whatever happens to us now, the worker can go on.
         protocol.send_message(fds[5], {"read": True})
         if req.get("untrusted"):
             # Closes the grader pipe too; the id change resets dumpable, so clear it again.
             child.confine(fds, workdir, limits, state.confinement, new_session=False)
-            isolation.prctl(isolation.PR_SET_DUMPABLE, 0)
+            linux.prctl(linux.PR_SET_DUMPABLE, 0)
             guard_config = state.guard_config(workdir)
             if guard_config is not None:
                 guards.install(**guard_config)
         else:
             child.remap_fds(fds)  # closes the grader pipe too
-            cpu = max(1, int(-(-limits["cpu_time_s"] // 1)))
+            cpu = child.cpu_limit_s(limits)
             resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
             memory = _JUDGE_MEMORY_MB * 1024 * 1024
             resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
@@ -150,7 +150,8 @@ def run_tests_request(state: WorkerState, req: dict[str, Any], in_fd: int) -> di
         # The idle clock watches the candidate and the judge together: the run waits only when both do.
         judged = supervise(jpid, start, limits["wall_time_s"], -1, b"",
                            [(out_r, cap, True), (err_r, cap, True), (res_r, _RESULT_CAP, False)], kill_on_over=cpid,
-                           idle=IdleClock(state.pid, limits["idle_time_s"], start))
+                           idle=IdleClock(state.pid, limits["idle_time_s"], start),
+                           cpu=TreeCpuClock(child.cpu_limit_s(limits), exclude=frozenset([jpid])))
         # Still running once the judge is done is normal (it waits for the next call): then we
         # kill it and its exit says nothing. Otherwise its exit status tells what happened to it;
         # when the judge saw it go, give it a moment to finish dying (e.g. from SIGXCPU).
@@ -192,6 +193,9 @@ def run_tests_request(state: WorkerState, req: dict[str, Any], in_fd: int) -> di
     elif judged["idle"]:
         status, error = "timeout", (f"the program and the tests waited {judged['idle_s']:.1f} s without "
                                      f"computing (the idle limit is {limits['idle_time_s']} s)")
+    elif judged["cpu_over"]:
+        status, error = "timeout", (f"the program's processes used more than {child.cpu_limit_s(limits)} s of CPU "
+                                    "together")
     elif judged["over"]:
         status, error = "output_limit", "the program wrote more than the output limit"
     elif cand_state in ("timeout", "killed", "memory"):

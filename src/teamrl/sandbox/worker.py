@@ -1,15 +1,17 @@
 """The warm worker process: receives requests from the grader and forks one child per program.
 
-Started by `pool.py` as `python -I -c <bootstrap> <package dir> <config json>` with a scrubbed
-environment, so it shares nothing with the grader except two pipes. It applies the process-wide
+Started by `pool.py` as `python -I -c <bootstrap>` (handle.py; the package directory and the
+configuration come as the first message on the request pipe) with a scrubbed environment, so it
+shares nothing with the grader except two pipes. It applies the process-wide
 isolation once (namespaces, see isolation.py), pre-imports common modules so programs start
 fast, and then for each request:
 
 1. makes a fresh directory for the program (owned by the program's user id),
 2. forks; the child confines itself (child.py) and runs the program,
 3. supervises it: feeds stdin, collects stdout/stderr up to the caps, enforces the idle limit
-   (proctree.IdleClock) and the wall-clock backstop (the CPU limit is the kernel's RLIMIT_CPU,
-   set by the child itself),
+   (proctree.IdleClock), the CPU limit of the program's whole process tree (proctree.TreeCpuClock;
+   each process also has the kernel's RLIMIT_CPU, set by the child itself) and the wall-clock
+   backstop,
 4. kills the program's process group, reaps it, then kills and reaps anything else the program
    left behind (the worker is pid 1 of its own PID namespace where the kernel allows, else a
    child subreaper, so every leftover process is its descendant; see pidns.py),
@@ -20,7 +22,6 @@ from __future__ import annotations
 
 import gc
 import importlib
-import json
 import os
 import shutil
 import sys
@@ -28,7 +29,7 @@ import time
 from typing import Any
 
 from . import child, guards, isolation, protocol, rootfs, testrun
-from .proctree import IdleClock
+from .proctree import IdleClock, TreeCpuClock
 from .supervision import WorkerState, classify, kill_leftovers, remove_files, supervise
 
 
@@ -56,7 +57,8 @@ def run_request(state: WorkerState, req: dict[str, Any]) -> dict[str, Any]:
         cap = limits["max_output_bytes"]
         outcome = supervise(pid, start, limits["wall_time_s"], in_w, req.get("stdin", "").encode("utf-8"),
                             [(out_r, cap, True), (err_r, cap, True)],
-                            idle=IdleClock(state.pid, limits["idle_time_s"], start))
+                            idle=IdleClock(state.pid, limits["idle_time_s"], start),
+                            cpu=TreeCpuClock(child.cpu_limit_s(limits)))
     finally:
         kill_leftovers(state)
         remove_files(state, workdir)
@@ -69,9 +71,8 @@ def run_request(state: WorkerState, req: dict[str, Any]) -> dict[str, Any]:
             "status": status, "wall_s": outcome["wall"], "cpu_s": outcome["cpu"], "limit": limit}
 
 
-def main(config_json: str) -> None:
-    """Worker entry point (see module docstring)."""
-    config = json.loads(config_json)
+def main(config: dict[str, Any]) -> None:
+    """Worker entry point (see module docstring); `config`: the pool's worker settings."""
     # Keep the grader pipes away from fds 0/1 so that nothing printing by accident corrupts them.
     in_fd, out_fd = os.dup(0), os.dup(1)
     null = os.open(os.devnull, os.O_RDWR)
