@@ -57,6 +57,7 @@ def test_docs_table_is_the_code_table():
     ({"reasoning_effort": "low"}, "reasoning_effort"),
     ({"store": True}, "store"),
     ({"n": 2}, "n"),
+    ({"stream_options": {"include_usage": "yes"}}, "stream_options"),
     ({"temprature": 0.5}, "temprature"),  # a misspelt parameter is named, not ignored
 ])
 def test_refused_parameters_are_a_400_naming_them(gateway, extra, param):
@@ -104,6 +105,8 @@ def test_non_json_bodies_are_refused(gateway):
     assert_error(post(gateway, [1, 2]), 422, "invalid_request")
     nan = b'{"model": "planner", "messages": [{"role": "user", "content": "x"}], "temperature": NaN}'
     assert_error(post(gateway, content=nan), 422, "invalid_request", "temperature")
+    for loose in ({"temperature": "1"}, {"stream": "yes"}, {"logprobs": 1}):  # no silent coercion
+        assert_error(post(gateway, {"model": "planner", "messages": USER, **loose}), 422, "invalid_request", *loose)
 
 
 def test_null_content_in_every_role_is_empty_text(gateway):
@@ -127,9 +130,11 @@ def test_a_tiny_temperature_samples_greedily_under_serve(two_policies):
     worker = SamplingWorker(torch.Generator().manual_seed(0), window_s=0.0)
     server = Gateway(routes, worker).start()
     try:
-        texts = {t: client(server).chat.completions.create(model="planner", messages=USER, temperature=t)
-                 .choices[0].message.content for t in (1e-300, 1e-5, 0)}
-        assert texts[1e-300] == texts[1e-5] == texts[0]
+        ask = client(server).chat.completions.create
+        texts = [ask(model="planner", messages=USER, **kw).choices[0].message.content
+                 for kw in ({"temperature": 0}, {"temperature": 1e-300}, {"temperature": 1e-5}, {"top_p": 1e-300},
+                            {"temperature": 1.5, "top_p": 5e-324})]
+        assert len(set(texts)) == 1 and texts[0]
     finally:
         server.close()
         worker.close()

@@ -21,6 +21,8 @@ MAX_STOP_CHARS = 128
 MIN_TEMPERATURE = 1e-4
 """A request temperature in (0, MIN_TEMPERATURE) samples greedily (as 0): the distribution is then the
 argmax for any real logit gap, and float32 logits divided by much smaller values overflow."""
+MIN_TOP_P = 1e-4
+"""Likewise a top_p in (0, MIN_TOP_P): its limit is the argmax, and float32 rounds 1e-300 to an empty nucleus."""
 
 
 @dataclass(frozen=True)
@@ -49,11 +51,14 @@ PARAMETERS: dict[str, Parameter] = {
     "stop": Parameter(HONOURED, f"up to {MAX_STOP_STRINGS} strings of at most {MAX_STOP_CHARS} characters; "
                                 "kept at the end of the text"),
     "stream": Parameter(HONOURED, "OpenAI chunks; the whole text comes in one content chunk"),
-    "stream_options": Parameter(HONOURED, "`include_usage`"),
+    "stream_options": Parameter(HONOURED, "`include_usage` (true or false; no other key)",
+                                lambda v: isinstance(v, dict) and set(v) <= {"include_usage"}
+                                and all(isinstance(x, bool) for x in v.values())),
     "n": Parameter(HONOURED, "1 only: send n requests for n answers", _is(1)),
     "temperature": Parameter(HONOURED, "under `teamrl serve` (below 1e-4: greedy); in training the config's "
                                        "sampling is used, the distribution the update trains"),
-    "top_p": Parameter(HONOURED, "under `teamrl serve`; in training the config's, as `temperature`"),
+    "top_p": Parameter(HONOURED, "under `teamrl serve` (below 1e-4: greedy); in training the config's, as "
+                                 "`temperature`"),
     "logprobs": Parameter(HONOURED, "the sampled tokens' log-probs under the sampling temperature"),
     "top_logprobs": Parameter(REFUSED, "0 only: the engine keeps the sampled token's log-prob, no alternatives",
                               _zero),

@@ -32,8 +32,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from teamrl.gateway.batching import SamplingWorker
 from teamrl.gateway.openai_api import (ApiError, ChatRequest, completion_body, error_body, models_body,
                                        plain_messages, stream_events, token_logprobs)
-from teamrl.gateway.parameters import (MAX_STOP_CHARS, MAX_STOP_STRINGS, MIN_TEMPERATURE, RefusedParameter,
-                                       check_parameters)
+from teamrl.gateway.parameters import (MAX_STOP_CHARS, MAX_STOP_STRINGS, MIN_TEMPERATURE, MIN_TOP_P,
+                                       RefusedParameter, check_parameters)
 from teamrl.gateway.sessions import Call, EpisodeSession, SessionTable
 from teamrl.policies.loading import Policy
 from teamrl.rollout.engine import Generation, SamplingParams
@@ -236,7 +236,7 @@ class Gateway:
         except RefusedParameter as err:
             raise ApiError(400, str(err), code=err.code, param=err.param) from None
         try:
-            chat = ChatRequest.model_validate(raw)
+            chat = ChatRequest.model_validate(raw, strict=True)  # "yes" is no boolean, "1" no number
         except ValidationError as err:
             problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in err.errors())
             first = ".".join(map(str, err.errors()[0]["loc"])) or None
@@ -311,9 +311,11 @@ class Gateway:
                          "stop_strings": tuple(dict.fromkeys(route.params.stop_strings + chat.stop_strings()))}
         if route.request_sampling:
             if chat.temperature is not None:
-                changes["temperature"] = chat.temperature if chat.temperature >= MIN_TEMPERATURE else 0.0
+                changes["temperature"] = chat.temperature
             if chat.top_p is not None:
                 changes["top_p"] = chat.top_p
+            if changes.get("temperature", 1.0) < MIN_TEMPERATURE or changes.get("top_p", 1.0) < MIN_TOP_P:
+                changes["temperature"], changes["top_p"] = 0.0, 1.0  # both limits are the argmax
         context = getattr(route.policy.network.config, "max_position_embeddings", None)
         if context and prompt_tokens + changes["max_new_tokens"] > context:
             raise ApiError(400, f"the prompt has {prompt_tokens} tokens; with max_tokens "
