@@ -39,7 +39,7 @@ def assert_error(response: httpx.Response, status: int, code: str, param: str | 
 
 
 def test_docs_table_is_the_code_table():
-    rows = re.findall(r"^\| `(\w+)` \| (honoured|refused|accepted-no-op) \|", DOCS.read_text(), re.M)
+    rows = re.findall(r"^\| `(\w+)` \| (honoured|refused|accepted-no-op) \|", DOCS.read_text(), re.MULTILINE)
     assert dict(rows) == {name: p.status for name, p in PARAMETERS.items()}
     assert len(rows) == len(PARAMETERS)
 
@@ -152,7 +152,7 @@ def _raw_request(gateway, headers: str, body: bytes) -> bytes:
                 if not part:
                     break
                 answer += part
-        except socket.timeout:
+        except TimeoutError:
             pass
         return answer
 

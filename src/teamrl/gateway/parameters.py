@@ -35,7 +35,7 @@ class Parameter:
 
 
 def _is(*values: Any) -> Callable[[Any], bool]:
-    return lambda value: any(value == v and type(value) is type(v) for v in values)  # noqa: E721 - 0 is not False
+    return lambda value: any(value == v and type(value) is type(v) for v in values)  # 0 is not False
 
 
 def _zero(value: Any) -> bool:

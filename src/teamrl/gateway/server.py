@@ -184,7 +184,7 @@ class Gateway:
             prompt = None if self.responder is not None else self._prompt(agent, chat, messages)
         except ApiError as err:
             return JSONResponse(err.body(), status_code=err.status)
-        except Exception as err:  # noqa: BLE001 - a request nothing above foresaw is still the client's: a 400
+        except Exception as err:  # a request nothing above foresaw is still the client's: a 400
             log.exception("gateway: unexpected error while reading a request")
             return JSONResponse(error_body(f"the request could not be read: {type(err).__name__}: {err}",
                                            "invalid_request_error", "invalid_request"), status_code=400)

@@ -41,7 +41,7 @@ class _VocabText:
         self.unclear = torch.ones(vocab_size, dtype=torch.bool)  # [V] may add any character
         holding: dict[str, list[int]] = {}
         for v in range(known):
-            added = after[v][len(anchor):] if after[v].startswith(anchor) else after[v]
+            added = after[v].removeprefix(anchor)
             text = alone[v] + added
             if v in special:
                 self.unclear[v] = False  # skipped when decoding: adds no text
