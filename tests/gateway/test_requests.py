@@ -178,6 +178,15 @@ def test_a_chunked_body_is_counted_while_it_is_read(gateway):
     assert post(gateway, content=iter([small[:10], small[10:]])).status_code == 200
 
 
+def test_a_client_that_leaves_mid_body_is_no_error(gateway, caplog):
+    with socket.create_connection((gateway.host, gateway.port), timeout=10) as sock:
+        sock.sendall(f"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {gateway.token}\r\n"
+                     "Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"model\": ".encode())
+    time.sleep(0.5)
+    assert post(gateway, {"model": "planner", "messages": USER}).status_code == 200  # still serving
+    assert "unexpected error" not in caplog.text and "Traceback" not in caplog.text
+
+
 def test_a_client_that_leaves_is_cancelled_and_not_recorded(two_policies):
     params = SamplingParams(temperature=1.0, max_new_tokens=4)
     routes = {"planner": AgentRoute(two_policies["planner"], params)}

@@ -28,6 +28,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
 
 from teamrl.gateway.batching import SamplingWorker
 from teamrl.gateway.openai_api import (ApiError, ChatRequest, completion_body, error_body, models_body,
@@ -184,6 +185,8 @@ class Gateway:
             prompt = None if self.responder is not None else self._prompt(agent, chat, messages)
         except ApiError as err:
             return JSONResponse(err.body(), status_code=err.status)
+        except ClientDisconnect:  # left while sending its body: nothing to answer, nothing went wrong
+            return Response(status_code=499)
         except Exception as err:  # a request nothing above foresaw is still the client's: a 400
             log.exception("gateway: unexpected error while reading a request")
             return JSONResponse(error_body(f"the request could not be read: {type(err).__name__}: {err}",
