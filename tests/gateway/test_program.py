@@ -3,6 +3,7 @@ recorded tokens and log-probs, dropped runs and the determinism check."""
 
 from __future__ import annotations
 
+import math
 import random
 import time
 
@@ -43,6 +44,15 @@ def flaky(instance, endpoint):
     if kind == 2:
         return None
     return two_calls(instance, endpoint)
+
+
+BAD_REWARDS = [float("nan"), float("inf"), 1e308, {"team": 1.0, "agents": {"planner": float("-inf")}}]
+
+
+def bad_rewards(instance, endpoint):
+    """Plays, then reports an invalid reward for indexes 0-3 (NaN, inf, 1e308, an agent's -inf); 4 is fine."""
+    result = two_calls(instance, endpoint)
+    return BAD_REWARDS[instance["index"]] if instance["index"] < len(BAD_REWARDS) else result
 
 
 def clocked(instance, endpoint):
@@ -241,6 +251,17 @@ def test_crashed_hung_and_silent_runs_are_dropped(two_policies, per_role, caplog
     assert "the program broke" in caplog.text
 
 
+@pytest.mark.parametrize("branching", ["replay", "independent"])
+def test_non_finite_or_absurd_rewards_drop_the_run(two_policies, per_role, caplog, branching):
+    wf = workflow("bad_rewards", branching=branching)
+    samples, episodes = play(wf, two_policies, per_role, [0, 1, 2, 3, 4], k=2)
+    assert {e.instance for e in episodes} == {4} and {s.instance for s in samples} == {4}
+    assert all(math.isfinite(s.reward) for s in samples)
+    metrics = wf.metrics()
+    assert metrics["gateway/dropped/invalid_reward"] == 4 * 2 and metrics["gateway/dropped_runs"] == 4 * 2
+    assert "invalid_reward" in caplog.text and "nan" in caplog.text and "1e+308" in caplog.text
+
+
 def test_a_program_reading_random_numbers_is_reported_nondeterministic(two_policies, per_role, caplog):
     wf = workflow("clocked", branching="independent")
     samples, _ = play(wf, two_policies, per_role, [0, 1], k=2)
@@ -329,6 +350,11 @@ def test_program_results_are_read_or_refused():
     assert grouping.parse_result({"team": 0, "success": True}).success is True
     for bad in (None, True, "1", {"agents": {}}, [1]):
         with pytest.raises(ValueError):
+            grouping.parse_result(bad)
+    assert grouping.parse_result(-grouping.MAX_ABS_REWARD).team == -grouping.MAX_ABS_REWARD
+    for bad in (float("nan"), float("inf"), 1e308, 10 ** 400, {"team": 0, "agents": {"a": float("nan")}},
+                grouping.EpisodeResult(float("nan"))):
+        with pytest.raises(grouping.InvalidReward):
             grouping.parse_result(bad)
 
 

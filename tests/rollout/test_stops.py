@@ -24,3 +24,24 @@ def test_scanner_decodes_only_candidate_rows_and_finds_the_stop():
     chosen = tokens[:, 2]
     done = scanner.completed(tokens, torch.arange(3), chosen, step=2)
     assert done.tolist() == [True, False, False]
+
+
+def test_a_new_stop_set_reads_no_vocabulary_and_tables_are_bounded(monkeypatch):
+    """A gateway client may send new stop strings with every request: after the first table per tokenizer
+    each costs an index lookup (no decode of the vocabulary), and at most TABLES_PER_TOKENIZER are kept."""
+    from teamrl.rollout import stops
+
+    tok = build_char_tokenizer()
+    decoded = []
+    original = type(tok).batch_decode
+    monkeypatch.setattr(type(tok), "batch_decode", lambda self, *a, **k: decoded.append(1) or original(self, *a, **k))
+    StopScanner.of(tok, ["ab"], len(tok))
+    first = len(decoded)
+    characters = sorted({c for c in (tok.convert_ids_to_tokens(v) for v in range(len(tok))) if len(c) == 1})
+    for i in range(100):
+        stop = characters[i % len(characters)] * (1 + i // len(characters))
+        table = StopScanner.of(tok, [stop], len(tok)).table
+        assert {tok.convert_ids_to_tokens(v) for v in range(len(tok)) if table[v] and v not in tok.all_special_ids} \
+            == {stop[-1]}
+    assert len(decoded) == first  # the vocabulary was decoded for the first table only
+    assert len(stops._TABLES[tok]) == stops.TABLES_PER_TOKENIZER < 100

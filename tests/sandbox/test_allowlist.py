@@ -223,10 +223,14 @@ def test_granted_answer_key_is_readable_so_the_exploit_is_real(planted):
 
 
 def test_checkout_and_teamrl_source_are_invisible(layer_box):
+    """Wherever the checkout lives: teamrl cannot be imported, its source, the checkout and its files do not
+    exist, no sys.path entry leads into the checkout or teamrl's package, and the checkout's parent (which
+    may hold an allowed folder, a virtual environment made beside the checkout) does not list it."""
     _, box = layer_box
     import teamrl
 
-    source = str(Path(teamrl.__file__).resolve())
+    package = Path(teamrl.__file__).resolve().parent
+    source = str(package / "__init__.py")
     res = box.run(textwrap.dedent(f"""
         import os, sys
         try:
@@ -236,10 +240,19 @@ def test_checkout_and_teamrl_source_are_invisible(layer_box):
             print("no teamrl")
         for path in [{source!r}, {str(REPO)!r}, {str(REPO / 'pyproject.toml')!r}]:
             print(path, os.path.exists(path))
-        print([p for p in sys.path if {str(REPO.parent)!r} in p and not p.startswith(os.getcwd())])
+        hidden = [{str(REPO)!r}, {str(package)!r}]
+        inside = lambda p: any(os.path.realpath(p or ".") == h or os.path.realpath(p or ".").startswith(h + os.sep)
+                               for h in hidden)
+        try:
+            listed = {REPO.name!r} in os.listdir({str(REPO.parent)!r})
+        except OSError:
+            listed = False
+        print("listed", listed)
+        print([p for p in sys.path if inside(p)])
     """))
-    assert res.stdout.splitlines()[0] == "no teamrl", res.stdout + res.stderr
-    assert res.stdout.count(" False") == 3 and res.stdout.splitlines()[-1] == "[]", res.stdout
+    lines = res.stdout.splitlines()
+    assert lines[0] == "no teamrl", res.stdout + res.stderr
+    assert res.stdout.count(" False") == 4 and lines[-2] == "listed False" and lines[-1] == "[]", res.stdout
 
 
 NORMAL = textwrap.dedent("""

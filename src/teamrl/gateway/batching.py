@@ -146,6 +146,8 @@ class SamplingWorker:
         for item in batch:
             if item.future.set_running_or_notify_cancel():  # a cancelled request (its client left) is skipped
                 groups.setdefault((id(item.policy), item.params), []).append(item)
+        if not groups:
+            return
         if self._sampler is None:  # the policies' engines: LoRA policies on one base share a decode call
             self._draw(list(groups.values()), lambda requests: engines.sample_many(requests, self.generator))
             return

@@ -8,6 +8,7 @@ of its calls: team -> `Outcome.team`, the agent's own reward (if reported) -> `O
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -28,8 +29,18 @@ class EpisodeResult:
     success: bool | None = None  # None: team reward > 0
 
 
+MAX_ABS_REWARD = 1e6
+"""The largest reward magnitude a program may report. Larger ones (1e308) overflow the advantage
+arithmetic (a group's mean and spread) into inf and NaN just as NaN and inf do; a run reporting one is
+dropped as `invalid_reward`. Scale rewards into this range (they are normalised per group anyway)."""
+
+
+class InvalidReward(ValueError):
+    """A program reported a reward that is not a finite number within +-MAX_ABS_REWARD."""
+
+
 def parse_result(value: Any) -> EpisodeResult:
-    """A program's return value as an EpisodeResult.
+    """A program's return value as an EpisodeResult; InvalidReward for NaN, inf or |reward| > MAX_ABS_REWARD.
 
     Accepted: a number (the team reward); a mapping with `team` (or `reward`), optional `agents`
     ({agent: reward}) and `success`; a (team, {agent: reward}) pair; an EpisodeResult.
@@ -39,8 +50,20 @@ def parse_result(value: Any) -> EpisodeResult:
     >>> parse_result({"reward": 0.5, "agents": {"a": 1}}).agents
     {'a': 1.0}
     """
+    try:
+        result = _read_result(value)
+    except OverflowError as err:  # an int beyond float's range
+        raise InvalidReward(f"the program reported a reward too large for a float ({err})") from None
+    for name, reward in [("team", result.team), *((f"agents.{a}", r) for a, r in result.agents.items())]:
+        if not (math.isfinite(reward) and abs(reward) <= MAX_ABS_REWARD):
+            raise InvalidReward(f"the program reported {name} reward {reward!r}: rewards must be finite numbers "
+                                f"within +-{MAX_ABS_REWARD:g}")
+    return result
+
+
+def _read_result(value: Any) -> EpisodeResult:
     if isinstance(value, EpisodeResult):
-        return value
+        return EpisodeResult(float(value.team), {str(k): float(v) for k, v in value.agents.items()}, value.success)
     if isinstance(value, bool) or value is None:
         raise ValueError(f"the program returned {value!r}, not a reward")
     if isinstance(value, (int, float)):

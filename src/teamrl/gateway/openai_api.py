@@ -1,8 +1,10 @@
 """The OpenAI Chat Completions wire format: request validation, response bodies, stream chunks, errors.
 
 Only what a team of chat agents needs: text messages in, one text choice out (`n` must be 1), with or
-without streaming. Tool calls and images are refused with a 400 that says so, never silently dropped:
-a program that relies on them would otherwise train on prompts it did not send.
+without streaming, with the sampled tokens' log-probs if asked. Which request parameters are honoured,
+refused or accepted as no-ops is `teamrl.gateway.parameters.PARAMETERS`; tool calls and images are refused
+with a 400 that says so, never silently dropped: a program that relies on them would otherwise train on
+prompts it did not send.
 """
 
 from __future__ import annotations
@@ -16,19 +18,20 @@ from pydantic import BaseModel, ConfigDict, Field
 
 
 class ApiError(Exception):
-    """An error answered as OpenAI does: HTTP `status` with {"error": {"message", "type", "code"}}."""
+    """An error answered as OpenAI does: HTTP `status` with {"error": {"message", "type", "param", "code"}}."""
 
-    def __init__(self, status: int, message: str, kind: str = "invalid_request_error", code: str | None = None):
+    def __init__(self, status: int, message: str, kind: str = "invalid_request_error", code: str | None = None,
+                 param: str | None = None):
         super().__init__(message)
-        self.status, self.message, self.kind, self.code = status, message, kind, code
+        self.status, self.message, self.kind, self.code, self.param = status, message, kind, code, param
 
     def body(self) -> dict[str, Any]:
-        return error_body(self.message, self.kind, self.code)
+        return error_body(self.message, self.kind, self.code, self.param)
 
 
-def error_body(message: str, kind: str, code: str | None) -> dict[str, Any]:
+def error_body(message: str, kind: str, code: str | None, param: str | None = None) -> dict[str, Any]:
     """The OpenAI error envelope."""
-    return {"error": {"message": message, "type": kind, "param": None, "code": code}}
+    return {"error": {"message": message, "type": kind, "param": param, "code": code}}
 
 
 class TextPart(BaseModel):
@@ -46,9 +49,10 @@ class ChatMessage(BaseModel):
 
 
 class ChatRequest(BaseModel):
-    """The fields of POST /v1/chat/completions that teamrl reads; others are accepted and ignored."""
+    """The fields of POST /v1/chat/completions that teamrl reads (`parameters.check_parameters` has vetted
+    the others before)."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", allow_inf_nan=False)
     model: str = ""
     messages: list[ChatMessage] = Field(min_length=1)
     max_tokens: int | None = Field(default=None, ge=1)
@@ -59,6 +63,7 @@ class ChatRequest(BaseModel):
     stream: bool = False
     stream_options: dict[str, Any] | None = None
     stop: str | list[str] | None = None
+    logprobs: bool | None = None
 
     def token_cap(self) -> int | None:
         """The response-length limit the caller asked for (max_completion_tokens wins, as in OpenAI)."""
@@ -72,32 +77,21 @@ class ChatRequest(BaseModel):
 def plain_messages(request: ChatRequest, max_chars: int) -> list[dict[str, str]]:
     """The request's messages as teamrl chat messages ({"role", "content"} with text content).
 
-    `developer` is the newer name of `system`. Raises ApiError (400) for what teamrl cannot render or
-    honour faithfully: tools, tool messages or calls, a JSON response_format, non-text parts, `n` > 1,
-    or more than `max_chars` characters.
+    `developer` is the newer name of `system`; a null content is empty text. Raises ApiError (400) for what
+    teamrl cannot render faithfully: tool messages or calls, non-text parts, or more than `max_chars` characters.
     """
-    if request.n != 1:
-        raise ApiError(400, f"n={request.n}: teamrl samples one choice per request; send n separate requests",
-                       code="unsupported_parameter")
-    extra = request.model_extra or {}
-    if extra.get("tools") or extra.get("functions"):
-        raise ApiError(400, "tools / functions are not supported by the teamrl gateway: the policies answer in "
-                            "text; parse tool use from the text yourself", code="unsupported_parameter")
-    response_format = extra.get("response_format")
-    if isinstance(response_format, dict) and response_format.get("type", "text") != "text":
-        raise ApiError(400, f"response_format {response_format.get('type')!r} is not supported (text only): "
-                            "nothing would hold the policy to it", code="unsupported_parameter")
     messages, total = [], 0
     for i, message in enumerate(request.messages):
         extra = message.model_extra or {}
         if message.role == "tool" or extra.get("tool_calls") or extra.get("function_call"):
             raise ApiError(400, f"messages[{i}]: tool messages and tool calls are not supported by the teamrl "
-                                "gateway; put tool results in a user message", code="unsupported_message")
+                                "gateway; put tool results in a user message", code="unsupported_message",
+                           param=f"messages[{i}]")
         if isinstance(message.content, list):
             bad = [p.type for p in message.content if p.type != "text" or p.text is None]
             if bad:
                 raise ApiError(400, f"messages[{i}]: content parts of type {', '.join(bad)} are not supported; "
-                                    "send text", code="unsupported_content")
+                                    "send text", code="unsupported_content", param=f"messages[{i}].content")
             content = "".join(p.text or "" for p in message.content)
         else:
             content = message.content or ""
@@ -106,17 +100,23 @@ def plain_messages(request: ChatRequest, max_chars: int) -> list[dict[str, str]]
         messages.append({"role": role, "content": content})
     if total > max_chars:
         raise ApiError(400, f"the messages hold {total} characters, over this gateway's limit of {max_chars}",
-                       code="context_length_exceeded")
+                       code="context_length_exceeded", param="messages")
     return messages
 
 
-def completion_body(agent: str, text: str, finished: bool, prompt_tokens: int, completion_tokens: int
-                    ) -> dict[str, Any]:
-    """A non-streamed chat.completion object."""
+def token_logprobs(tokens: list[str], logprobs: list[float]) -> dict[str, Any]:
+    """A choice's `logprobs` object: each sampled token's text and log-prob (no alternatives)."""
+    return {"content": [{"token": t, "logprob": lp, "bytes": list(t.encode()), "top_logprobs": []}
+                        for t, lp in zip(tokens, logprobs, strict=True)], "refusal": None}
+
+
+def completion_body(agent: str, text: str, finished: bool, prompt_tokens: int, completion_tokens: int,
+                    logprobs: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A non-streamed chat.completion object (`logprobs`: a `token_logprobs` object, when asked)."""
     return {
         "id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion", "created": int(time.time()),
         "model": agent,
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "logprobs": None,
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "logprobs": logprobs,
                      "finish_reason": "stop" if finished else "length"}],
         "usage": usage(prompt_tokens, completion_tokens),
     }
@@ -128,7 +128,7 @@ def usage(prompt_tokens: int, completion_tokens: int) -> dict[str, int]:
 
 
 def stream_events(agent: str, text: str, finished: bool, prompt_tokens: int, completion_tokens: int,
-                  include_usage: bool) -> list[str]:
+                  include_usage: bool, logprobs: dict[str, Any] | None = None) -> list[str]:
     """The server-sent events of a streamed answer: role, content, finish reason, [usage], [DONE].
 
     The response is sampled in one batched call before the first event, so its text comes in one
@@ -142,7 +142,7 @@ def stream_events(agent: str, text: str, finished: bool, prompt_tokens: int, com
         return f"data: {json.dumps(body)}\n\n"
 
     events = [chunk([{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]),
-              chunk([{"index": 0, "delta": {"content": text}, "finish_reason": None}]),
+              chunk([{"index": 0, "delta": {"content": text}, "logprobs": logprobs, "finish_reason": None}]),
               chunk([{"index": 0, "delta": {}, "finish_reason": "stop" if finished else "length"}])]
     if include_usage:
         events.append(chunk([], usage=usage(prompt_tokens, completion_tokens)))

@@ -1,7 +1,8 @@
 """Running a user's program once per episode: in a thread (a function, sync or async) or as a command.
 
 Each run gets an `Endpoint`: its own base URL and API key, so every call it makes is attributed to
-it. A run that raises, exceeds its time limit or returns no reward is dropped with its reason; the
+it. A run that raises, exceeds its time limit, returns no reward or an invalid one (NaN, inf, beyond
+`grouping.MAX_ABS_REWARD`) is dropped with its reason; the
 step goes on with the others. A timed-out run cannot be killed (it is a thread), so its session is
 closed: its later calls are refused and it ends at its first one.
 """
@@ -23,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from teamrl.gateway.grouping import EpisodeResult, parse_result
+from teamrl.gateway.grouping import EpisodeResult, InvalidReward, parse_result
 
 
 @dataclass(frozen=True)
@@ -98,7 +99,7 @@ class RunOutcome:
     """A run's result, or why it was dropped."""
 
     result: EpisodeResult | None = None
-    dropped: str = ""  # crashed | timeout | no_reward ('' when it reported)
+    dropped: str = ""  # crashed | timeout | no_reward | invalid_reward ('' when it reported)
     detail: str = ""
 
 
@@ -128,5 +129,7 @@ def call_program(program: Program, instance: Any, endpoint: Endpoint, timeout_s:
         return RunOutcome(dropped="crashed", detail=f"{type(err).__name__}: {err}")
     try:
         return RunOutcome(parse_result(box.get("value")))
+    except InvalidReward as err:
+        return RunOutcome(dropped="invalid_reward", detail=str(err))
     except (ValueError, TypeError) as err:
         return RunOutcome(dropped="no_reward", detail=str(err))

@@ -15,22 +15,26 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import logging
 import secrets
 import socket
 import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import uvicorn
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
 
 from teamrl.gateway.batching import SamplingWorker
 from teamrl.gateway.openai_api import (ApiError, ChatRequest, completion_body, error_body, models_body,
-                                       plain_messages, stream_events)
+                                       plain_messages, stream_events, token_logprobs)
+from teamrl.gateway.parameters import (MAX_STOP_CHARS, MAX_STOP_STRINGS, MIN_TEMPERATURE, MIN_TOP_P,
+                                       RefusedParameter, check_parameters)
 from teamrl.gateway.sessions import Call, EpisodeSession, SessionTable
 from teamrl.policies.loading import Policy
 from teamrl.rollout.engine import Generation, SamplingParams
@@ -115,6 +119,12 @@ class Gateway:
             kind = "not_found_error" if err.status_code == 404 else "invalid_request_error"
             return JSONResponse(error_body(str(err.detail), kind, None), status_code=err.status_code)
 
+        @app.exception_handler(Exception)
+        async def server_error(_request: Request, err: Exception) -> JSONResponse:
+            log.error("gateway: unexpected error", exc_info=err)
+            return JSONResponse(error_body(f"internal error: {type(err).__name__}: {err}", "server_error",
+                                           "internal_error"), status_code=500)
+
         @app.get("/v1/models")
         async def models(request: Request) -> JSONResponse:
             return self._answer(lambda: self._models(request, None))
@@ -162,45 +172,101 @@ class Gateway:
         self._authorize(request, episode)
         return models_body(list(self.routes))
 
-    async def _chat(self, request: Request, episode: str | None):
+    async def _chat(self, request: Request, episode: str | None) -> Response:
         try:
             session = self._authorize(request, episode)
-            body = await request.body()
-            if len(body) > self.limits.max_body_bytes:
-                raise ApiError(400, f"request body of {len(body)} bytes is over the limit of "
-                                    f"{self.limits.max_body_bytes}", code="request_too_large")
-            try:
-                chat = ChatRequest.model_validate_json(body)
-            except ValidationError as err:
-                problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in err.errors())
-                raise ApiError(422, f"invalid request: {problems}", code="invalid_request") from None
+            chat = await self._read_request(request)
             agent = request.headers.get("x-teamrl-agent") or chat.model
             if agent not in self.routes:
                 raise ApiError(404, f"the model {agent!r} is no agent of this team; agents: {', '.join(self.routes)} "
                                     "(name the agent in `model` or the X-Teamrl-Agent header)",
-                               "invalid_request_error", "model_not_found")
+                               "invalid_request_error", "model_not_found", "model")
             messages = plain_messages(chat, self.limits.max_message_chars)
-            generation, prompt_tokens = await self._generate(session, agent, chat, messages)
+            prompt = None if self.responder is not None else self._prompt(agent, chat, messages)
         except ApiError as err:
             return JSONResponse(err.body(), status_code=err.status)
+        except ClientDisconnect:  # left while sending its body: nothing to answer, nothing went wrong
+            return Response(status_code=499)
+        except Exception as err:  # a request nothing above foresaw is still the client's: a 400
+            log.exception("gateway: unexpected error while reading a request")
+            return JSONResponse(error_body(f"the request could not be read: {type(err).__name__}: {err}",
+                                           "invalid_request_error", "invalid_request"), status_code=400)
+        try:
+            if prompt is None:
+                generation, prompt_tokens = self._scripted(session, agent, messages), 0
+            else:
+                generation, prompt_tokens = await self._generate(request, session, agent, messages, *prompt)
+        except ApiError as err:
+            return JSONResponse(err.body(), status_code=err.status)
+        except ClientGone:
+            return Response(status_code=499)  # nobody reads it: the client closed the connection
         text, finished = generation.text, generation.finished
+        logprobs = self._logprobs(agent, generation) if chat.logprobs else None
         if chat.stream:
             include = bool((chat.stream_options or {}).get("include_usage"))
-            events = stream_events(agent, text, finished, prompt_tokens, len(generation.response_ids), include)
+            events = stream_events(agent, text, finished, prompt_tokens, len(generation.response_ids), include,
+                                   logprobs)
             return StreamingResponse(iter(events), media_type="text/event-stream")
-        return JSONResponse(completion_body(agent, text, finished, prompt_tokens, len(generation.response_ids)))
+        return JSONResponse(completion_body(agent, text, finished, prompt_tokens, len(generation.response_ids),
+                                            logprobs))
 
-    async def _generate(self, session: EpisodeSession | None, agent: str, chat: ChatRequest,
-                        messages: list[dict[str, str]]) -> tuple[Generation, int]:
-        """Sample (or replay) the agent's answer and record it in the session."""
-        if self.responder is not None:
-            return self._scripted(session, agent, messages), 0
+    async def _read_request(self, request: Request) -> ChatRequest:
+        """The body as a vetted ChatRequest; ApiError 413 past max_body_bytes (counted while reading, so an
+        oversized body is never held whole), 415 for a body that is not JSON, 400/422 for a bad one."""
+        limit = self.limits.max_body_bytes
+        kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        if kind and kind != "application/json" and not kind.endswith("+json"):
+            raise ApiError(415, f"content-type {kind!r}: send the request as JSON (Content-Type: application/json)",
+                           code="unsupported_media_type")
+        declared = request.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > limit:
+            raise _too_large(int(declared), limit)
+        chunks, size = [], 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise _too_large(size, limit)
+            chunks.append(chunk)
+        try:
+            raw = json.loads(b"".join(chunks))
+        except ValueError as err:  # JSONDecodeError, UnicodeDecodeError
+            raise ApiError(422, f"invalid request: the body is not JSON ({err})", code="invalid_request") from None
+        if not isinstance(raw, dict):
+            raise ApiError(422, f"invalid request: the body must be a JSON object, got {type(raw).__name__}",
+                           code="invalid_request")
+        try:
+            check_parameters(raw)
+        except RefusedParameter as err:
+            raise ApiError(400, str(err), code=err.code, param=err.param) from None
+        try:
+            chat = ChatRequest.model_validate(raw, strict=True)  # "yes" is no boolean, "1" no number
+        except ValidationError as err:
+            problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in err.errors())
+            first = ".".join(map(str, err.errors()[0]["loc"])) or None
+            raise ApiError(422, f"invalid request: {problems}", code="invalid_request", param=first) from None
+        stops = chat.stop_strings()
+        if len(stops) > MAX_STOP_STRINGS or any(len(s) > MAX_STOP_CHARS for s in stops):
+            raise ApiError(400, f"stop: at most {MAX_STOP_STRINGS} strings of at most {MAX_STOP_CHARS} characters, "
+                                f"got {len(stops)} of up to {max(map(len, stops))}", code="invalid_stop", param="stop")
+        return chat
+
+    def _prompt(self, agent: str, chat: ChatRequest, messages: list[dict[str, str]]
+                ) -> tuple[AgentRoute, SamplingParams, list[int]]:
+        """(the agent's route, the request's sampling settings, its prompt token ids)."""
         route = self.routes[agent]
         try:
             prompt_ids = route.policy.encode_prompt(messages)
         except ValueError as err:
-            raise ApiError(400, f"the messages cannot be rendered: {err}", code="invalid_messages") from None
-        params = self._params(route, chat, len(prompt_ids))
+            raise ApiError(400, f"the messages cannot be rendered: {err}", code="invalid_messages",
+                           param="messages") from None
+        return route, self._params(route, chat, len(prompt_ids)), prompt_ids
+
+    async def _generate(self, request: Request, session: EpisodeSession | None, agent: str,
+                        messages: list[dict[str, str]], route: AgentRoute, params: SamplingParams,
+                        prompt_ids: list[int]) -> tuple[Generation, int]:
+        """Sample (or replay) the agent's answer and record it in the session. ClientGone when the client
+        disconnects first: the request is cancelled (skipped if not yet sampled), not recorded, and its
+        call index is given back."""
         index = None
         if session is not None:
             index = _reserve(session, agent)
@@ -208,8 +274,14 @@ class Gateway:
             if replayed is not None:
                 session.record(Call(agent, index, messages, replayed, replayed=True))
                 return replayed, len(prompt_ids)
+        future = self.worker.submit(route.policy, params, prompt_ids)
         try:
-            generation = await asyncio.wrap_future(self.worker.submit(route.policy, params, prompt_ids))
+            generation = await _unless_disconnected(request, asyncio.wrap_future(future))
+        except ClientGone:
+            future.cancel()
+            if session is not None:
+                session.release(agent, index)
+            raise
         except Exception as err:  # noqa: BLE001 - any sampling failure is the server's, answered as such
             raise ApiError(500, f"sampling failed: {err}", "server_error", "sampling_failed") from None
         finally:
@@ -219,6 +291,13 @@ class Gateway:
                 raise ApiError(410, "this episode was closed (timed out or dropped)", code="episode_closed")
             session.record(Call(agent, index, messages, generation))
         return generation, len(prompt_ids)
+
+    def _logprobs(self, agent: str, generation: Generation) -> dict:
+        """The `logprobs` object of a sampled answer (empty for scripted ones, which have no tokens)."""
+        route = self.routes.get(agent)
+        ids = generation.response_ids[:len(generation.logprobs)]
+        tokens = [route.policy.tokenizer.decode([i]) for i in ids] if route is not None and ids else []
+        return token_logprobs(tokens, generation.logprobs[:len(tokens)])
 
     def _scripted(self, session: EpisodeSession | None, agent: str, messages: list[dict[str, str]]) -> Generation:
         text = self.responder(agent, messages)
@@ -238,12 +317,40 @@ class Gateway:
                 changes["temperature"] = chat.temperature
             if chat.top_p is not None:
                 changes["top_p"] = chat.top_p
+            if changes.get("temperature", 1.0) < MIN_TEMPERATURE or changes.get("top_p", 1.0) < MIN_TOP_P:
+                changes["temperature"], changes["top_p"] = 0.0, 1.0  # both limits are the argmax
         context = getattr(route.policy.network.config, "max_position_embeddings", None)
         if context and prompt_tokens + changes["max_new_tokens"] > context:
             raise ApiError(400, f"the prompt has {prompt_tokens} tokens; with max_tokens "
                                 f"{changes['max_new_tokens']} it exceeds the model's context of {context}",
                            code="context_length_exceeded")
         return dataclasses.replace(route.params, **changes)
+
+
+class ClientGone(Exception):
+    """The client closed its connection before its answer was ready."""
+
+
+async def _unless_disconnected(request: Request, work: Awaitable[Generation]) -> Generation:
+    """`work`'s result, or ClientGone (and `work` cancelled) as soon as the client disconnects."""
+    async def disconnected() -> None:
+        while (await request.receive())["type"] != "http.disconnect":  # the body is read: only this is left
+            pass
+
+    task, watcher = asyncio.ensure_future(work), asyncio.ensure_future(disconnected())
+    try:
+        done, _ = await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        watcher.cancel()
+    if watcher in done:
+        task.cancel()
+        raise ClientGone
+    return task.result()
+
+
+def _too_large(size: int, limit: int) -> ApiError:
+    return ApiError(413, f"the request body has {size} bytes or more, over this gateway's limit of {limit}",
+                    code="request_too_large")
 
 
 def _reserve(session: EpisodeSession, agent: str) -> int:

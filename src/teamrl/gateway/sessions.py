@@ -55,6 +55,13 @@ class EpisodeSession:
             self._counts[agent] = index + 1
             return index
 
+    def release(self, agent: str, index: int) -> None:
+        """Give back a reserved call index whose call was never answered (its client left), if it is the
+        agent's latest: a later call then takes it (an earlier one leaves a gap in the indices)."""
+        with self._lock:
+            if self._counts.get(agent) == index + 1:
+                self._counts[agent] = index
+
     def replayed(self, agent: str, index: int, prompt_ids: list[int]) -> Generation | None:
         """The recorded answer of this call when it is replayed and its prompt matches; notes a mismatch."""
         recorded = self.replay.get((agent, index))

@@ -3,18 +3,60 @@
 The check only ends a row early (the engine's `_collect` finds the exact cut on the whole response),
 but it runs at every step, and decoding every live row's tail costs a tokenizer call per row per
 step. Most tokens cannot complete a stop string: a stop string ends with its last character, so the
-token that completes it must add that character to the text. A table over the vocabulary, made once
-per (tokenizer, stop strings), says which tokens can; only rows that sampled one are decoded.
+token that completes it must add that character to the text. A table over the vocabulary says which
+tokens can; only rows that sampled one are decoded. The vocabulary's text is decoded once per tokenizer
+and indexed by character, so a new set of stop strings (a gateway client may send any) costs a lookup,
+not a pass over the vocabulary, and the tables kept per tokenizer are bounded.
 """
 
 from __future__ import annotations
 
 import weakref
+from collections import OrderedDict
 from collections.abc import Sequence
 
 import torch
 
-_TABLES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # tokenizer -> {(stops, vocab): table}
+TABLES_PER_TOKENIZER = 64
+"""Stop-string tables kept per tokenizer (least recently used dropped): each is one bool per token."""
+
+_VOCABS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # tokenizer -> {vocab_size: _VocabText}
+_TABLES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # tokenizer -> LRU {(stops, vocab): table}
+
+
+class _VocabText:
+    """What each token adds to a text, indexed by character: read once per (tokenizer, vocabulary size).
+
+    Decoding the whole vocabulary is the expensive part of a table (about a second for a 49k vocabulary);
+    with this index a table for any stop strings is a union of the tokens holding their last characters.
+    """
+
+    def __init__(self, tokenizer, vocab_size: int) -> None:
+        known = min(len(tokenizer), vocab_size)
+        alone = tokenizer.batch_decode([[v] for v in range(known)], skip_special_tokens=True)
+        anchor_ids = tokenizer("a", add_special_tokens=False)["input_ids"][-1:]
+        anchor = tokenizer.decode(anchor_ids, skip_special_tokens=True)
+        after = tokenizer.batch_decode([anchor_ids + [v] for v in range(known)], skip_special_tokens=True)
+        special = set(tokenizer.all_special_ids)
+        self.unclear = torch.ones(vocab_size, dtype=torch.bool)  # [V] may add any character
+        holding: dict[str, list[int]] = {}
+        for v in range(known):
+            added = after[v].removeprefix(anchor)
+            text = alone[v] + added
+            if v in special:
+                self.unclear[v] = False  # skipped when decoding: adds no text
+            elif text and "\ufffd" not in text:
+                self.unclear[v] = False
+                for c in set(text):
+                    holding.setdefault(c, []).append(v)
+        self.holding = {c: torch.tensor(ids, dtype=torch.long) for c, ids in holding.items()}
+
+    def table(self, characters: set[str]) -> torch.Tensor:
+        table = self.unclear.clone()
+        for c in characters:
+            if c in self.holding:
+                table[self.holding[c]] = True
+        return table
 
 
 def may_complete_table(tokenizer, stops: Sequence[str], vocab_size: int) -> torch.Tensor:
@@ -23,24 +65,13 @@ def may_complete_table(tokenizer, stops: Sequence[str], vocab_size: int) -> torc
     Conservative where a token's text is unclear: a token that decodes to nothing, to a replacement
     character (a piece of a multi-byte character), or that lies beyond the tokenizer's vocabulary.
     A token's text is read alone and after an ordinary token (SentencePiece drops a leading space
-    at the start of a text, not after another token).
+    at the start of a text, not after another token). The vocabulary's text is read once per tokenizer;
+    later tables cost an index lookup per stop string.
     """
-    last = {s[-1] for s in stops}
-    known = min(len(tokenizer), vocab_size)
-    alone = tokenizer.batch_decode([[v] for v in range(known)], skip_special_tokens=True)
-    anchor_ids = tokenizer("a", add_special_tokens=False)["input_ids"][-1:]
-    anchor = tokenizer.decode(anchor_ids, skip_special_tokens=True)
-    after = tokenizer.batch_decode([anchor_ids + [v] for v in range(known)], skip_special_tokens=True)
-    special = set(tokenizer.all_special_ids)
-    table = torch.ones(vocab_size, dtype=torch.bool)
-    for v in range(known):
-        added = after[v][len(anchor):] if after[v].startswith(anchor) else after[v]
-        text = alone[v] + added
-        if v in special:
-            table[v] = False  # skipped when decoding: adds no text
-        elif text and "\ufffd" not in text:
-            table[v] = any(c in text for c in last)
-    return table
+    vocabs = _VOCABS.setdefault(tokenizer, {})
+    if vocab_size not in vocabs:
+        vocabs[vocab_size] = _VocabText(tokenizer, vocab_size)
+    return vocabs[vocab_size].table({s[-1] for s in stops})
 
 
 class StopScanner:
@@ -55,11 +86,15 @@ class StopScanner:
 
     @classmethod
     def of(cls, tokenizer, stops: Sequence[str], vocab_size: int) -> StopScanner:
-        """The scanner of `stops`, its table cached per tokenizer."""
-        tables = _TABLES.setdefault(tokenizer, {})
+        """The scanner of `stops`, its table cached per tokenizer (the TABLES_PER_TOKENIZER latest used)."""
+        tables: OrderedDict = _TABLES.setdefault(tokenizer, OrderedDict())
         key = (tuple(stops), vocab_size)
-        if key not in tables:
+        if key in tables:
+            tables.move_to_end(key)
+        else:
             tables[key] = may_complete_table(tokenizer, stops, vocab_size)
+            while len(tables) > TABLES_PER_TOKENIZER:
+                tables.popitem(last=False)
         return cls(tokenizer, stops, tables[key])
 
     def completed(self, tokens: torch.Tensor, rows: torch.Tensor, chosen: torch.Tensor, step: int) -> torch.Tensor:
