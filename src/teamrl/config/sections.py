@@ -14,6 +14,8 @@ from teamrl.config.checks import ConfigError, require
 MAX_NEW_TOKENS = 1_000_000  # each sampled row keeps a key/value buffer of this many positions
 MAX_STEPS = 1_000_000_000  # decades of steps: a run meant to stop on time sets train.time_budget_s
 THREADS_PER_CORE = 4  # more threads than that on a core only makes torch slower
+# algorithm.rollout_correction's choices: none, then the names registered in teamrl.algorithms.rollout_correction.
+ROLLOUT_CORRECTIONS = ("none", "tis", "mis", "seq_tis", "seq_mis")
 
 
 @dataclass
@@ -246,6 +248,17 @@ class AlgorithmConfig:
     log_ratio_clamp: float = 20.0
     """|log(pi / pi_old)| is clamped to this before exp in the PPO ratio, so a huge ratio cannot give an
     infinite loss or a NaN gradient (verl clamps at 20 too)."""
+    rollout_correction: str = "none"
+    """Correct for a sampler whose distribution mu differs from the trainer's (vLLM, bfloat16 sampling, stale
+    weights): none (the PPO ratio is taken against the sampler's log-probs), or one extra no-grad forward per
+    update batch gives the trainer's own log-probs pi_prox, the PPO ratio is taken against those and each
+    token's loss is weighted by pi_prox / mu: tis (per token, truncated at rollout_correction_cap), mis (per
+    token, tokens whose ratio leaves [1 / cap, cap] are dropped), seq_tis / seq_mis (the same with the
+    geometric mean of the ratio over each response). Use with rollout.engine: vllm or a bfloat16 sampler;
+    logs rollout_correction/<policy>/... (docs/concepts/rollout-correction.md)."""
+    rollout_correction_cap: float = 2.0
+    """C of rollout_correction (> 1): the importance weight is truncated at C (tis, seq_tis) or the token or
+    response is dropped when its weight leaves [1 / C, C] (mis, seq_mis)."""
     kl_clamp: float = 10.0
     """|log(ref / pi)| is clamped to this inside the k3 KL estimator (exp of a large gap overflows)."""
     aggregation: str = "token-mean"
@@ -294,6 +307,10 @@ class AlgorithmConfig:
         require(self.bucket_call_tokens >= 0, "bucket_call_tokens", self.bucket_call_tokens,
                 "an integer >= 0 (e.g. 64; set length_buckets: false to turn bucketing off)")
         require(self.autocast in ("off", "bf16"), "autocast", self.autocast, "off or bf16")
+        require(self.rollout_correction in ROLLOUT_CORRECTIONS, "rollout_correction", self.rollout_correction,
+                " or ".join(ROLLOUT_CORRECTIONS))
+        require(self.rollout_correction_cap > 1, "rollout_correction_cap", self.rollout_correction_cap,
+                "a number > 1 (the weight is kept within [1 / cap, cap]), e.g. 2.0")
 
 
 @dataclass
