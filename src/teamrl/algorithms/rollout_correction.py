@@ -17,8 +17,8 @@ All inputs are [B, T] tensors with a {0,1} float `mask` of real response tokens.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 

@@ -9,6 +9,7 @@ forward holds no more activations than the update's own.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -41,7 +42,7 @@ def scoring_layout(samples: list[Sample], temperature: float) -> ScoringLayout:
                          temps[0] if len(set(temps)) == 1 else torch.tensor(temps))
 
 
-def padded(rows: list[list[float]] | list[torch.Tensor], like: torch.Tensor) -> torch.Tensor:
+def padded(rows: Sequence[list[float] | torch.Tensor], like: torch.Tensor) -> torch.Tensor:
     """Per-sample log-probs as a [N, T] tensor shaped, typed and placed as `like` (zeros past each row's end)."""
     out = torch.zeros_like(like)
     for i, row in enumerate(rows):
