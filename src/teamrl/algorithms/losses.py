@@ -40,6 +40,7 @@ def ppo_clip_loss(
     clip_high: float = 0.2,
     aggregation: str = "token-mean",
     log_ratio_clamp: float = 20.0,
+    token_weights: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """-min(ratio * A, clip(ratio, 1 - clip_low, 1 + clip_high) * A), aggregated.
 
@@ -48,6 +49,8 @@ def ppo_clip_loss(
     inf * 0 (a zero advantage or a clipped branch) is NaN in the loss or its gradient. Padding positions
     (mask 0) are zeroed before anything is multiplied, so -inf or NaN log-probs there cannot leak into
     the loss, its gradient or the metrics.
+    token_weights: [B, T] constant factors on each token's term (rollout correction's importance
+    weights, `teamrl.algorithms.rollout_correction`); they must be finite at padding positions too.
     """
     real = mask > 0
     log_ratio = torch.where(real, logp - old_logp, torch.zeros_like(logp))
@@ -57,6 +60,8 @@ def ppo_clip_loss(
     unclipped = ratio * adv
     clipped = torch.clamp(ratio, 1.0 - clip_low, 1.0 + clip_high) * adv
     per_token = torch.where(real, -torch.minimum(unclipped, clipped), torch.zeros_like(unclipped))
+    if token_weights is not None:
+        per_token = per_token * token_weights.to(per_token.dtype).detach()
     loss = AGGREGATIONS.get(aggregation)(per_token, mask)
     with torch.no_grad():
         n = mask.sum().clamp(min=1.0)

@@ -23,6 +23,8 @@ Commit = Literal["greedy", "sample"]
 Aggregation = Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum"]
 TrajectoryCredit = Literal["team", "per_agent", "own"]
 Autocast = Literal["off", "bf16"]
+# none, then the corrections registered in teamrl.algorithms.rollout_correction (a test checks they agree)
+RolloutCorrection = Literal["none", "tis", "mis", "seq_tis", "seq_mis"]
 Schedule = Literal["constant", "cosine"]
 AdamWImpl = Literal["fused", "foreach", "for-loop"]
 DiagnosticsLevel = Literal["none", "cheap", "full"]

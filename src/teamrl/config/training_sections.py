@@ -16,6 +16,7 @@ from teamrl.config.options import (
     DiagnosticsLevel,
     Grouping,
     Objective,
+    RolloutCorrection,
     Schedule,
     Shard,
     ShardParamDType,
@@ -64,6 +65,17 @@ class AlgorithmConfig:
     log_ratio_clamp: float = 20.0
     """|log(pi / pi_old)| is clamped to this before exp in the PPO ratio, so a huge ratio cannot give an
     infinite loss or a NaN gradient (verl clamps at 20 too)."""
+    rollout_correction: RolloutCorrection = "none"
+    """Correct for a sampler whose distribution mu differs from the trainer's (vLLM, bfloat16 sampling, stale
+    weights): none (the PPO ratio is taken against the sampler's log-probs), or one extra no-grad forward per
+    update batch gives the trainer's own log-probs pi_prox, the PPO ratio is taken against those and each
+    token's loss is weighted by pi_prox / mu: tis (per token, truncated at rollout_correction_cap), mis (per
+    token, tokens whose ratio leaves [1 / cap, cap] are dropped), seq_tis / seq_mis (the same with the
+    geometric mean of the ratio over each response). Use with rollout.engine: vllm or a bfloat16 sampler;
+    logs rollout_correction/<policy>/... (docs/concepts/rollout-correction.md)."""
+    rollout_correction_cap: float = 2.0
+    """C of rollout_correction (> 1): the importance weight is truncated at C (tis, seq_tis) or the token or
+    response is dropped when its weight leaves [1 / C, C] (mis, seq_mis)."""
     kl_clamp: float = 10.0
     """|log(ref / pi)| is clamped to this inside the k3 KL estimator (exp of a large gap overflows)."""
     aggregation: Aggregation = "token-mean"
@@ -127,6 +139,9 @@ class AlgorithmConfig:
         require(self.bucket_call_tokens >= 0, "bucket_call_tokens", self.bucket_call_tokens,
                 "an integer >= 0 (e.g. 64; set length_buckets: false to turn bucketing off)")
         check_choice(self.autocast, "autocast", Autocast)
+        check_choice(self.rollout_correction, "rollout_correction", RolloutCorrection)
+        require(self.rollout_correction_cap > 1, "rollout_correction_cap", self.rollout_correction_cap,
+                "a number > 1 (the weight is kept within [1 / cap, cap]), e.g. 2.0")
 
     def _check_mitigations(self) -> None:
         """The settings of the mitigations against unstable ratios, echo chambers and dominant roles."""

@@ -171,7 +171,7 @@ def train(config: RunConfig, model_path: str | None = None, progress: bool = Tru
                        for name in optimizers}
             per_role = []
             for name, result in backend.update(batches, rng).items():
-                metrics.update({f"policy/{name}/{k}": v for k, v in result.stats.items()})
+                metrics.update(_policy_metrics(name, result.stats))
                 per_role.append(result.diagnostics)
             if pool:
                 pool.sync(optimizers)  # the driver's policies hold the new weights; the workers get them
@@ -229,6 +229,15 @@ def train(config: RunConfig, model_path: str | None = None, progress: bool = Tru
         workflow.close()
         torch.set_num_threads(caller_threads)
         run.close(failed=failed)
+
+
+def _policy_metrics(name: str, stats: dict[str, float]) -> dict[str, float]:
+    """An update's stats as `policy/<name>/<stat>`; rollout correction's as `rollout_correction/<name>/<metric>`."""
+    out = {}
+    for key, value in stats.items():
+        group, _, metric = key.partition("/")
+        out[f"{group}/{name}/{metric}" if group == "rollout_correction" else f"policy/{name}/{key}"] = value
+    return out
 
 
 def _engine_checks(config: RunConfig, policies: dict[str, Policy], samples: list[Sample], step: int

@@ -20,6 +20,8 @@ from teamrl.rollout.tree import Sample
 from teamrl.training.data_parallel import GradSync
 from teamrl.training.memory import PeakMemory
 from teamrl.training.micro_batches import length_buckets, plan_micro_batches
+from teamrl.training.proximal import (ProximalLogprobs, correction_metrics, padded, proximal_logprobs,
+                                      scoring_layout)
 
 
 @dataclass
@@ -91,6 +93,10 @@ def update_policy(
     laid out by length and by `algo.micro_batch_tokens` (`teamrl.training.micro_batches`) and
     backpropagated micro-batch by micro-batch.
     `peak_memory_mb` in the result: the update's peak memory (`teamrl.training.memory`).
+    With `algo.rollout_correction` set, one no-grad forward first scores the samples with the current
+    weights (pi_prox, `teamrl.training.proximal`): the PPO ratio is taken against those, each token is
+    weighted by its importance weight pi_prox / mu, and the weights' metrics come back as
+    `rollout_correction/<metric>`.
     """
     model, tok = state.policy.model, state.policy.tokenizer
     model.train()
@@ -98,10 +104,15 @@ def update_policy(
         tracker.begin_step()
     totals: dict[str, float] = {}
     steps = 0
+    proximal, correction = None, {}
     with PeakMemory(next(model.parameters()).device) as peak:
+        if algo.rollout_correction != "none" and samples:
+            proximal = proximal_logprobs(state.policy, samples, algo, temperature)  # before any optimizer step
+            correction = correction_metrics(proximal, samples)
         for _ in range(algo.ppo_epochs):
             for chunk in _minibatches(samples, algo.minibatch_size, rng):
-                metrics = _minibatch_step(state, chunk, algo, temperature, grad_clip, tok.pad_token_id, tracker)
+                metrics = _minibatch_step(state, chunk, algo, temperature, grad_clip, tok.pad_token_id, tracker,
+                                          proximal)
                 for key, value in metrics.items():
                     totals[key] = totals.get(key, 0.0) + value
                 steps += 1
@@ -110,7 +121,7 @@ def update_policy(
     out["peak_memory_mb"] = peak.mb
     out["lr"] = state.optimizer.param_groups[0]["lr"]
     out["samples"] = float(len(samples))
-    return out
+    return out | correction
 
 
 def _minibatches(samples: list[Sample], size: int, rng: random.Random) -> list[list[Sample]]:
@@ -154,7 +165,8 @@ def _kl_coef(algo: AlgorithmConfig, role: str | None) -> float:
 
 
 def _minibatch_step(state: PolicyOptimizer, chunk: list[Sample], algo: AlgorithmConfig, temperature: float,
-                    grad_clip: float, pad_id: int, tracker: RoleGradients | None = None) -> dict[str, float]:
+                    grad_clip: float, pad_id: int, tracker: RoleGradients | None = None,
+                    proximal: ProximalLogprobs | None = None) -> dict[str, float]:
     """One optimizer step on `chunk`, backpropagated part by part.
 
     The loss of a part is its aggregate times the part's weight: its share of the chunk's tokens
@@ -182,11 +194,12 @@ def _minibatch_step(state: PolicyOptimizer, chunk: list[Sample], algo: Algorithm
                 share, weight = state.grad_sync.shard(part, weight, lambda p: _units(p, algo.aggregation))
                 if not share:
                     if state.grad_sync.lockstep:  # FSDP: the others' forward needs this worker's shards
-                        _part_loss(state, part[:1], algo, temperature, pad_id, 0.0, _kl_coef(algo, role))[0].backward()
+                        _part_loss(state, part[:1], algo, temperature, pad_id, 0.0, _kl_coef(algo, role),
+                                   proximal)[0].backward()
                     continue
                 part = share
             loss, metrics, n, part_ratio_max = _backward_part(state, part, algo, temperature, pad_id, weight,
-                                                               _kl_coef(algo, role))
+                                                               _kl_coef(algo, role), proximal)
             ratio_max = max(ratio_max, part_ratio_max)
             sums["loss"] = sums.get("loss", 0.0) + loss
             for key, value in metrics.items():
@@ -211,7 +224,8 @@ def _minibatch_step(state: PolicyOptimizer, chunk: list[Sample], algo: Algorithm
 
 
 def _backward_part(state: PolicyOptimizer, part: list[Sample], algo: AlgorithmConfig, temperature: float,
-                   pad_id: int, weight: float, kl_coef: float) -> tuple[float, dict[str, float], float, float]:
+                   pad_id: int, weight: float, kl_coef: float, proximal: ProximalLogprobs | None = None
+                   ) -> tuple[float, dict[str, float], float, float]:
     """Backpropagate `weight` x the part's loss, one micro-batch at a time (gradients accumulate).
 
     A micro-batch's loss is its own aggregate times its share of the part's units (tokens for
@@ -227,7 +241,7 @@ def _backward_part(state: PolicyOptimizer, part: list[Sample], algo: AlgorithmCo
     for rows in plan:
         micro = [part[i] for i in rows]
         share = _units(micro, algo.aggregation) / total if total else len(micro) / len(part)
-        loss, metrics = _part_loss(state, micro, algo, temperature, pad_id, weight * share, kl_coef)
+        loss, metrics = _part_loss(state, micro, algo, temperature, pad_id, weight * share, kl_coef, proximal)
         loss.backward()
         n = metrics.pop("tokens")
         ratio_max = max(ratio_max, metrics.pop("ratio_max"))
@@ -239,16 +253,15 @@ def _backward_part(state: PolicyOptimizer, part: list[Sample], algo: AlgorithmCo
 
 
 def _part_loss(state: PolicyOptimizer, part: list[Sample], algo: AlgorithmConfig, temperature: float,
-               pad_id: int, weight: float, kl_coef: float) -> tuple[torch.Tensor, dict[str, float]]:
-    """weight * (PPO surrogate - entropy_coef * entropy + kl_coef * KL(pi || ref)) of one part."""
-    gens = [s.generation for s in part]
-    # Each sample is scored at the temperature its log-probs were sampled at (per-agent settings).
-    temps = [g.temperature if g.temperature is not None else temperature for g in gens]
-    temperature = temps[0] if len(set(temps)) == 1 else torch.tensor(temps)
-    prompt_slot: dict[tuple[int, ...], int] = {}
-    index = [prompt_slot.setdefault(tuple(g.prompt_ids), len(prompt_slot)) for g in gens]
-    prompts = [list(p) for p in prompt_slot]
-    responses = [g.response_ids for g in gens]
+               pad_id: int, weight: float, kl_coef: float, proximal: ProximalLogprobs | None = None
+               ) -> tuple[torch.Tensor, dict[str, float]]:
+    """weight * (PPO surrogate - entropy_coef * entropy + kl_coef * KL(pi || ref)) of one part.
+
+    proximal: pi_prox of the batch (rollout correction): the surrogate is decoupled PPO, its ratio
+    taken against pi_prox and each token weighted by pi_prox / mu; None: against the sampler's mu.
+    """
+    layout = scoring_layout(part, temperature)
+    prompts, responses, index, temperature = layout.prompts, layout.responses, layout.index, layout.temperature
     buckets = (length_buckets([len(r) for r in responses], algo.bucket_call_tokens)
                if algo.length_buckets else None)
     bf16 = algo.autocast == "bf16"
@@ -256,12 +269,15 @@ def _part_loss(state: PolicyOptimizer, part: list[Sample], algo: AlgorithmConfig
         logp, mask, entropy = shared_prefix_logprobs(state.policy.model, prompts, responses, index, pad_id,
                                                      temperature, with_entropy=True, response_buckets=buckets,
                                                      entropy_grad=bool(algo.entropy_coef))
-    old = torch.zeros_like(mask)
-    for i, g in enumerate(gens):
-        old[i, : len(g.logprobs)] = torch.tensor(g.logprobs)
+    old = padded([s.generation.logprobs for s in part], mask)  # mu: the sampler's log-probs
+    is_weights = None
+    if proximal is not None:
+        prox = proximal.of(part, mask)
+        is_weights, _ = proximal.weights(prox, old, mask)  # the batch's metrics come from update_policy
+        old = prox
     adv = torch.tensor([s.advantage for s in part])
     loss, metrics = ppo_clip_loss(logp, old, adv, mask, algo.clip_low, algo.clip_high, algo.aggregation,
-                                  algo.log_ratio_clamp)
+                                  algo.log_ratio_clamp, token_weights=is_weights)
     aggregate = AGGREGATIONS.get(algo.aggregation)
     ent = aggregate(entropy, mask)
     if algo.entropy_coef:
