@@ -12,6 +12,7 @@ import re
 from fractions import Fraction
 
 from teamrl.tasks import math_shape
+from teamrl.tasks.math_markup import normalize_markup, unwrap_answer
 from teamrl.tasks.math_words import spelled_numbers, spelled_value
 
 __all__ = ["extract_boxed", "extract_final_answer", "locate_final_answer"]
@@ -138,6 +139,7 @@ def _clean_answer(value: str) -> str | None:
     aside = _SPELLED_ASIDE_RE.match(value)
     if aside is not None and spelled_value(aside.group(2)) == Fraction(aside.group(1).replace(",", "")):
         value = f"{aside.group(1)}{aside.group(3)}"  # "42 (forty-two)" states 42 once
+    value = unwrap_answer(value)
     if _THOUSANDS_RE.match(value):
         value = value.replace(",", "")
     return value or None
@@ -361,6 +363,7 @@ def locate_final_answer(text: str, last_line_fallback: bool = True) -> tuple[str
         text = text[think_end + len("</think>") :]
     elif "<think>" in text:
         return None, "the response never finished thinking"
+    text = normalize_markup(text)
     spans = _box_spans(text)
     if spans:
         return _boxed_answer(text, spans)
