@@ -87,6 +87,9 @@ NUMBER_FORMS: dict[str, NumberForm] = {
     "arabic-indic digits": lambda v: v.translate(_ARABIC_INDIC) if _INTEGER_RE.fullmatch(v) and not v.startswith("-") else None,
     "spelled first, capitalised": lambda v: (f"{_spelled(v).capitalize()} ({v})" if _spelled(v) else None),  # type: ignore[union-attr]
     "en-dash-free unicode minus in math": lambda v: f"${v.replace('-', chr(0x2212))}$" if v.startswith("-") else None,
+    "leading plus": lambda v: f"+{v}" if _numeric(v) and not v.startswith("-") else None,
+    "space thousands": lambda v: f"{int(v):,}".replace(",", " ") if _INTEGER_RE.fullmatch(v) and abs(int(v)) >= 1000 else None,
+    "math bold digits": lambda v: "".join(chr(0x1D7CE + int(c)) if c.isdigit() else c for c in v) if _numeric(v) else None,
 }
 
 WRAPPERS: dict[str, str] = {
@@ -104,6 +107,11 @@ WRAPPERS: dict[str, str] = {
     "underscore bold": "__{}__",
     "boldsymbol": "$\\boldsymbol{{{}}}$",
     "bold box": "**$\\boxed{{{}}}$**",
+    "fbox": "$\\fbox{{{}}}$",
+    "display math": "$$ {} $$",
+    "bracket display": "\\[ {} \\]",
+    "html bold": "<b>{}</b>",
+    "textit": "\\textit{{{}}}",
 }
 
 POSITIONS: dict[str, str] = {
@@ -117,6 +125,10 @@ POSITIONS: dict[str, str] = {
     "hence": "Hence, the value is {}",
     "markdown heading": "### Final Answer\n{}",
     "result equals": "Result = {}",
+    "final answer lowercase": "final answer: {}",
+    "final result": "The final result is {}",
+    "we conclude": "We conclude that the answer is {}",
+    "hashes": "#### {}",
 }
 
 # Trailing text: (answer, question, the value it states) -> text after the answer, None: not applicable.
@@ -130,25 +142,29 @@ TRAILING: dict[str, Trailing] = {
     "unit sign": lambda q, v: q.unit or None,
     "unit and prose": lambda q, v: f"{q.unit} {q.noun}." if q.unit and q.noun else (f" {q.noun}." if q.noun else None),
     "justification with numbers": lambda q, v: (f" (since {int(v) - 3} + 3 = {v})" if _INTEGER_RE.fullmatch(v) else None),
-    "because clause": lambda q, v: (f", because {int(v) + 2} - 2 = {v}." if _INTEGER_RE.fullmatch(v) else None),
     "fullwidth comma and prose": lambda q, v: "，这就是答案。",
     "emoji": lambda q, v: " 🎉",
+    "double exclamation": lambda q, v: "!!",
+    "semicolon": lambda q, v: ";",
+    "check mark": lambda q, v: " ✓",
+    "fullwidth period": lambda q, v: "．",
 }
 
 FAMILIES: dict[str, dict[str, object]] = {
     "number form": NUMBER_FORMS, "wrapper": WRAPPERS, "position": POSITIONS, "trailing": TRAILING}  # type: ignore[dict-item]
 
 HELD_OUT: frozenset[str] = frozenset({
-    "arabic-indic digits", "spelled first, capitalised", "en-dash-free unicode minus in math",
-    "markdown bold italics", "underscore bold", "boldsymbol", "bold box",
-    "bold answer label", "hence", "markdown heading", "result equals",
-    "because clause", "fullwidth comma and prose", "emoji",
-    "echo: root or floor restated", "echo: inverse notation",
+    "leading plus", "space thousands", "math bold digits",
+    "fbox", "display math", "bracket display", "html bold", "textit",
+    "final answer lowercase", "final result", "we conclude", "hashes",
+    "double exclamation", "semicolon", "check mark", "fullwidth period",
+    "echo: power restated", "echo: trig restated", "echo: percent restated",
 })
-"""Families no grader rule is developed against: their rates measure generalisation."""
-TUNING: frozenset[str] = frozenset(
-    name for table in FAMILIES.values() for name in table) - HELD_OUT | {
-    "echo: operator respelled", "echo: factored or expanded", "echo: fraction for a decimal"}
+"""Families no grader rule was developed against (written, and split off, before any grader ran on them):
+their rates measure how the graders generalise."""
+TUNING: frozenset[str] = frozenset(name for table in FAMILIES.values() for name in table) - HELD_OUT | {
+    "echo: operator respelled", "echo: factored or expanded", "echo: fraction for a decimal",
+    "echo: root or floor restated", "echo: inverse notation"}
 """The families the graders' rules were developed against."""
 
 
@@ -183,7 +199,7 @@ def _response(question: StyleQuestion, value: str, choice: tuple[str, str, str, 
     if spelled is None or tail is None:
         return None
     answer = WRAPPERS[wrapper].format(spelled)
-    if form.startswith("spelled") and ("$" in WRAPPERS[wrapper] or "\\(" in WRAPPERS[wrapper]):
+    if form.startswith("spelled") and any(mark in WRAPPERS[wrapper] for mark in ("$", "\\(", "\\[")):
         return None  # words are written in text, not inside math
     if wrapper == "code block" and position != "bare last line" and not position.endswith("heading"):
         return None  # a fence opens its own line; "Answer: ```" is no style a model writes

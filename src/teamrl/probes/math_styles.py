@@ -110,8 +110,9 @@ def _line(label: str, cells: Callable[[str], list[int]]) -> str:
     return f"{label:<52}" + " ".join(f"{p:>11}" for p in parts)
 
 
-def report(result: dict[str, Any], out: Any = sys.stdout, show_failures: int = 20) -> None:
+def report(result: dict[str, Any], out: Any = None, show_failures: int = 20) -> None:
     """Print the rates: per split and kind, then per family (failed / tried, per grader)."""
+    out = out or sys.stdout
     totals, families = result["totals"], result["families"]
     what = {"correct": "correct refused", "wrong": "wrong rewarded", "echo": "echo rewarded"}
     print(f"{'':<52}" + " ".join(f"{g:>11}" for g in GRADERS), file=out)

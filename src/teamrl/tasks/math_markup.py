@@ -43,6 +43,11 @@ _EMPHASIS_RES = (
     re.compile(rf"(?<![\w*\\])\*(?=[^\s*])([^*\n]{{1,{_MAX_GROUP}}}?)(?<=[^\s*])\*(?![\w*])"),
     re.compile(rf"(?<!`)`([^`\n]{{1,{_MAX_GROUP}}})`(?!`)"),
 )
+# Math delimiters around nothing but a number: $25$, $$ 25 $$, \( 25 \), \[ 25 \] (an escaped \$ is money).
+_MATH_NUMBER_RE = re.compile(r"(?<!\\)(\$\$|\$|\\\[|\\\()[ \t]*([+-]?\d[\d,]*(?:\.\d+)?)[ \t]*(\$\$|\$|\\\]|\\\))")
+_MATH_CLOSERS = {"$$": "$$", "$": "$", "\\[": "\\]", "\\(": "\\)"}
+# HTML emphasis and code tags around a short span.
+_HTML_RE = re.compile(r"<(b|strong|i|em|u|code|mark)>([^<>\n]{1,200})</\1>", re.IGNORECASE)
 # A fenced block of at most three short lines, untagged or tagged as text or math: its content is an answer.
 _FENCE_RE = re.compile(r"```[ \t]*(?:text|plaintext|txt|latex|tex|math|markdown|md)?[ \t]*\n"
                        r"((?:[^\n`]{0,200}\n){1,3}?)[ \t]*```")
@@ -56,13 +61,15 @@ _CJK_TAIL_RE = re.compile(r"(?<=\S)[ \t]*[,.;:!][ \t]*[\u2E80-\u9FFF\uAC00-\uD7A
 _NUMBER = r"-?\d[\d,]*(?:\.\d+)?"
 # "twenty-five (25)", "Negative five (-5)": the words then the same number in digits.
 _SPELLED_FIRST_RE = re.compile(rf"\b((?:negative |minus )?[A-Za-z]+(?:[ -][A-Za-z]+){{0,12}})\s*\(\s*({_NUMBER})\s*\)")
-# A number, then an aside that justifies it: "(since 22 + 3 = 25)", ", because 26 - 2 = 24.".
+# A number, then a parenthetical aside that justifies it: "(since 22 + 3 = 25)". (Unbracketed prose between
+# numbers, "18 because 9 * 2 = 18", stays a second value: docs/verifiers/math.md.)
 _JUSTIFIED_RE = re.compile(
-    rf"({_NUMBER})([*_`$}}\\)]{{0,6}})(\s*\((?:since|because|as|by|from|check(?:ing)?|note)\b[^()\n]{{0,160}}\)"
-    rf"|,?\s+(?:since|because|as)\b[^\n]{{0,160}}?(?=[.!]?[ \t]*(?:\n|$)))", re.IGNORECASE)
+    rf"({_NUMBER})([*_`$}}\\)]{{0,6}})(\s*\((?:since|because|as|by|from|check(?:ing)?|note)\b[^()\n]{{0,160}}\))",
+    re.IGNORECASE)
 _LAST_NUMBER_RE = re.compile(_NUMBER)
 # "(-3)" standing alone as the answer: a negative number in parentheses.
 _PAREN_NEGATIVE_RE = re.compile(rf"^\(\s*(-\s*\d[\d,]*(?:\.\d+)?)\s*\)$")
+_LEADING_PLUS_RE = re.compile(r"^\+\s*(?=\d)")  # "+25" states 25
 _DEGREE_RE = re.compile(r"\s*°")
 # "25% of the students", "70° in all": a number with its sign, then words only.
 _SIGNED_NUMBER_PROSE_RE = re.compile(rf"^({_NUMBER}\s*(?:\\?%|\^\\circ))\s+([A-Za-z][A-Za-z .'-]{{0,80}})$")
@@ -151,6 +158,9 @@ def normalize_markup(text: str) -> str:
         text = _TEXT_NUMBER_RE.sub(r"\1", text)
         for pattern in _EMPHASIS_RES:
             text = pattern.sub(r"\1", text)
+        text = _HTML_RE.sub(r"\2", text)
+        text = _MATH_NUMBER_RE.sub(
+            lambda m: m.group(2) if _MATH_CLOSERS[m.group(1)] == m.group(3) else m.group(0), text)
         if text == before:
             break
     text = _BANG_RE.sub(".", text)
@@ -166,7 +176,7 @@ def unwrap_answer(answer: str) -> str:
     >>> unwrap_answer("(-3)"), unwrap_answer("(3, 4)"), unwrap_answer("25% of the students"), unwrap_answer("70°")
     ('-3', '(3, 4)', '25%', '70^\\\\circ')
     """
-    answer = answer.strip()
+    answer = _LEADING_PLUS_RE.sub("", answer.strip())
     match = _PAREN_NEGATIVE_RE.match(answer)
     if match:
         return match.group(1).replace(" ", "")
