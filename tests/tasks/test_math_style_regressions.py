@@ -48,10 +48,12 @@ def _verdicts(question: str, gold: str, source: str, response: str, printed: str
 
 CORRECT = [  # (family, question, gold, source, response, what the tool prints)
     ("markdown bold", "How many edges does a cube have?", "12", "math500",
-     "A cube has 12 edges.\n\nAnswer: **12**", "**12**"),
-    ("mathbf", "What is the sum of the interior angles of a quadrilateral divided by 10?", "36", "math500",
+     "A cube has 12 edges.\n\nThe answer is __12__.", "__12__"),
+    ("bold symbol", "How many vertices does a cube have?", "8", "math500",
+     "A cube has 8 vertices.\n\nThe answer is $\\boldsymbol{8}$.", "$\\boldsymbol{8}$"),
+    ("mathbf", "The interior angles of a quadrilateral add up to how many degrees, divided by 10?", "36", "gsm8k-test",
      "The angles sum to 360.\n\nThe answer is $\\mathbf{36}$.", "$\\mathbf{36}$"),
-    ("textbf", "How many primes are less than 20?", "8", "math500",
+    ("textbf", "How many primes are less than 20?", "8", "gsm8k-test",
      "2, 3, 5, 7, 11, 13, 17, 19.\n\nFinal answer: \\textbf{8}", "\\textbf{8}"),
     ("inline code", "A baker has 6 trays of 9 rolls. How many rolls?", "54", "gsm8k-style",
      "6 * 9 = 54\n\nAnswer: `54`", "`54`"),
@@ -67,16 +69,16 @@ CORRECT = [  # (family, question, gold, source, response, what the tool prints)
      "5 * 7 = 35\n\nAnswer: thirty-five (35)", "thirty-five (35)"),
     ("justification aside", "A pack holds 12 pencils. How many pencils are in 3 packs?", "36", "gsm8k-style",
      "Answer: 36 (since 12 + 12 + 12 = 36)", "36 (since 12 + 12 + 12 = 36)"),
-    ("unicode minus", "What is $4 - 11$?", "-7", "math500",
+    ("unicode minus", "A thermometer reads 4 degrees and drops 11. What does it read?", "-7", "gsm8k-test",
      "4 - 11 = -7\n\nAnswer: \u22127", "\u22127"),
     ("degree sign", "Two angles of a triangle are $35^\\circ$ and $65^\\circ$. What is the third angle, in degrees?",
      "80", "math500", "180 - 35 - 65 = 80\n\nAnswer: 80°", "80°"),
-    ("parenthesised negative", "What is $-9 + 6$?", "-3", "math500",
+    ("parenthesised negative", "A diver at -9 meters rises 6 meters. At what height is she?", "-3", "gsm8k-test",
      "-9 + 6 = -3\n\nAnswer: (-3)", "(-3)"),
     ("percent of", "Of 60 students, 15 walk to school. What percent of the students walk?", "25", "gsm8k-style",
      "15 / 60 = 0.25\n\nAnswer: 25% of the students", "25% of the students"),
     ("prose ending in the number", "A farmer has 9 pens with 7 sheep each. How many sheep are there?", "63",
-     "gsm8k-style", "9 * 7 = 63\n\nSo after counting all 9 pens, the total we get is 63!", "The total is 63!"),
+     "gsm8k-style", "9 * 7 = 63\n\nAfter counting all 9 pens of 7 sheep, the farmer has 63.", "The farmer has 63."),
 ]
 
 ECHOES = [  # (family, question, gold, echo): equal to the gold in value, not the final form asked for
