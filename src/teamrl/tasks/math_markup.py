@@ -30,9 +30,10 @@ _WIDTH.update({0x3002: ".", 0xFF61: ".", 0x3001: ",", 0x3000: " ", 0x2212: "-", 
                0x00A0: " ", 0x2009: " ", 0x202F: " "})
 _MAX_GROUP = 200  # a formatting group longer than this is prose, not an answer's wrapper
 
-# Formatting commands around a group: the group is what is printed.
-_FORMAT_CMD_RE = re.compile(r"\\(?:textbf|mathbf|boldsymbol|bm|pmb|textit|emph|mathit|textsf|mathsf|textrm|"
-                            r"mathrm|underline|textnormal)\s*\{")
+# Formatting commands around a group: the group is what is printed. (\mathrm and \textrm stay: they
+# typeset units, `42\ \mathrm{cm^2}`, which the unit rules read whole.)
+_FORMAT_CMD_RE = re.compile(r"\\(?:textbf|mathbf|boldsymbol|bm|pmb|textit|emph|mathit|textsf|mathsf|"
+                            r"underline|textnormal)\s*\{")
 # \text{25} / \mbox{-3}: a number typeset as text is that number (a unit or a name in \text{} stays).
 _TEXT_NUMBER_RE = re.compile(r"\\(?:text|mbox|hbox)\s*\{\s*(-?[\d.,]+)\s*\}")
 # Markdown emphasis and code spans, innermost text only: ***x***, **x**, __x__, *x*, `x`.
