@@ -45,7 +45,8 @@ _EMPHASIS_RES = (
     re.compile(rf"(?<!`)`([^`\n]{{1,{_MAX_GROUP}}})`(?!`)"),
 )
 # Math delimiters around nothing but a number: $25$, $$ 25 $$, \( 25 \), \[ 25 \] (an escaped \$ is money).
-_MATH_NUMBER_RE = re.compile(r"(?<!\\)(\$\$|\$|\\\[|\\\()[ \t]*([+-]?\d[\d,]*(?:\.\d+)?)[ \t]*(\$\$|\$|\\\]|\\\))")
+_MATH_NUMBER_RE = re.compile(
+    r"(?<!\\)(\$\$|\$|\\\[|\\\()[ \t]{0,3}([+-]?\d[\d,]{0,40}(?:\.\d{1,20})?)[ \t]{0,3}(\$\$|\$|\\\]|\\\))")
 _MATH_CLOSERS = {"$$": "$$", "$": "$", "\\[": "\\]", "\\(": "\\)"}
 # HTML emphasis and code tags around a short span.
 _HTML_RE = re.compile(r"<(b|strong|i|em|u|code|mark)>([^<>\n]{1,200})</\1>", re.IGNORECASE)
@@ -57,15 +58,18 @@ _KEEP_SYMBOLS = frozenset("°©®™")
 # "!" that ends a sentence right after a number or closing markup (not a factorial inside math).
 _BANG_RE = re.compile(r"(?<=[\d*_`)}\]$])!+(?=[ \t]*(?:$|\n))|(?<=[\d*_`)}\]$])!+(?=[ \t]+[A-Z])")
 # A clause in a script without spaces (CJK) and without digits, after punctuation at a line's end.
-_CJK_TAIL_RE = re.compile(r"(?<=\S)[ \t]*[,.;:!][ \t]*[\u2E80-\u9FFF\uAC00-\uD7AF\u3040-\u30FF]"
-                          r"[^\n\d]{0,60}?[.!]?[ \t]*(?=\n|$)")
-_NUMBER = r"-?\d[\d,]*(?:\.\d+)?"
+_CJK_TAIL_RE = re.compile(r"(?<=\S)[ \t]{0,3}[,.;:!][ \t]{0,3}[\u2E80-\u9FFF\uAC00-\uD7AF\u3040-\u30FF]"
+                          r"[^\n\d,.;:!]{0,60}[.!]?[ \t]{0,3}(?=\n|$)")
+# A number, matched only from the start of its digit run and at most 60 characters long, so that no
+# pattern built on it rescans a long run of digits from every position inside it (linear time).
+_NUMBER = r"(?<![\d,.])-?\d[\d,]{0,40}(?:\.\d{1,20})?"
 # "twenty-five (25)", "Negative five (-5)": the words then the same number in digits.
-_SPELLED_FIRST_RE = re.compile(rf"\b((?:negative |minus )?[A-Za-z]+(?:[ -][A-Za-z]+){{0,12}})\s*\(\s*({_NUMBER})\s*\)")
+_SPELLED_FIRST_RE = re.compile(
+    rf"(?<![A-Za-z])((?:negative |minus )?[A-Za-z]{{1,12}}(?:[ -][A-Za-z]{{1,12}}){{0,12}})[ \t]?\([ \t]?({_NUMBER})[ \t]?\)")
 # A number, then a parenthetical aside that justifies it: "(since 22 + 3 = 25)". (Unbracketed prose between
 # numbers, "18 because 9 * 2 = 18", stays a second value: docs/verifiers/math.md.)
 _JUSTIFIED_RE = re.compile(
-    rf"({_NUMBER})([*_`$}}\\)]{{0,6}})(\s*\((?:since|because|as|by|from|check(?:ing)?|note)\b[^()\n]{{0,160}}\))",
+    rf"({_NUMBER})([*_`$}}\\)]{{0,6}})([ \t]{{0,3}}\((?:since|because|as|by|from|check(?:ing)?|note)\b[^()\n]{{0,160}}\))",
     re.IGNORECASE)
 _LAST_NUMBER_RE = re.compile(_NUMBER)
 # "(-3)" standing alone as the answer: a negative number in parentheses.
@@ -115,26 +119,43 @@ def _justified(match: re.Match[str]) -> str:
     return match.group(0)
 
 
+def _brace_pairs(text: str) -> dict[int, int]:
+    """Each `{` that gets closed -> its `}`, in one pass (escaped braces do not count)."""
+    pairs: dict[int, int] = {}
+    stack: list[int] = []
+    escaped = False
+    for i, ch in enumerate(text):
+        if escaped:
+            escaped = False
+        elif ch == "\\":
+            escaped = True
+        elif ch == "{":
+            stack.append(i)
+        elif ch == "}" and stack:
+            pairs[stack.pop()] = i
+    return pairs
+
+
 def _unwrap_commands(text: str) -> str:
     """`\\textbf{x}` -> `x` for each formatting command whose group closes within `_MAX_GROUP` characters
     (its braces balanced: `\\mathbf{\\frac{1}{2}}` -> `\\frac{1}{2}`); a group left open stays as written."""
+    matches = list(_FORMAT_CMD_RE.finditer(text))
+    if not matches:
+        return text
+    pairs = _brace_pairs(text)
     out, pos = [], 0
-    for match in _FORMAT_CMD_RE.finditer(text):
-        if match.start() < pos:
-            continue  # inside a group already unwrapped; the next pass takes it
-        depth, end = 1, match.end()
-        limit = min(len(text), match.end() + _MAX_GROUP)
-        while end < limit and depth:
-            depth += {"{": 1, "}": -1}.get(text[end], 0) if text[end - 1] != "\\" else 0
-            end += 1
-        if depth:
-            continue
-        out += [text[pos:match.start()], text[match.end():end - 1]]
-        pos = end
+    for match in matches:
+        close = pairs.get(match.end() - 1)
+        if match.start() < pos or close is None or close - match.end() > _MAX_GROUP:
+            continue  # inside a group already unwrapped (the next pass takes it), or no short group
+        out += [text[pos:match.start()], text[match.end():close]]
+        pos = close + 1
     return "".join(out) + text[pos:]
 
 
 def _strip_decorations(text: str) -> str:
+    if text.isascii():
+        return text
     return "".join(ch for ch in text if ch in _KEEP_SYMBOLS or unicodedata.category(ch) not in ("So", "Cf"))
 
 
