@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from teamrl.probes.answer_styles import (FAMILIES, HELD_OUT, TUNING, echo_cases, load_questions, style_cases)
+from teamrl.probes.answer_styles import (
+    FAMILIES,
+    HELD_OUT,
+    TUNING,
+    echo_cases,
+    load_questions,
+    style_cases,
+)
 from teamrl.probes.math_styles import GRADERS, grade_cases, main, rates
 
 pytest.importorskip("math_verify")

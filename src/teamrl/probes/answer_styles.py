@@ -27,7 +27,7 @@ from pathlib import Path
 
 from teamrl.tasks.math_words import number_in_words
 
-__all__ = ["FAMILIES", "HELD_OUT", "StyleCase", "StyleQuestion", "TUNING", "echo_cases", "load_questions", "style_cases"]
+__all__ = ["FAMILIES", "HELD_OUT", "TUNING", "StyleCase", "StyleQuestion", "echo_cases", "load_questions", "style_cases"]
 
 DATA = Path(__file__).parent / "data"
 QUESTIONS = DATA / "math_style_questions.jsonl"

@@ -16,10 +16,16 @@ import argparse
 import ast
 import sys
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
-from teamrl.probes.answer_styles import StyleCase, StyleQuestion, echo_cases, load_questions, style_cases
+from teamrl.probes.answer_styles import (
+    StyleCase,
+    StyleQuestion,
+    echo_cases,
+    load_questions,
+    style_cases,
+)
 from teamrl.tasks.math_answers import answers_match
 from teamrl.tasks.math_data import MathProblem
 from teamrl.workflows.math_team import MathWorkflow, ProblemSplits
@@ -102,10 +108,10 @@ def rates(graded: list[tuple[StyleCase, dict[str, bool]]]) -> dict[str, Any]:
     return {"totals": dict(totals), "families": dict(families), "failures": failures}
 
 
-def _line(label: str, cells: Callable[[str], list[int]]) -> str:
+def _line(label: str, cells: dict[str, list[int]]) -> str:
     parts = []
     for grader in GRADERS:
-        failed, tried = cells(grader)
+        failed, tried = cells[grader]
         parts.append(f"{failed:>4}/{tried:<5}" if tried else f"{'-':>10}")
     return f"{label:<52}" + " ".join(f"{p:>11}" for p in parts)
 
@@ -118,12 +124,12 @@ def report(result: dict[str, Any], out: Any = None, show_failures: int = 20) -> 
     print(f"{'':<52}" + " ".join(f"{g:>11}" for g in GRADERS), file=out)
     for split in ("tuning", "held-out"):
         for kind in ("correct", "wrong", "echo"):
-            print(_line(f"{split}: {what[kind]}", lambda g: totals.get((split, kind, g), [0, 0])), file=out)
+            print(_line(f"{split}: {what[kind]}", {g: totals.get((split, kind, g), [0, 0]) for g in GRADERS}), file=out)
     print("\nper family (failed/tried):", file=out)
     for family in sorted({f for f, _, _ in families}):
         for kind in ("correct", "wrong", "echo"):
             if (family, kind, GRADERS[0]) in families:
-                print(_line(f"  {family} [{what[kind]}]", lambda g: families[(family, kind, g)]), file=out)
+                print(_line(f"  {family} [{what[kind]}]", {g: families[(family, kind, g)] for g in GRADERS}), file=out)
     for case, graders in result["failures"][:show_failures]:
         print(f"FAILED {case.kind} {case.families} by {', '.join(graders)}: "
               f"{case.response[-120:]!r} (gold {case.question.answer!r})", file=out)

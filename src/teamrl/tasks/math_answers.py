@@ -29,7 +29,7 @@ import select
 import subprocess
 import sys
 import threading
-from typing import Any, Optional
+from typing import Any
 
 from teamrl.tasks.math_echo import echo_refusal, resolve_answer_form
 from teamrl.tasks.math_shape import answer_refusal, ascii_digits, join_digit_groups, strip_unit_words
@@ -39,7 +39,7 @@ __all__ = ["answer_equals", "answers_match", "math_reward"]
 
 logger = logging.getLogger(__name__)
 
-Question = Optional[tuple[str, str, str]]  # (question, source, answer_form): the echo and form rules apply
+Question = tuple[str, str, str] | None  # (question, source, answer_form): the echo and form rules apply
 _INSTALL_HINT = "math answer checking needs math-verify: pip install math-verify (or pip install 'teamrl[math]')"
 
 

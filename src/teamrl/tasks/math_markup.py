@@ -25,7 +25,7 @@ __all__ = ["normalize_markup", "unwrap_answer"]
 
 # Full-width ASCII (U+FF01..U+FF5E) is ASCII; CJK sentence punctuation is its ASCII counterpart;
 # the Unicode minus and its look-alikes are a minus.
-_WIDTH = {cp: cp - 0xFEE0 for cp in range(0xFF01, 0xFF5F)}
+_WIDTH: dict[int, int | str] = {cp: cp - 0xFEE0 for cp in range(0xFF01, 0xFF5F)}
 _WIDTH.update({0x3002: ".", 0xFF61: ".", 0x3001: ",", 0x3000: " ", 0x2212: "-", 0xFE63: "-", 0x2796: "-",
                0x00A0: " ", 0x2009: " ", 0x202F: " "})
 _MAX_GROUP = 200  # a formatting group longer than this is prose, not an answer's wrapper
@@ -73,7 +73,7 @@ _JUSTIFIED_RE = re.compile(
     re.IGNORECASE)
 _LAST_NUMBER_RE = re.compile(_NUMBER)
 # "(-3)" standing alone as the answer: a negative number in parentheses.
-_PAREN_NEGATIVE_RE = re.compile(rf"^\(\s*(-\s*\d[\d,]*(?:\.\d+)?)\s*\)$")
+_PAREN_NEGATIVE_RE = re.compile(r"^\(\s*(-\s*\d[\d,]*(?:\.\d+)?)\s*\)$")
 _LEADING_PLUS_RE = re.compile(r"^\+\s*(?=\d)")  # "+25" states 25
 _DEGREE_RE = re.compile(r"\s*°")
 # "25% of the students", "70° in all": a number with its sign, then words only.
