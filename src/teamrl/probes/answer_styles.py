@@ -86,7 +86,7 @@ NUMBER_FORMS: dict[str, NumberForm] = {
     "thousands separator": lambda v: f"{int(v):,}" if _INTEGER_RE.fullmatch(v) and abs(int(v)) >= 1000 else None,
     "arabic-indic digits": lambda v: v.translate(_ARABIC_INDIC) if _INTEGER_RE.fullmatch(v) and not v.startswith("-") else None,
     "spelled first, capitalised": lambda v: (f"{_spelled(v).capitalize()} ({v})" if _spelled(v) else None),  # type: ignore[union-attr]
-    "en-dash-free unicode minus in math": lambda v: f"${v.replace('-', chr(0x2212))}$" if v.startswith("-") else None,
+    "unicode minus in math": lambda v: f"${v.replace('-', chr(0x2212))}$" if v.startswith("-") else None,
     "leading plus": lambda v: f"+{v}" if _numeric(v) and not v.startswith("-") else None,
     "space thousands": lambda v: f"{int(v):,}".replace(",", " ") if _INTEGER_RE.fullmatch(v) and abs(int(v)) >= 1000 else None,
     "math bold digits": lambda v: "".join(chr(0x1D7CE + int(c)) if c.isdigit() else c for c in v) if _numeric(v) else None,
@@ -160,8 +160,9 @@ HELD_OUT: frozenset[str] = frozenset({
     "double exclamation", "semicolon", "check mark", "fullwidth period",
     "echo: power restated", "echo: trig restated", "echo: percent restated",
 })
-"""Families no grader rule was developed against (written, and split off, before any grader ran on them):
-their rates measure how the graders generalise."""
+"""Families written, and split off, before any grader ran on them: their rates measure how the graders
+generalise. Four of them ("display math", "bracket display", "html bold", "leading plus") have markup
+rules written after their first rates were seen (docs/verifiers/math.md)."""
 TUNING: frozenset[str] = frozenset(name for table in FAMILIES.values() for name in table) - HELD_OUT | {
     "echo: operator respelled", "echo: factored or expanded", "echo: fraction for a decimal",
     "echo: root or floor restated", "echo: inverse notation"}
