@@ -46,7 +46,7 @@ _EMPHASIS_RES = (
 )
 # Math delimiters around nothing but a number: $25$, $$ 25 $$, \( 25 \), \[ 25 \] (an escaped \$ is money).
 _MATH_NUMBER_RE = re.compile(
-    r"(?<!\\)(\$\$|\$|\\\[|\\\()[ \t]{0,3}([+-]?\d[\d,]{0,40}(?:\.\d{1,20})?)[ \t]{0,3}(\$\$|\$|\\\]|\\\))")
+    r"(?<!\\)(\$\$|\$|\\\[|\\\()[ \t]{0,3}([+-]?(?:\d{1,3}(?:,\d{3}){1,12}|\d{1,40})(?:\.\d{1,20})?)[ \t]{0,3}(\$\$|\$|\\\]|\\\))")
 _MATH_CLOSERS = {"$$": "$$", "$": "$", "\\[": "\\]", "\\(": "\\)"}
 # HTML emphasis and code tags around a short span.
 _HTML_RE = re.compile(r"<(b|strong|i|em|u|code|mark)>([^<>\n]{1,200})</\1>", re.IGNORECASE)
@@ -62,7 +62,7 @@ _CJK_TAIL_RE = re.compile(r"(?<=\S)[ \t]{0,3}[,.;:!][ \t]{0,3}[\u2E80-\u9FFF\uAC
                           r"[^\n\d,.;:!]{0,60}[.!]?[ \t]{0,3}(?=\n|$)")
 # A number, matched only from the start of its digit run and at most 60 characters long, so that no
 # pattern built on it rescans a long run of digits from every position inside it (linear time).
-_NUMBER = r"(?<![\d,.])-?\d[\d,]{0,40}(?:\.\d{1,20})?"
+_NUMBER = r"(?<![\d,.])-?(?:\d{1,3}(?:,\d{3}){1,12}|\d{1,40})(?:\.\d{1,20})?(?![\d,]\d)"
 # "twenty-five (25)", "Negative five (-5)": the words then the same number in digits.
 _SPELLED_FIRST_RE = re.compile(
     rf"(?<![A-Za-z])((?:negative |minus )?[A-Za-z]{{1,12}}(?:[ -][A-Za-z]{{1,12}}){{0,12}})[ \t]?\([ \t]?({_NUMBER})[ \t]?\)")
@@ -73,7 +73,7 @@ _JUSTIFIED_RE = re.compile(
     re.IGNORECASE)
 _LAST_NUMBER_RE = re.compile(_NUMBER)
 # "(-3)" standing alone as the answer: a negative number in parentheses.
-_PAREN_NEGATIVE_RE = re.compile(r"^\(\s*(-\s*\d[\d,]*(?:\.\d+)?)\s*\)$")
+_PAREN_NEGATIVE_RE = re.compile(r"^\(\s*(-\s*(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?)\s*\)$")  # not "(-2,1)"
 _LEADING_PLUS_RE = re.compile(r"^\+\s*(?=\d)")  # "+25" states 25
 _DEGREE_RE = re.compile(r"\s*°")
 # "25% of the students", "70° in all": a number with its sign, then words only.
@@ -195,8 +195,8 @@ def normalize_markup(text: str) -> str:
 def unwrap_answer(answer: str) -> str:
     """One located answer without the wrapping that only typesets it: `(-3)` is -3.
 
-    >>> unwrap_answer("(-3)"), unwrap_answer("(3, 4)"), unwrap_answer("25% of the students"), unwrap_answer("70°")
-    ('-3', '(3, 4)', '25%', '70^\\\\circ')
+    >>> unwrap_answer("(-3)"), unwrap_answer("(-2,1)"), unwrap_answer("25% of the students"), unwrap_answer("70°")
+    ('-3', '(-2,1)', '25%', '70^\\\\circ')
     """
     answer = _LEADING_PLUS_RE.sub("", answer.strip())
     match = _PAREN_NEGATIVE_RE.match(answer)
