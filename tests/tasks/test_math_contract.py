@@ -200,6 +200,19 @@ LONG_INPUTS = {
     "escaped-dollars": "\\$" * (_LONG // 2) + "$",
     "equations": "=1" * (_LONG // 2),
     "hedged-lines": "\\boxed{1} or \\boxed{2}\nThe answer is 3, maybe 4.\n" * (_LONG // 50),
+    # the markup normaliser's patterns (teamrl.tasks.math_markup)
+    "format-commands-unclosed": "\\textbf{" * (_LONG // 8),
+    "format-commands-nested": "\\mathbf{" * (_LONG // 16) + "1" + "}" * (_LONG // 16),
+    "emphasis": "**a" * (_LONG // 3),
+    "code-spans": "`1" * (_LONG // 2),
+    "fences": "```\n1\n" * (_LONG // 6),
+    "html": "<b>1" * (_LONG // 4),
+    "math-numbers": "$1" * (_LONG // 2),
+    "cjk-tails": ",中" * (_LONG // 2),
+    "bangs": "1!" * (_LONG // 2),
+    "spelled-words": "twenty " * (_LONG // 7) + "(20)",
+    "asides": "1 (since 1" * (_LONG // 10),
+    "emoji": "🎉" * _LONG,
 }
 
 

@@ -129,10 +129,15 @@ def test_gsm8k_values_pay(response: str) -> None:
     assert _team_term(GSM8K_JANET, response) == 1.0
 
 
-def test_value_form_on_math500_asks_for_numbers_where_the_gold_is_one() -> None:
+def test_math500_asks_for_numbers_where_the_gold_is_one() -> None:
     problem = MathProblem("m", MATH500[11][0], MATH500[11][1], source="math500")
-    assert _team_term(problem, "\\boxed{\\binom{31}{3}}") == 1.0  # expression form: an equivalent rewrite pays
-    assert _team_term(problem, "\\boxed{\\binom{31}{3}}", answer_form="value") == 0.0
+    assert _team_term(problem, "\\boxed{4495}") == 1.0
+    # auto: a number where the gold is one; a sum left to add pays only where expressions are allowed
+    assert _team_term(problem, "\\boxed{4000 + 495}") == 0.0
+    assert _team_term(problem, "\\boxed{4000 + 495}", answer_form="expression") == 1.0
+    # the question's binomial left to compute is no answer in any form
+    for form in ("auto", "value", "expression"):
+        assert _team_term(problem, "\\boxed{\\binom{31}{3}}", answer_form=form) == 0.0
     symbolic = MathProblem("m", MATH500[0][0], MATH500[0][1], source="math500")
     assert _team_term(symbolic, "\\boxed{11\\sqrt{2}}", answer_form="value") == 1.0  # the gold is no number
 

@@ -31,6 +31,7 @@ import sys
 import threading
 from typing import Any
 
+from teamrl.tasks.math_echo import echo_refusal, resolve_answer_form
 from teamrl.tasks.math_shape import answer_refusal, ascii_digits, join_digit_groups, strip_unit_words
 from teamrl.tasks.math_parsing import extract_final_answer
 
@@ -38,6 +39,7 @@ __all__ = ["answer_equals", "answers_match", "math_reward"]
 
 logger = logging.getLogger(__name__)
 
+Question = tuple[str, str, str] | None  # (question, source, answer_form): the echo and form rules apply
 _INSTALL_HINT = "math answer checking needs math-verify: pip install math-verify (or pip install 'teamrl[math]')"
 
 
@@ -84,11 +86,14 @@ def _parse_gold(ground_truth: str, timeout: int | None) -> tuple[Any, ...]:
     return tuple(_parse(ground_truth, timeout))
 
 
-def _match_in_process(prediction: str, ground_truth: str, timeout: int | None, extract: bool = True) -> bool:
+def _match_in_process(prediction: str, ground_truth: str, timeout: int | None, extract: bool = True,
+                      question: Question = None) -> bool:
     answer = extract_final_answer(prediction) if extract else prediction.strip()
     # "４２" is 42 to the workflow's exact comparison; math-verify reads ASCII digits only.
     answer = ascii_digits(answer) if answer else answer
     if not answer or answer_refusal(answer, ground_truth) is not None:
+        return False
+    if question is not None and echo_refusal(answer, question[0], ground_truth, question[1], question[2]) is not None:
         return False
     if "%" in answer and "%" not in ground_truth:
         # math-verify reads "50\\%" as both 50 and 0.5, so it would match two golds; one reading only.
@@ -187,7 +192,8 @@ class _IsolatedChecker:
             if stream is not None:
                 stream.close()
 
-    def check(self, prediction_text: str, ground_truth: str, timeout_s: float, extract: bool = True) -> bool:
+    def check(self, prediction_text: str, ground_truth: str, timeout_s: float, extract: bool = True,
+              question: Question = None) -> bool:
         with self._lock:
             if self._proc is None or self._proc.poll() is not None:
                 self._proc = self._start()
@@ -195,7 +201,7 @@ class _IsolatedChecker:
             assert proc.stdin is not None
             timeout = max(1, math.ceil(timeout_s))
             try:
-                proc.stdin.write(json.dumps([prediction_text, ground_truth, timeout, extract]) + "\n")
+                proc.stdin.write(json.dumps([prediction_text, ground_truth, timeout, extract, question]) + "\n")
                 proc.stdin.flush()
                 # The gold parse, the answer's parse and the verify may each use
                 # the child's own timeout before it gives up; allow all of them plus slack.
@@ -225,8 +231,9 @@ def _worker_main() -> None:
     out.write(json.dumps({"ready": True}) + "\n")
     for line in sys.stdin:
         try:
-            prediction_text, ground_truth, timeout, extract = json.loads(line)
-            match = _match_in_process(prediction_text, ground_truth, timeout, bool(extract))
+            prediction_text, ground_truth, timeout, extract, question = json.loads(line)
+            match = _match_in_process(prediction_text, ground_truth, timeout, bool(extract),
+                                      None if question is None else tuple(question))
         except Exception as exc:  # a bad request must not take the worker down
             out.write(json.dumps({"error": repr(exc)}) + "\n")
             continue
@@ -239,7 +246,8 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_ISOLATED.forget_after_fork)
 
 
-def _check(prediction: str, ground_truth: str | int, timeout_seconds: float | None, extract: bool) -> bool:
+def _check(prediction: str, ground_truth: str | int, timeout_seconds: float | None, extract: bool,
+           question: Question = None) -> bool:
     if isinstance(ground_truth, int) and not isinstance(ground_truth, bool):
         ground_truth = str(ground_truth)
     if not isinstance(prediction, str) or not isinstance(ground_truth, str):
@@ -253,14 +261,17 @@ def _check(prediction: str, ground_truth: str | int, timeout_seconds: float | No
         raise ValueError(f"timeout_seconds must be positive or None, got {timeout_seconds}")
     if not prediction.strip():
         return False
+    if question is not None and not isinstance(question[0], str):
+        raise TypeError(f"question must be a str, got {type(question[0]).__name__}")
     if timeout_seconds is None:
-        return _match_in_process(prediction, ground_truth, None, extract)
+        return _match_in_process(prediction, ground_truth, None, extract, question)
     if _signal_timeout_usable():
-        return _match_in_process(prediction, ground_truth, max(1, math.ceil(timeout_seconds)), extract)
-    return _ISOLATED.check(prediction, ground_truth, timeout_seconds, extract)
+        return _match_in_process(prediction, ground_truth, max(1, math.ceil(timeout_seconds)), extract, question)
+    return _ISOLATED.check(prediction, ground_truth, timeout_seconds, extract, question)
 
 
-def answers_match(prediction_text: str, ground_truth: str | int, timeout_seconds: float | None = 5.0) -> bool:
+def answers_match(prediction_text: str, ground_truth: str | int, timeout_seconds: float | None = 5.0,
+                  question: str | None = None, source: str = "", answer_form: str = "auto") -> bool:
     """Whether the one final answer of the response ``prediction_text`` equals ``ground_truth``.
 
     The contract is ``docs/verifiers/math.md``: the answer is found by
@@ -278,14 +289,24 @@ def answers_match(prediction_text: str, ground_truth: str | int, timeout_seconds
     Raises ``ImportError`` if math-verify is not installed and ``TypeError`` for
     non-string input.
 
+    With ``question`` (and the ``source`` it comes from), the answer must also be in the final form
+    the question asks for (:func:`teamrl.tasks.math_echo.echo_refusal`): not the question's own
+    expression however respelled, a number where the gold is one (``answer_form``), a decimal where
+    a decimal is asked, and none of the question's operations (a floor, a root...) left undone.
+    Without it only the value is compared.
+
     >>> answers_match("so the total is \\\\boxed{\\\\frac{6}{4}}", "1.5")
     True
     >>> answers_match("The answer is 18.", "18"), answers_match("$18.00", "18")
     (True, True)
     >>> answers_match("The answer is 19.", "18"), answers_match("The answer is 17 (or maybe 18).", "18")
     (False, False)
+    >>> answers_match("The answer is $\\sqrt{81}$.", "9"), answers_match("The answer is $\\sqrt{81}$.", "9", question="Compute $\\sqrt{81}$.")
+    (True, False)
     """
-    return _check(prediction_text, ground_truth, timeout_seconds, extract=True)
+    resolve_answer_form(answer_form)  # raises on an unknown form
+    asked = None if question is None else (question, source, answer_form)
+    return _check(prediction_text, ground_truth, timeout_seconds, extract=True, question=asked)
 
 
 def answer_equals(answer: str, ground_truth: str | int, timeout_seconds: float | None = 5.0) -> bool:

@@ -47,6 +47,10 @@ _MATH_SEGMENT_RE = re.compile(r"\$\$(.+?)\$\$|\$(.+?)\$|\\\((.+?)\\\)|\\\[(.+?)\
 # One character class, so that finding the runs is one linear pass whatever the text.
 _PLAIN_RUN_RE = re.compile(r"[\d\s.()+\-*/^×÷]+")
 _OPERATION_RE = re.compile(r"[\d)]\s*[-+*/^×÷]\s*[\d(]")
+_DECIMAL_ASKED_RE = re.compile(r"\bdecimal\b", re.IGNORECASE)
+_FRACTION_ASKED_RE = re.compile(r"\b(?:common|improper) fraction\b", re.IGNORECASE)
+_DECIMAL_RE = re.compile(r"-?\d*\.\d+")
+_FRACTION_MARK_RE = re.compile(r"\\[dt]?frac|/")
 MAX_QUESTION_CHARS = 20_000
 """Longest question searched for expressions by meaning (the verbatim rule reads any length)."""
 
@@ -55,17 +59,22 @@ def _squash(text: str) -> str:
     return _SPACING_RE.sub("", text).rstrip(".").lower()
 
 
-def resolve_answer_form(answer_form: str, source: str = "") -> str:
-    """`value` or `expression`: `answer_form` itself, or for `auto` the form `source` asks for.
+def resolve_answer_form(answer_form: str, source: str = "", truth: str | None = None) -> str:
+    """`value` or `expression`: `answer_form` itself, or for `auto` the form the task asks for: a value
+    for the computing sources (`source`) and wherever the gold `truth` is itself a value.
 
     >>> resolve_answer_form("auto", "gsm8k-test"), resolve_answer_form("auto", "math500"), resolve_answer_form("value", "math500")
     ('value', 'expression', 'value')
+    >>> resolve_answer_form("auto", "math500", "4495"), resolve_answer_form("auto", "math500", "11\\sqrt{2}")
+    ('value', 'expression')
     """
     if answer_form not in ANSWER_FORMS:
         raise ValueError(f"answer_form must be one of {', '.join(ANSWER_FORMS)}, got {answer_form!r}")
     if answer_form != "auto":
         return answer_form
-    return "value" if source.lower().startswith(_VALUE_SOURCES) else "expression"
+    if source.lower().startswith(_VALUE_SOURCES) or (truth is not None and is_value(truth)):
+        return "value"
+    return "expression"
 
 
 def is_value(answer: str) -> bool:
@@ -143,6 +152,44 @@ def echo_refusal(answer: str, question: str, truth: str, source: str = "", answe
     meaning = _meaning(answer)
     if meaning is not None and meaning[0] != "n" and meaning != _meaning(truth) and meaning in _question_forms(question):
         return "restates the question"
-    if resolve_answer_form(answer_form, source) == "value" and is_value(truth) and not is_value(answer):
+    if resolve_answer_form(answer_form, source, truth) == "value" and is_value(truth) and not is_value(answer):
         return "an expression where the task asks for a value"
-    return None
+    return _form_refusal(answer, meaning, question, truth)
+
+
+def _operations(node: Node | None) -> set[str]:
+    """The operations still to do in an expression: functions and commands applied (floor, log, binom,
+    factorial, |.|), roots (a power with a fractional exponent) and inverses of a named function (f^{-1})."""
+    found: set[str] = set()
+    for part in subtrees(node) if node is not None else ():
+        if part[0] == "f" and part[1] not in ("_", "'", "\\%"):
+            found.add(str(part[1]))
+        elif part[0] == "^" and part[2][0] == "n":  # type: ignore[index]
+            exponent = part[2][1]  # type: ignore[index]
+            if exponent.denominator != 1:  # type: ignore[union-attr]
+                found.add("a root")
+            elif exponent < 0 and part[1][0] == "v" and len(str(part[1][1])) == 1:  # type: ignore[index,operator]
+                found.add("an inverse function")
+    return found
+
+
+def _form_refusal(answer: str, meaning: Node | None, question: str, truth: str) -> str | None:
+    """Why an answer equal in value is not in the final form the question asks for, else None.
+
+    The form is read from the question and the gold, never from the answer's value: a decimal asked for
+    ("as a decimal") is no fraction and a common fraction asked for is no decimal; and an operation the
+    question asks to carry out (a floor, a root, a binomial, a logarithm, an inverse function...) that
+    the gold no longer holds must not be left in the answer.
+    """
+    squashed = _squash(answer)
+    if _DECIMAL_ASKED_RE.search(question) and _DECIMAL_RE.fullmatch(_squash(truth)) and _FRACTION_MARK_RE.search(squashed):
+        return "a fraction where the question asks for a decimal"
+    if _FRACTION_ASKED_RE.search(question) and _FRACTION_MARK_RE.search(_squash(truth)) and _DECIMAL_RE.search(squashed):
+        return "a decimal where the question asks for a fraction"
+    if len(question) > MAX_QUESTION_CHARS:
+        return None
+    asked: set[str] = set()
+    for form in _question_forms(question):
+        asked |= _operations(form)
+    left = sorted((_operations(meaning) & asked) - _operations(_meaning(truth)))
+    return f"still holds the question's {left[0]}" if left else None

@@ -12,6 +12,7 @@ import re
 from fractions import Fraction
 
 from teamrl.tasks import math_shape
+from teamrl.tasks.math_markup import normalize_markup, unwrap_answer
 from teamrl.tasks.math_words import spelled_numbers, spelled_value
 
 __all__ = ["extract_boxed", "extract_final_answer", "locate_final_answer"]
@@ -50,6 +51,10 @@ _NUMBER_RE = re.compile(r"(?<![\w.])-?(?=[\d.])(?:\d{1,3}(?:,\d{3})+(?:\.\d+)?|\
 # Words that make a prose sentence's number a bound, a guess or one option rather than the answer.
 _PROSE_HEDGE_WORDS = (math_shape.HEDGE_WORDS - {"and", "to", "from", "through", "till", "until"}) | frozenset(
     "than least most over under below above exceeds may".split())
+# A sentence's end that states its number: a stating verb, then the number, then nothing but punctuation.
+_STATED_AT_END_RE = re.compile(
+    r"\b(?:is|are|was|were|has|have|had|gets?|got|makes?|made|equals?|totals?|comes to|leaves?|remains?)"
+    r"\s+(-?\d{1,3}(?:,\d{3})+(?:\.\d+)?|-?\d+(?:\.\d+)?)\s*$", re.IGNORECASE)
 MAX_LAST_LINE_CHARS = 1000
 """A last line longer than this is not read as an answer (the fallback without a marker)."""
 
@@ -138,6 +143,7 @@ def _clean_answer(value: str) -> str | None:
     aside = _SPELLED_ASIDE_RE.match(value)
     if aside is not None and spelled_value(aside.group(2)) == Fraction(aside.group(1).replace(",", "")):
         value = f"{aside.group(1)}{aside.group(3)}"  # "42 (forty-two)" states 42 once
+    value = unwrap_answer(value)
     if _THOUSANDS_RE.match(value):
         value = value.replace(",", "")
     return value or None
@@ -330,6 +336,11 @@ def _prose_sentence_answer(line: str) -> tuple[str | None, str]:
         return None, "a last line of prose"
     numbers = {_number_value(n) for n in _NUMBER_RE.findall(_SQUARED_RE.sub("", sentence))}
     spelled = set(spelled_numbers(sentence))
+    stated = _STATED_AT_END_RE.search(sentence)
+    if stated is not None and not spelled:
+        # "After counting all 9 pens, the farmer has 63": a sentence that ends by stating a number
+        # states that one; the numbers before it are the work.
+        return _clean_answer(stated.group(1)), "last line"
     if len(numbers) != 1 or not spelled <= numbers:
         return None, "a last line of prose"  # no number, or several: which one is the answer?
     return _clean_answer(_NUMBER_RE.findall(_SQUARED_RE.sub("", sentence))[-1]), "last line"
@@ -361,6 +372,7 @@ def locate_final_answer(text: str, last_line_fallback: bool = True) -> tuple[str
         text = text[think_end + len("</think>") :]
     elif "<think>" in text:
         return None, "the response never finished thinking"
+    text = normalize_markup(text)
     spans = _box_spans(text)
     if spans:
         return _boxed_answer(text, spans)

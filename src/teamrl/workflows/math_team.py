@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
 from teamrl.tasks.math_answers import answer_equals
+from teamrl.tasks.math_markup import normalize_markup
 from teamrl.tasks.math_echo import ANSWER_FORMS, ascii_digits, echo_refusal, resolve_answer_form
 from teamrl.tasks.math_data import MathProblem, generate_arithmetic, load_math_dataset
 from teamrl.tasks.math_shape import answer_refusal, hedge_refusal
@@ -224,7 +225,7 @@ def answers_agree(answer: str, truth: str, timeout_s: float = 1.0) -> bool:
 def program_answer(stdout: str) -> str | None:
     """The tool's answer: its last printed line (or the value after an answer marker in it);
     None for a hedged line or one longer than `MAX_ANSWER_CHARS`."""
-    lines = [line.strip() for line in stdout.splitlines() if line.strip()]
+    lines = [line.strip() for line in normalize_markup(stdout).splitlines() if line.strip()]
     if not lines:
         return None
     answer = extract_final_answer(lines[-1])
