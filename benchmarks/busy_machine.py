@@ -27,7 +27,7 @@ from pathlib import Path
 import torch
 
 from teamrl.config import load_config
-from teamrl.training.build import build_policies, build_workflow
+from teamrl.setup.team import build_policies, build_workflow
 from teamrl.training.credit import assign_advantages, trainable
 from teamrl.training.loop import rollout_step
 from teamrl.training.threads import ThreadGovernor, usable_cores

@@ -35,8 +35,8 @@ from teamrl.policies.cpu_linear import OneDnnLinear, onednn_available, resolve_c
 from teamrl.policies.loading import Policy, load_policy  # noqa: E402
 from teamrl.policies.lora import attach_adapters  # noqa: E402
 from teamrl.policies.scoring import shared_prefix_logprobs  # noqa: E402
-from teamrl.rollout.engine import SamplingParams, sample  # noqa: E402
-from teamrl.training.model_sources import resolve_model_source  # noqa: E402
+from teamrl.rollout.builtin_engine import SamplingParams, sample  # noqa: E402
+from teamrl.setup.model_sources import resolve_model_source  # noqa: E402
 
 SETTINGS = ("torch", "onednn")
 

@@ -30,13 +30,13 @@ from matmul_peak import measure_matmul_peak  # noqa: E402
 from provenance import Lines, spread  # noqa: E402
 from rollout_engine import plan_path_prompts  # noqa: E402
 
-import teamrl.rollout.engine as engine  # noqa: E402
+import teamrl.rollout.builtin_engine as engine  # noqa: E402
 import teamrl.rollout.lora_rows as lora_rows  # noqa: E402
 from teamrl.policies.cpu_linear import OneDnnLinear, _packs, layer_linear, packed_linear, packed_weight  # noqa: E402
 from teamrl.policies.loading import Policy, load_policy  # noqa: E402
-from teamrl.rollout.engine import SamplingParams, sample  # noqa: E402
+from teamrl.rollout.builtin_engine import SamplingParams, sample  # noqa: E402
 from teamrl.rollout.token_draw import draw_tokens  # noqa: E402
-from teamrl.training.model_sources import resolve_model_source  # noqa: E402
+from teamrl.setup.model_sources import resolve_model_source  # noqa: E402
 
 SETTINGS = ("before", "packed", "after")
 NEW_CHOOSE = engine._choose

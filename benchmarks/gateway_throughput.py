@@ -58,9 +58,9 @@ from teamrl.config import load_config  # noqa: E402
 from teamrl.gateway.program import ProgramWorkflow  # noqa: E402
 from teamrl.policies.loading import Policy  # noqa: E402
 from teamrl.rollout.agent_params import agent_sampling  # noqa: E402
-from teamrl.rollout.engine import SamplingParams  # noqa: E402
+from teamrl.rollout.builtin_engine import SamplingParams  # noqa: E402
 from teamrl.rollout.tree import RewardWeights, Sample, run_episodes  # noqa: E402
-from teamrl.training.build import build_policies, build_workflow  # noqa: E402
+from teamrl.setup.team import build_policies, build_workflow  # noqa: E402
 from teamrl.workflows.base import Agent, Outcome  # noqa: E402
 
 CONFIG = ROOT / "examples" / "gateway" / "openai_team.yaml"

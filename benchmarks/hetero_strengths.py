@@ -18,7 +18,7 @@ from teamrl.study.hetero_rows import B_STEPS_PER_A_STEP, base_strengths, hetero_
 from teamrl.study.protocol import Protocol
 from teamrl.study.rows import study
 from teamrl.study.runner import row_config, warm_base
-from teamrl.training.variant_warmup import VariantRecipe, warm_up_variant
+from teamrl.setup.variant_warmup import VariantRecipe, warm_up_variant
 
 
 def main() -> None:

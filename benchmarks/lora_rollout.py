@@ -26,8 +26,8 @@ from teamrl.config import LoraConfig
 from teamrl.policies.loading import Policy, load_policy
 from teamrl.policies.lora import attach_adapters
 from teamrl.rollout import decoding
-from teamrl.rollout.engine import SamplingParams, sample, sample_together
-from teamrl.training.model_sources import resolve_model_source
+from teamrl.rollout.builtin_engine import SamplingParams, sample, sample_together
+from teamrl.setup.model_sources import resolve_model_source
 
 QUESTIONS = ["What is 12 - 5 + 3?", "What is 7 * 8?", "Compute 45 + 19 - 7.", "What is 9 + 6 * 2?",
              "What is 100 - 37?", "Compute 14 * 3 + 1.", "What is 81 - 29 + 4?", "What is 6 * 7 - 5?"]

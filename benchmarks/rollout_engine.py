@@ -44,7 +44,7 @@ from matmul_peak import measure_matmul_peak, share_of_peak  # noqa: E402
 from teamrl.policies.cpu_linear import onednn_available  # noqa: E402
 from teamrl.policies.loading import Policy  # noqa: E402
 from teamrl.policies.tiny_model import build_char_tokenizer, build_tiny_model  # noqa: E402
-from teamrl.rollout.engine import SamplingParams, sample  # noqa: E402
+from teamrl.rollout.builtin_engine import SamplingParams, sample  # noqa: E402
 from teamrl.rollout.lean_decode import lean_unsupported  # noqa: E402
 from teamrl.tasks.plan_path import PlanPathConfig  # noqa: E402
 from teamrl.workflows.plan_path_team import PlanPathWorkflow  # noqa: E402
@@ -145,7 +145,7 @@ def bench_policy(shape: str) -> Policy:
     """The tiny-family model of `shape` (random weights, character vocabulary) or the real model it names."""
     if shape in REAL:
         from teamrl.policies.loading import load_policy
-        from teamrl.training.model_sources import resolve_model_source
+        from teamrl.setup.model_sources import resolve_model_source
         policy = load_policy("bench", resolve_model_source(REAL[shape]))
         policy.model.eval()
         return policy

@@ -64,7 +64,7 @@ def synthetic_samples(prompts: int, k: int, prompt_len: int, response_len: int, 
     import torch
 
     from teamrl.algorithms.advantages import group_normalized_advantages
-    from teamrl.rollout.engine import Generation
+    from teamrl.rollout.builtin_engine import Generation
     from teamrl.rollout.tree import Sample
     from teamrl.workflows.base import Outcome
 

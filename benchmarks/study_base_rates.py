@@ -22,8 +22,8 @@ from teamrl.study.protocol import Protocol
 from teamrl.study.rows import Row, study
 from teamrl.study.runner import base_rates, row_config, warm_base
 from teamrl.tasks.split_nav import offset_of
-from teamrl.training.build import build_policies, build_workflow
-from teamrl.training.evaluate import evaluate
+from teamrl.setup.team import build_policies, build_workflow
+from teamrl.rollout.evaluation import evaluate
 
 COMPOSITION = {"split_calc": calc_demos.composition, "split_nav": nav_demos.composition}
 

@@ -45,7 +45,7 @@ from teamrl.diagnostics.gradients import RoleGradients  # noqa: E402
 from teamrl.policies.loading import Policy  # noqa: E402
 from teamrl.policies.scoring import bf16_body, shared_prefix_logprobs  # noqa: E402
 from teamrl.policies.tiny_model import build_tiny_model  # noqa: E402
-from teamrl.training.build import build_policies, build_workflow  # noqa: E402
+from teamrl.setup.team import build_policies, build_workflow  # noqa: E402
 from teamrl.training.credit import assign_advantages, trainable  # noqa: E402
 from teamrl.training.loop import rollout_step  # noqa: E402
 from teamrl.training.micro_batches import layout_cells  # noqa: E402

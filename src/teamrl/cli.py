@@ -31,7 +31,7 @@ def _set_threads(config: RunConfig) -> None:
 
 
 def cmd_warmup(args: argparse.Namespace) -> int:
-    from teamrl.training.tiny_default import WarmupRecipe, warm_up
+    from teamrl.setup.tiny_default import WarmupRecipe, warm_up
 
     config = _load(args)
     _set_threads(config)
@@ -70,7 +70,7 @@ def cmd_quickstart(args: argparse.Namespace) -> int:
 
 
 def cmd_models(args: argparse.Namespace) -> int:
-    from teamrl.training.model_sources import CHECKPOINTS, install, installed
+    from teamrl.setup.model_sources import CHECKPOINTS, install, installed
 
     if args.action == "list":
         for checkpoint in CHECKPOINTS.values():
@@ -84,8 +84,8 @@ def cmd_models(args: argparse.Namespace) -> int:
 
 def cmd_eval(args: argparse.Namespace) -> int:
     from teamrl.rollout.agent_params import agent_sampling
-    from teamrl.training.build import build_policies, build_workflow, policies_from_checkpoint
-    from teamrl.training.evaluate import evaluate
+    from teamrl.setup.team import build_policies, build_workflow, policies_from_checkpoint
+    from teamrl.rollout.evaluation import evaluate
 
     config = _load(args)
     _set_threads(config)
@@ -131,7 +131,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_alerts(args: argparse.Namespace) -> int:
-    from teamrl.diagnostics.replay import replay_alerts
+    from teamrl.report.alert_replay import replay_alerts
 
     try:
         alerts = replay_alerts(Path(args.run_dir), args.overrides)

@@ -12,7 +12,7 @@ import torch
 from update_fixtures import policy_optimizer, synthetic_samples
 
 from teamrl.config import AlgorithmConfig
-from teamrl.rollout.engines import updates_noted
+from teamrl.rollout.sampler import updates_noted
 from teamrl.training.update import adamw, update_policy
 
 

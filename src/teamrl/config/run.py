@@ -59,7 +59,7 @@ class RunConfig:
             self.task_settings()
         except (KeyError, ValueError, TypeError) as err:
             raise ConfigError(f"task: {str(err).strip(chr(34))}") from err
-        from teamrl.workflows.registry import task_entry
+        from teamrl.config.tasks import task_entry
 
         entry = task_entry(self.task["name"])
         kinds = ("team", *(("single",) if entry.single else ()), *sorted(entry.workflows))
@@ -127,7 +127,7 @@ class RunConfig:
 
     def task_settings(self) -> Any:
         """The task section as the task's typed, validated settings object."""
-        from teamrl.workflows.registry import task_settings
+        from teamrl.config.tasks import task_settings
 
         return task_settings(self.task)
 

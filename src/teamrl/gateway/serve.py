@@ -16,7 +16,7 @@ from teamrl.gateway.batching import SamplingWorker
 from teamrl.gateway.server import AgentRoute, Gateway
 from teamrl.rollout.agent_params import agent_sampling
 from teamrl.rollout.tree import params_by_agent
-from teamrl.training.build import build_workflow, policies_from_checkpoint
+from teamrl.setup.team import build_workflow, policies_from_checkpoint
 
 
 def locate(path: Path) -> tuple[RunConfig, Path]:

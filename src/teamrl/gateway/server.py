@@ -33,7 +33,7 @@ from teamrl.gateway.openai_api import (ApiError, ChatRequest, completion_body, e
                                        plain_messages, stream_events)
 from teamrl.gateway.sessions import Call, EpisodeSession, SessionTable
 from teamrl.policies.loading import Policy
-from teamrl.rollout.engine import Generation, SamplingParams
+from teamrl.rollout.builtin_engine import Generation, SamplingParams
 
 log = logging.getLogger("teamrl.gateway")
 

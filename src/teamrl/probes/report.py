@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from teamrl.probes import CATALOGUES, ProbeRow, count, probe_task
-from teamrl.workflows.registry import TASKS
+from teamrl.config.tasks import TASKS
 
 
 def probed_tasks(names: list[str] | None) -> list[str]:

@@ -26,10 +26,10 @@ from teamrl.study import cells, flow_rows, hetero_rows, results_file, scale_rows
 from teamrl.study.protocol import Protocol, mean_pass_at_k
 from teamrl.study.rows import FROZEN_LR, ROWS, Row, Study
 from teamrl.study.sft_row import sft_row
-from teamrl.training.build import build_policies, build_workflow, policies_from_checkpoint
-from teamrl.training.evaluate import evaluate
+from teamrl.setup.team import build_policies, build_workflow, policies_from_checkpoint
+from teamrl.rollout.evaluation import evaluate
 from teamrl.training.loop import train
-from teamrl.training.tiny_default import WarmupRecipe, warm_up
+from teamrl.setup.tiny_default import WarmupRecipe, warm_up
 from teamrl.workflows.base import role_names
 
 Log = Callable[[str], None]

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from teamrl.training.build import build_workflow
+from teamrl.setup.team import build_workflow
 from teamrl.training.offline_sft import OfflineSFT, offline_sft
 from teamrl.training.transcript_file import write_transcripts
 from teamrl.training.transcript_sources import scripted_transcripts

@@ -15,7 +15,7 @@ from teamrl.diagnostics.gradients import RoleGradients
 from teamrl.policies.loading import Policy
 from teamrl.policies.lora import AdaptersDisabled, adapter_parameters
 from teamrl.policies.scoring import bf16_body, shared_prefix_logprobs
-from teamrl.rollout.engines import note_update
+from teamrl.rollout.sampler import note_update
 from teamrl.rollout.tree import Sample
 from teamrl.training.data_parallel import GradSync
 from teamrl.training.memory import PeakMemory

@@ -27,9 +27,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from teamrl.workflows.base import Agent, Outcome
-from teamrl.workflows.study_common import (StudyWorkflow, answer_outcome, chat_answers, clean, compact_answers,
+from teamrl.workflows.flow_common import (FlowWorkflow, answer_outcome, chat_answers, clean, compact_answers,
                                            compact_tag, format_terms, parse_choice)
-from teamrl.workflows.study_domains import Answer, Domain
+from teamrl.workflows.flow_domains import Answer, Domain
 
 CHAT = {
     "generator": "You are one of {n} independent solvers. Solve the problem on your own.",
@@ -51,7 +51,7 @@ class VotingState:
     done: bool = False
 
 
-class VotingWorkflow(StudyWorkflow):
+class VotingWorkflow(FlowWorkflow):
     """n generators (one role), then one aggregator that picks an answer."""
 
     def __init__(self, domain: Domain, max_turns: int = 1, prompt_style: str = "compact",

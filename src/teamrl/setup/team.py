@@ -11,13 +11,13 @@ from teamrl.policies.assemble import load_policies
 from teamrl.policies.loading import Policy, check_device, check_model_source
 from teamrl.policies.mapping import agent_policy_mapping
 from teamrl.policies.storage import load_policy_weights
-from teamrl.rollout.engines import serve_with_vllm
+from teamrl.rollout.engine_routing import serve_with_vllm
 from teamrl.training.checkpoint import MARKER
-from teamrl.training.model_sources import check_named_source, is_gguf_path, named_checkpoint, resolve_model_source
-from teamrl.training.real_model_checks import warn_about_settings
-from teamrl.training.tiny_default import WarmupRecipe, warm_up
+from teamrl.setup.model_sources import check_named_source, is_gguf_path, named_checkpoint, resolve_model_source
+from teamrl.setup.real_model_checks import warn_about_settings
+from teamrl.setup.tiny_default import WarmupRecipe, warm_up
 from teamrl.workflows.base import Workflow
-from teamrl.workflows.registry import task_entry
+from teamrl.config.tasks import task_entry
 
 TINY_DEFAULT = "tiny-default"
 
@@ -83,7 +83,7 @@ def build_policies(config: RunConfig, workflow: Workflow, model_path: str | None
 
     training: whether they are about to be trained (else sampling-only settings are not warned about).
     Returns (policies by name, agent name -> policy name). With rollout.engine: vllm they are served by
-    vLLM engines (`teamrl.rollout.engines`); `teamrl.rollout.engines.release` closes them.
+    vLLM engines (`teamrl.rollout.engine_routing`); `teamrl.rollout.engine_routing.release` closes them.
     """
     mapping = agent_mapping(config, workflow)
     policies = load_policies(policy_settings(config, mapping, model_path))
