@@ -28,7 +28,7 @@ from pathlib import Path
 import torch
 
 from teamrl.config import RunConfig, load_config
-from teamrl.study.runner import base_rates
+from teamrl.study.seed_run import base_rates
 from teamrl.setup.model_sources import is_named_base_model
 from teamrl.setup.real_model_checks import base_model_settings
 

@@ -94,7 +94,7 @@ def rank_main(rank: int, world: int, port: int, payload: str, shard: str, recomp
 
     from teamrl.config import AlgorithmConfig
     from teamrl.policies.loading import enable_activation_checkpointing
-    from teamrl.training.backends import UpdateSettings
+    from teamrl.training.backends.base import UpdateSettings
     from teamrl.training.backends.memory import peak_rss_mb
     from teamrl.training.backends.worker import PolicyWorker
 

@@ -159,7 +159,7 @@ def time_sampling(sample_fn, policy, shape: Shape, device: str, seed: int) -> fl
 def at_grpo_steps(policy, shape: Shape, report: Report, label: str, device: str) -> list[float]:
     """`shape.steps` AT-GRPO steps of the toy team on `policy`; returns each step's mean reward."""
     from teamrl.config import AlgorithmConfig, PolicyConfig, TrainConfig
-    from teamrl.rollout import engine_routing, sampler
+    from teamrl.rollout import sampler
     from teamrl.rollout.builtin_engine import SamplingParams
     from teamrl.rollout.logprob_gap import gap_metrics
     from teamrl.rollout.tree import RewardWeights, run_episodes

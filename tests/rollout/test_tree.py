@@ -107,7 +107,7 @@ def test_parallel_agents_on_one_policy_share_one_sample_call(monkeypatch):
         calls.append((len(prompts), params))
         return real(policy, prompts, k, params, generator)
 
-    monkeypatch.setattr(engines, "sample", counting)
+    monkeypatch.setattr(engine_routing, "sample", counting)
     par = ToyWorkflow(parallel=True, max_turns=2)
     samples, _ = _rollout(par, k=3, instances=(0, 1))
     assert calls == [(4, PARAMS), (4, PARAMS)]  # 2 agents x 2 episodes, one call per turn

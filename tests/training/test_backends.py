@@ -12,7 +12,8 @@ from update_fixtures import lora_optimizers, policy_optimizer, synthetic_samples
 
 from teamrl.config import AlgorithmConfig, ConfigError, TrainerConfig, load_config
 from teamrl.diagnostics.session import TrackerFactory
-from teamrl.training.backends import UpdateSettings, make_backend, update_seeds
+from teamrl.training.backends import make_backend
+from teamrl.training.backends.base import UpdateSettings, update_seeds
 from teamrl.training.backends.ray_backend import network_groups
 
 ray = pytest.importorskip("ray", reason="the Ray backend tests need Ray: pip install 'teamrl[ray]'")

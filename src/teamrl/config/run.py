@@ -95,7 +95,7 @@ class RunConfig:
         check_mitigations(self.algorithm)
         check_sharding(self.trainer, self.algorithm)
         check_diagnostics(self.diagnostics)
-        from teamrl.training.trackers.registry import resolve_report_to
+        from teamrl.config.report_to import resolve_report_to
 
         resolve_report_to(self.report_to)  # unknown names and missing packages fail here, not mid-run
         check(bool(self.project) and isinstance(self.project, str), "project", self.project, "a non-empty name")

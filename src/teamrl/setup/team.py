@@ -10,9 +10,8 @@ from teamrl.config import ConfigError, PolicyConfig, RunConfig
 from teamrl.policies.assemble import load_policies
 from teamrl.policies.loading import Policy, check_device, check_model_source
 from teamrl.policies.mapping import agent_policy_mapping
-from teamrl.policies.storage import load_policy_weights
+from teamrl.policies.storage import CHECKPOINT_MARKER, load_policy_weights
 from teamrl.rollout.engine_routing import serve_with_vllm
-from teamrl.training.checkpoint import MARKER
 from teamrl.setup.model_sources import check_named_source, is_gguf_path, named_checkpoint, resolve_model_source
 from teamrl.setup.real_model_checks import warn_about_settings
 from teamrl.setup.tiny_default import WarmupRecipe, warm_up
@@ -137,7 +136,7 @@ def _refuse_run_directory(folder: Path) -> None:
         root = folder
     else:
         return
-    tags = sorted(p.name for p in root.iterdir() if (p / MARKER).is_file())
+    tags = sorted(p.name for p in root.iterdir() if (p / CHECKPOINT_MARKER).is_file())
     suggestion = root / "final" if "final" in tags else (root / tags[-1] if tags else None)
     found = f"its checkpoints: {', '.join(tags)}" if tags else "it holds no complete checkpoint yet"
     hint = f"; use --checkpoint {suggestion}" if suggestion else ""

@@ -37,7 +37,7 @@ from teamrl.workflows.base import Workflow
 
 if TYPE_CHECKING:  # the runner imports this module: a run-time import back would be circular
     from teamrl.study.rows import Row
-    from teamrl.study.runner import SeedRun
+    from teamrl.study.seed_run import SeedRun
 
 Oracle = Callable[[str, Any, random.Random], str]
 """(agent, state, rng) -> a correct answer of that agent."""

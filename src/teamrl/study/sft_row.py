@@ -23,7 +23,7 @@ from teamrl.training.transcript_sources import scripted_transcripts
 
 if TYPE_CHECKING:
     from teamrl.study.rows import Row
-    from teamrl.study.runner import SeedRun
+    from teamrl.study.seed_run import SeedRun
 
 SFT_LR = 1e-3
 """The row's peak SFT learning rate (`teamrl sft`'s default)."""

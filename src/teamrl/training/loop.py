@@ -24,7 +24,8 @@ from teamrl.rollout.agent_params import agent_sampling, check_context
 from teamrl.rollout.sampler import release as release_engines, served_by
 from teamrl.rollout.logprob_gap import gap_metrics
 from teamrl.rollout.tree import Episode, RewardWeights, Sample, run_episodes
-from teamrl.training.backends import UpdateSettings, make_backend
+from teamrl.training.backends import make_backend
+from teamrl.training.backends.base import UpdateSettings
 from teamrl.training.backends.rollout_workers import RolloutPool
 from teamrl.training.best_weights import BestWeights
 from teamrl.setup.team import build_policies, build_workflow
