@@ -84,8 +84,8 @@ def cmd_models(args: argparse.Namespace) -> int:
 
 def cmd_eval(args: argparse.Namespace) -> int:
     from teamrl.rollout.agent_params import agent_sampling
-    from teamrl.setup.team import build_policies, build_workflow, policies_from_checkpoint
     from teamrl.rollout.evaluation import evaluate
+    from teamrl.setup.team import build_policies, build_workflow, policies_from_checkpoint
 
     config = _load(args)
     _set_threads(config)

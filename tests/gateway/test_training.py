@@ -69,7 +69,7 @@ def test_serve_answers_with_the_trained_per_role_policies(model_dir, tmp_path, m
     assert build_parser().parse_args(["serve", str(run), "--port", "0"]).func.__name__ == "cmd_serve"
     used = []
     original = engine_routing.sample
-    monkeypatch.setattr(batching.engines, "sample", lambda p, prompts, n, params, g: used.append(
+    monkeypatch.setattr(batching.engine_routing, "sample", lambda p, prompts, n, params, g: used.append(
         (p.name, params.temperature)) or original(p, prompts, n, params, g))
     gateway = serve_run(run / "checkpoints" / "final")
     try:

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from teamrl.config import ConfigError, PolicyConfig, RunConfig
+from teamrl.config.tasks import task_entry
 from teamrl.policies.assemble import load_policies
 from teamrl.policies.loading import Policy, check_device, check_model_source
 from teamrl.policies.mapping import agent_policy_mapping
@@ -16,7 +17,6 @@ from teamrl.setup.model_sources import check_named_source, is_gguf_path, named_c
 from teamrl.setup.real_model_checks import warn_about_settings
 from teamrl.setup.tiny_default import WarmupRecipe, warm_up
 from teamrl.workflows.base import Workflow
-from teamrl.config.tasks import task_entry
 
 TINY_DEFAULT = "tiny-default"
 

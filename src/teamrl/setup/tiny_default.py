@@ -12,20 +12,20 @@ import collections
 import json
 import os
 import time
-from dataclasses import asdict, dataclass
 from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from tqdm import tqdm
 
+from teamrl.config.tasks import task_entry, task_settings
+from teamrl.demos.plan_path import TrustedRunner
 from teamrl.policies.loading import Policy
 from teamrl.policies.tiny_model import build_char_tokenizer, build_tiny_model
 from teamrl.setup.cache_folder import publish
 from teamrl.setup.recipe_digest import recipe_digest, task_modules
 from teamrl.setup.sft import Demo, SFTSettings, supervised_finetune
-from teamrl.demos.plan_path import TrustedRunner
-from teamrl.config.tasks import task_entry, task_settings
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from teamrl.config.tasks import task_entry, task_settings
 from teamrl.demos.plan_path import TrustedRunner
 from teamrl.policies.loading import Policy
 from teamrl.policies.tiny_variants import build_bpe_tokenizer, build_tiny_qwen2
@@ -28,7 +29,6 @@ from teamrl.setup.recipe_digest import recipe_digest, task_modules
 from teamrl.setup.sft import Demo, SFTSettings, supervised_finetune
 from teamrl.setup.tiny_default import HELDOUT_SEED, cache_root, progress_bar
 from teamrl.workflows.base import Workflow
-from teamrl.config.tasks import task_entry, task_settings
 
 Triple = tuple[str, str, str]  # (agent, prompt, response)
 

@@ -27,12 +27,12 @@ from typing import TYPE_CHECKING, Any
 
 from teamrl.policies.mapping import preset_mapping
 from teamrl.rollout.agent_params import agent_sampling
+from teamrl.rollout.evaluation import evaluate
+from teamrl.setup.team import build_workflow
+from teamrl.setup.tiny_default import WarmupRecipe, warm_up
 from teamrl.study.protocol import summarize
 from teamrl.study.seed_run import curve, test_policies
-from teamrl.setup.team import build_workflow
-from teamrl.rollout.evaluation import evaluate
 from teamrl.training.loop import train
-from teamrl.setup.tiny_default import WarmupRecipe, warm_up
 from teamrl.workflows.base import Workflow
 
 if TYPE_CHECKING:

@@ -30,8 +30,8 @@ from teamrl.policies.chat_encoding import PLAIN_TRANSCRIPT_STOP
 from teamrl.policies.loading import Policy, load_policy, load_tokenizer
 from teamrl.rollout.agent_params import agent_sampling
 from teamrl.rollout.builtin_engine import SamplingParams, sample
-from teamrl.setup.team import build_workflow
 from teamrl.setup.model_sources import resolve_model_source
+from teamrl.setup.team import build_workflow
 from teamrl.setup.variant_warmup import VariantRecipe, warm_up_variant
 from teamrl.workflows.base import Workflow
 

@@ -20,12 +20,12 @@ from typing import Any
 from teamrl.config import ConfigError, RunConfig, load_config
 from teamrl.policies.loading import Policy
 from teamrl.rollout.agent_params import agent_sampling
+from teamrl.rollout.evaluation import evaluate
+from teamrl.setup.team import build_policies, build_workflow, policies_from_checkpoint
+from teamrl.setup.tiny_default import WarmupRecipe, warm_up
 from teamrl.study.protocol import Protocol, mean_pass_at_k
 from teamrl.study.rows import FROZEN_LR, Row, Study
-from teamrl.setup.team import build_policies, build_workflow, policies_from_checkpoint
-from teamrl.rollout.evaluation import evaluate
 from teamrl.training.loop import train
-from teamrl.setup.tiny_default import WarmupRecipe, warm_up
 from teamrl.workflows.base import role_names
 
 Log = Callable[[str], None]

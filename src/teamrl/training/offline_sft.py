@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from teamrl.config import ConfigError, RunConfig
+from teamrl.setup.sft import Demo, SFTSettings, heldout_loss, supervised_finetune
 from teamrl.setup.team import build_policies, build_workflow
 from teamrl.training.run_dir import RunDirectory, RunLock, default_run_name, refuse_existing_run
-from teamrl.setup.sft import Demo, SFTSettings, heldout_loss, supervised_finetune
 from teamrl.training.transcript_file import TurnRecord
 from teamrl.workflows.base import Workflow
 

@@ -16,7 +16,7 @@ Rewards (trained reward = team_weight * team + local_weight * local; b = format_
     debater:  team  = the verifier's score of its answer this round
               local = +b for an explicit answer, else -b
 
-Terms: see `study_common` (format_ok, format, score, correct). Success (held-out metric): the
+Terms: see `flow_common` (format_ok, format, score, correct). Success (held-out metric): the
 final answer is correct.
 """
 

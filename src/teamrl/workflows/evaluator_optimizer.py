@@ -16,7 +16,7 @@ Rewards (trained reward = team_weight * team + local_weight * local; b = format_
                 wrong one; 0 otherwise, or with no verdict
                 local = +b if it gave a verdict, else -b
 
-Terms: see `study_common` (format_ok, format, score, correct for the generator; verdict_correct for
+Terms: see `flow_common` (format_ok, format, score, correct for the generator; verdict_correct for
 the evaluator). A missing verdict counts as Incorrect (the generator tries again). Success
 (held-out metric): the generator's last answer is correct, accepted or not.
 """

@@ -12,8 +12,8 @@ from typing import Any
 from teamrl.workflows.base import Workflow
 from teamrl.workflows.debate import DebateWorkflow
 from teamrl.workflows.evaluator_optimizer import EvaluatorOptimizerWorkflow
-from teamrl.workflows.orchestrator_workers import OrchestratorWorkersWorkflow
 from teamrl.workflows.flow_domains import flow_domain
+from teamrl.workflows.orchestrator_workers import OrchestratorWorkersWorkflow
 from teamrl.workflows.voting import VotingWorkflow
 
 

@@ -17,7 +17,7 @@ Rewards (trained reward = team_weight * team + local_weight * local; b = format_
     worker:        team  = score of its own answer;  local = +b for an explicit answer, else -b
     synthesizer:   team  = score of the final answer; local = +b for an explicit answer, else -b
 
-Terms: see `study_common` (format_ok and format for all; score and correct for workers and the
+Terms: see `flow_common` (format_ok and format for all; score and correct for workers and the
 synthesizer; any_correct for the synthesizer). Success (held-out metric): the final answer is correct.
 """
 

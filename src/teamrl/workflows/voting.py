@@ -17,7 +17,7 @@ Rewards (trained reward = team_weight * team + local_weight * local; b = format_
 Rewards are immediate (AT-GRPO scores each candidate when it is applied), so a generator cannot be
 credited with the vote's outcome, which does not exist yet; `algorithm.grouping: trajectory` gives
 every agent of an episode the same advantage, computed from the episode's return (the paper's
-"every role gets the outcome reward"). Terms: see `study_common` (format_ok, format, score,
+"every role gets the outcome reward"). Terms: see `flow_common` (format_ok, format, score,
 correct, any_correct). Success (held-out metric): the picked answer is correct.
 """
 
