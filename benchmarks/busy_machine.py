@@ -30,7 +30,7 @@ from teamrl.config import load_config
 from teamrl.setup.team import build_policies, build_workflow
 from teamrl.training.credit import assign_advantages, trainable
 from teamrl.training.loop import rollout_step
-from teamrl.training.threads import ThreadGovernor, usable_cores
+from teamrl.setup.threads import ThreadGovernor, usable_cores
 from teamrl.training.update import make_optimizer, update_policy
 
 CONFIG = Path(__file__).resolve().parents[1] / "src" / "teamrl" / "configs" / "plan_path_team.yaml"

@@ -47,6 +47,12 @@ class Graph:
     files: dict[str, Path]
     edges: dict[str, frozenset[str]]
 
+    def module_of(self, name: str) -> str | None:
+        """The module that defines `name` (`teamrl.a.b.func` -> `teamrl.a.b`), None outside teamrl."""
+        while name and name not in self.files:
+            name = name.rpartition(".")[0]
+        return name or None
+
     def closure(self, start: str) -> set[str]:
         """Every module `start` imports, directly or through others (itself excluded)."""
         seen, todo = set(), [start]
@@ -66,13 +72,7 @@ def module_name(path: Path, source: Path) -> str:
 
 def load_graph(source: Path = SOURCE) -> Graph:
     files = {module_name(p, source): p for p in sorted(source.rglob("*.py"))}
-
-    def known(name: str) -> str | None:
-        """The module that defines `name` (`teamrl.a.b.func` -> `teamrl.a.b`)."""
-        while name and name not in files:
-            name = name.rpartition(".")[0]
-        return name or None
-
+    known = Graph(files, {}).module_of
     edges: dict[str, frozenset[str]] = {}
     for name, path in files.items():
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]

@@ -3,6 +3,7 @@ and serving, replaying or probing a team loads no part of the training loop."""
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import json
 import os
@@ -70,6 +71,36 @@ def test_every_folder_has_a_layer(graph):
 def test_team_users_import_nothing_of_training(graph, user):
     reached = sorted(m for m in graph.closure(user) if import_graph.folder(m) == "training")
     assert reached == [], f"{user} reaches training/ through {reached}"
+
+
+# `teamrl` commands that use a team without training it, and what each may not reach.
+TEAM_COMMANDS = ("cmd_eval", "cmd_serve", "cmd_alerts", "cmd_probe", "_set_threads")
+
+
+def _imports_in_function(graph, path: Path, function: str) -> set[str]:
+    """The teamrl modules the body of `function` in `path` imports."""
+    tree = ast.parse(path.read_text())
+    body = next(node for node in ast.walk(tree) if isinstance(node, ast.FunctionDef) and node.name == function)
+    found = set()
+    for node in ast.walk(body):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("teamrl"):
+            for alias in node.names:
+                found.add(graph.module_of(f"{node.module}.{alias.name}"))
+        elif isinstance(node, ast.Import):
+            found.update(graph.module_of(alias.name) for alias in node.names if alias.name.startswith("teamrl"))
+    return {m for m in found if m}
+
+
+@pytest.mark.parametrize("command", TEAM_COMMANDS)
+def test_team_commands_import_nothing_of_training(graph, command):
+    """`teamrl eval`, `serve`, `alerts` and `probe` (function-level imports of cli.py) stay out of training/."""
+    direct = _imports_in_function(graph, ROOT / "src" / "teamrl" / "cli.py", command)
+    assert direct, f"cli.{command} imports no teamrl module: is it still the command's function?"
+    reached = set(direct)
+    for module in direct:
+        reached |= graph.closure(module)
+    training = sorted(m for m in reached if import_graph.folder(m) == "training")
+    assert training == [], f"cli.{command} reaches training/ through {training}"
 
 
 def test_serving_replaying_and_probing_load_no_training_loop():

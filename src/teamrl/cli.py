@@ -25,7 +25,7 @@ def _load(args: argparse.Namespace) -> RunConfig:
 
 def _set_threads(config: RunConfig) -> None:
     """torch's thread count from train.threads (the training loop re-decides `auto` every step itself)."""
-    from teamrl.training.threads import set_threads
+    from teamrl.setup.threads import set_threads
 
     set_threads(config.train.threads)
 

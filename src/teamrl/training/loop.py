@@ -35,7 +35,7 @@ from teamrl.rollout.evaluation import evaluate
 from teamrl.training.freed_memory import keep_freed_memory
 from teamrl.training.resume import LoopState, TrackerStates, restore_training_state, save_training_state
 from teamrl.training.run_dir import RunDirectory, TrainingInterrupted, claim_run
-from teamrl.training.threads import ThreadGovernor
+from teamrl.setup.threads import ThreadGovernor
 from teamrl.training.update import make_optimizer
 from teamrl.workflows.base import Workflow
 

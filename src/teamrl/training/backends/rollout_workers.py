@@ -27,7 +27,7 @@ from teamrl.policies.loading import Policy
 from teamrl.rollout.builtin_engine import SamplingParams
 from teamrl.rollout.tree import Episode, RewardWeights, Sample, run_episodes
 from teamrl.training.backends.worker import load_weights, pack, trained_weights, unpack
-from teamrl.training.threads import set_threads
+from teamrl.setup.threads import set_threads
 from teamrl.training.update import PolicyOptimizer
 
 # (samples, episodes, generator state, random.Random state) of one shard.
