@@ -131,3 +131,11 @@ def test_the_graph_sees_function_level_and_relative_imports(tmp_path):
     assert import_graph.circles(graph) == [["teamrl.rollout.a", "teamrl.rollout.b"]]
     assert import_graph.upward_imports(graph) == [("teamrl.rollout.c", "teamrl.training.loop")]
     assert graph.closure("teamrl.training.loop") == {"teamrl.rollout.a", "teamrl.rollout.b"}
+
+
+def test_every_package_folder_is_a_regular_package():
+    """setuptools' find_packages skips a folder without __init__.py: its modules would not be installed."""
+    source = ROOT / "src" / "teamrl"
+    missing = sorted(str(p.parent.relative_to(source)) for p in source.rglob("*.py")
+                     if not (p.parent / "__init__.py").is_file())
+    assert missing == [], f"folders with modules but no __init__.py: {sorted(set(missing))}"
