@@ -37,10 +37,10 @@ from teamrl.policies.cpu_linear import onednn_available
 from teamrl.policies.loading import Policy, load_policy
 from teamrl.policies.lora import attach_adapters
 from teamrl.policies.scoring import bf16_body, shared_prefix_logprobs
-from teamrl.rollout.engine import SamplingParams, sample
+from teamrl.rollout.builtin_engine import SamplingParams, sample
 from teamrl.rollout.tree import Sample
 from teamrl.training.freed_memory import keep_freed_memory
-from teamrl.training.model_sources import resolve_model_source
+from teamrl.setup.model_sources import resolve_model_source
 from teamrl.training.update import _part_loss
 from teamrl.workflows.base import Outcome
 

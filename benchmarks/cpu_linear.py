@@ -33,8 +33,8 @@ from teamrl.policies.cpu_linear import OneDnnLinear, onednn_available, resolve_c
 from teamrl.policies.loading import Policy, load_policy
 from teamrl.policies.lora import attach_adapters
 from teamrl.policies.scoring import shared_prefix_logprobs
-from teamrl.rollout.engine import SamplingParams, sample
-from teamrl.training.model_sources import resolve_model_source
+from teamrl.rollout.builtin_engine import SamplingParams, sample
+from teamrl.setup.model_sources import resolve_model_source
 
 SETTINGS = ("torch", "onednn")
 

@@ -26,7 +26,7 @@ import torch
 
 from teamrl.config import load_config
 from teamrl.diagnostics.session import RunDiagnostics
-from teamrl.training.build import build_policies, build_workflow
+from teamrl.setup.team import build_policies, build_workflow
 from teamrl.training.credit import assign_advantages, trainable
 from teamrl.training.loop import rollout_metrics, rollout_step
 from teamrl.training.update import make_optimizer, update_policy

@@ -33,7 +33,7 @@ def child(setting: str, args: argparse.Namespace) -> None:
     from teamrl.config import AlgorithmConfig
     from teamrl.policies.loading import load_policy
     from teamrl.training.freed_memory import keep_freed_memory
-    from teamrl.training.model_sources import resolve_model_source
+    from teamrl.setup.model_sources import resolve_model_source
 
     applied = keep_freed_memory() if setting == "keep" else False
     torch.set_num_threads(1)

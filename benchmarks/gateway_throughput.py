@@ -53,9 +53,9 @@ from teamrl.gateway.program import ProgramWorkflow
 from teamrl.gateway.runs import load_callable
 from teamrl.policies.loading import Policy
 from teamrl.rollout.agent_params import agent_sampling
-from teamrl.rollout.engine import SamplingParams
+from teamrl.rollout.builtin_engine import SamplingParams
 from teamrl.rollout.tree import RewardWeights, Sample, run_episodes
-from teamrl.training.build import build_policies, build_workflow
+from teamrl.setup.team import build_policies, build_workflow
 from teamrl.workflows.base import Agent, Outcome
 from benchmarks.harness import add_out_argument, write_result
 

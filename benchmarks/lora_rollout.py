@@ -26,8 +26,8 @@ from teamrl.config import LoraConfig
 from teamrl.policies.loading import Policy, load_policy
 from teamrl.policies.lora import attach_adapters
 from teamrl.rollout import decoding
-from teamrl.rollout.engine import SamplingParams, sample, sample_together
-from teamrl.training.model_sources import resolve_model_source
+from teamrl.rollout.builtin_engine import SamplingParams, sample, sample_together
+from teamrl.setup.model_sources import resolve_model_source
 from benchmarks.harness import add_out_argument, write_result
 
 QUESTIONS = ["What is 12 - 5 + 3?", "What is 7 * 8?", "Compute 45 + 19 - 7.", "What is 9 + 6 * 2?",

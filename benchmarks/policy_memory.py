@@ -41,9 +41,9 @@ def child(args: argparse.Namespace) -> None:
     import torch
 
     from teamrl.config import AlgorithmConfig, load_config
-    from teamrl.rollout.engine import SamplingParams, sample
+    from teamrl.rollout.builtin_engine import SamplingParams, sample
     from teamrl.rollout.tree import Sample
-    from teamrl.training.build import build_policies
+    from teamrl.setup.team import build_policies
     from teamrl.training.update import make_optimizer, update_policy
     from teamrl.workflows.base import Agent, Outcome
 

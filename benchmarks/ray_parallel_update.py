@@ -26,9 +26,10 @@ from benchmarks.harness import Lines, add_out_argument
 from teamrl.config import AlgorithmConfig, TrainerConfig
 from teamrl.policies.loading import Policy
 from teamrl.policies.tiny_model import build_char_tokenizer, build_tiny_model
-from teamrl.rollout.engine import Generation
+from teamrl.rollout.builtin_engine import Generation
 from teamrl.rollout.tree import Sample
-from teamrl.training.backends import UpdateSettings, make_backend
+from teamrl.training.backends import make_backend
+from teamrl.training.backends.base import UpdateSettings
 from teamrl.training.update import PolicyOptimizer
 from teamrl.workflows.base import Outcome
 

@@ -28,8 +28,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from teamrl.training.model_sources import is_named_base_model
-from teamrl.training.real_model_checks import base_model_settings
+from teamrl.setup.model_sources import is_named_base_model
+from teamrl.setup.real_model_checks import base_model_settings
 from benchmarks.harness import default_out
 
 ROOT = Path(__file__).resolve().parents[1]

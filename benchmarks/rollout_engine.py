@@ -41,7 +41,7 @@ from benchmarks.matmul_peak import measure_matmul_peak, share_of_peak
 from teamrl.policies.cpu_linear import onednn_available
 from teamrl.policies.loading import Policy
 from teamrl.policies.tiny_model import build_char_tokenizer, build_tiny_model
-from teamrl.rollout.engine import SamplingParams, sample
+from teamrl.rollout.builtin_engine import SamplingParams, sample
 from teamrl.rollout.lean_decode import lean_unsupported
 from teamrl.tasks.plan_path import PlanPathConfig
 from teamrl.workflows.plan_path_team import PlanPathWorkflow
@@ -143,7 +143,7 @@ def bench_policy(shape: str) -> Policy:
     """The tiny-family model of `shape` (random weights, character vocabulary) or the real model it names."""
     if shape in REAL:
         from teamrl.policies.loading import load_policy
-        from teamrl.training.model_sources import resolve_model_source
+        from teamrl.setup.model_sources import resolve_model_source
         policy = load_policy("bench", resolve_model_source(REAL[shape]))
         policy.model.eval()
         return policy

@@ -65,7 +65,7 @@ def synthetic_samples(prompts: int, k: int, prompt_len: int, response_len: int, 
     import torch
 
     from teamrl.algorithms.advantages import group_normalized_advantages
-    from teamrl.rollout.engine import Generation
+    from teamrl.rollout.builtin_engine import Generation
     from teamrl.rollout.tree import Sample
     from teamrl.workflows.base import Outcome
 
@@ -95,7 +95,7 @@ def rank_main(rank: int, world: int, port: int, payload: str, shard: str, recomp
 
     from teamrl.config import AlgorithmConfig
     from teamrl.policies.loading import enable_activation_checkpointing
-    from teamrl.training.backends import UpdateSettings
+    from teamrl.training.backends.base import UpdateSettings
     from teamrl.training.backends.memory import peak_rss_mb
     from teamrl.training.backends.worker import PolicyWorker
 

@@ -5,7 +5,7 @@ study's prompts (the scale study's calc_flows chat prompts, whose checking roles
     python -m benchmarks run shared_prefix --out benchmarks/results/shared_prefix/unknown-host/shared_prefix.txt
 
 What is sampled: `--instances` held-out instances of each calls of an evaluation (one sample per agent,
-as `teamrl.training.evaluate` draws them): voting's three generators (one policy, the same prompt each),
+as `teamrl.rollout.evaluation` draws them): voting's three generators (one policy, the same prompt each),
 then its aggregator (after three scripted answers), and the evaluator-optimizer's first optimizer turn.
 Each call is sampled three ways (`SIDES`): as the engine does now (a prefix of 16 tokens or more that
 all prompts share is prefilled once, and a prompt that appears several times is prefilled once); with
@@ -39,10 +39,10 @@ from teamrl.policies.lora import attach_adapters
 from teamrl.policies.scoring import shared_prefix_logprobs
 from teamrl.rollout import lean_decode
 from teamrl.rollout.decoding import open_decoder
-from teamrl.rollout.engine import SamplingParams, sample
+from teamrl.rollout.builtin_engine import SamplingParams, sample
 from teamrl.policies.scoring import left_pad
-from teamrl.training.build import build_workflow
-from teamrl.training.model_sources import resolve_model_source
+from teamrl.setup.team import build_workflow
+from teamrl.setup.model_sources import resolve_model_source
 from benchmarks.harness import add_out_argument, write_result
 
 CONFIG = "src/teamrl/configs/calc_flows.yaml"

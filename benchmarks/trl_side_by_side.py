@@ -178,7 +178,7 @@ def worker_trl(setup: Setup, out: Path) -> None:
     import trl
     from datasets import Dataset
     from teamrl.config import load_config
-    from teamrl.training.build import build_workflow
+    from teamrl.setup.team import build_workflow
     from benchmarks.teamrl_steps import tree_cpu_seconds
     from transformers import AutoTokenizer, TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
@@ -329,7 +329,7 @@ def run_prompts(setup: Setup, workflow=None) -> list[str]:
     """The single agent's prompts of every step of the run: train instances 0 .. steps*P - 1."""
     if workflow is None:
         from teamrl.config import load_config
-        from teamrl.training.build import build_workflow
+        from teamrl.setup.team import build_workflow
 
         workflow = build_workflow(load_config(None, teamrl_overrides(setup, team=False)))
     count = setup.prompts * (setup.warmup_steps + setup.steps)

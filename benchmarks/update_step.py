@@ -43,7 +43,7 @@ from teamrl.diagnostics.gradients import RoleGradients
 from teamrl.policies.loading import Policy
 from teamrl.policies.scoring import bf16_body, shared_prefix_logprobs
 from teamrl.policies.tiny_model import build_tiny_model
-from teamrl.training.build import build_policies, build_workflow
+from teamrl.setup.team import build_policies, build_workflow
 from teamrl.training.credit import assign_advantages, trainable
 from teamrl.training.loop import rollout_step
 from teamrl.training.micro_batches import layout_cells

@@ -27,8 +27,8 @@ from benchmarks.rollout_engine import plan_path_prompts, time_generate
 
 from teamrl.policies.loading import Policy
 from teamrl.policies.tiny_model import build_char_tokenizer, build_tiny_model
-from teamrl.rollout import engine as builtin
-from teamrl.rollout.engine import SamplingParams
+from teamrl.rollout import builtin_engine as builtin
+from teamrl.rollout.builtin_engine import SamplingParams
 
 # name -> (tiny-model builder arguments, prompts, K, new tokens): the tiny default at the paper's
 # batch shape; the 90M model at a smaller batch that one CPU thread samples in seconds.
@@ -42,7 +42,7 @@ MODELS = {
 def build_policy(size: dict | str, dtype: torch.dtype) -> Policy:
     if isinstance(size, str):
         from teamrl.policies.loading import load_policy
-        from teamrl.training.model_sources import resolve_model_source
+        from teamrl.setup.model_sources import resolve_model_source
         policy = load_policy("bench", resolve_model_source(size), dtype=str(dtype).removeprefix("torch."))
         policy.model.eval()
         return policy

@@ -31,10 +31,10 @@ from teamrl.config import load_config
 from teamrl.policies.loading import Policy
 from teamrl.policies.tiny_model import build_char_tokenizer
 from teamrl.rollout.agent_params import agent_sampling
-from teamrl.training.build import build_policies, build_workflow
-from teamrl.training.evaluate import evaluate
-from teamrl.training.sft import heldout_loss
-from teamrl.training.tiny_default import WarmupRecipe, heldout_demos, warm_up
+from teamrl.setup.team import build_policies, build_workflow
+from teamrl.rollout.evaluation import evaluate
+from teamrl.setup.sft import heldout_loss
+from teamrl.setup.tiny_default import WarmupRecipe, heldout_demos, warm_up
 from benchmarks.harness import add_out_argument, write_result
 
 CONFIGS = Path(__file__).resolve().parents[1] / "src" / "teamrl" / "configs"

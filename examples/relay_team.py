@@ -15,7 +15,7 @@ import random
 from dataclasses import dataclass
 
 from teamrl.workflows.base import Agent, Outcome
-from teamrl.workflows.registry import register_task
+from teamrl.config.tasks import register_task
 
 
 @dataclass

@@ -7,7 +7,7 @@ from typing import Any
 
 from teamrl.tasks.math_data import MathProblem
 from teamrl.workflows.math_team import ProblemSplits
-from teamrl.workflows.study_domains import MathDomain
+from teamrl.workflows.flow_domains import MathDomain
 
 B = 0.1  # format bonus used throughout
 PROBLEMS = ProblemSplits([MathProblem("t0", "18-6+8", "20"), MathProblem("t1", "7*8", "56")],

@@ -6,7 +6,7 @@ import torch
 
 from teamrl.policies.loading import Policy
 from teamrl.policies.tiny_model import build_char_tokenizer, build_tiny_model
-from teamrl.rollout.engine import Generation
+from teamrl.rollout.builtin_engine import Generation
 from teamrl.rollout.tree import Sample
 from teamrl.training.update import PolicyOptimizer
 from teamrl.workflows.base import Outcome

@@ -27,13 +27,13 @@ from benchmarks.matmul_peak import measure_matmul_peak
 from benchmarks.harness import Lines, add_out_argument, spread
 from benchmarks.rollout_engine import plan_path_prompts
 
-import teamrl.rollout.engine as engine
+import teamrl.rollout.builtin_engine as engine
 import teamrl.rollout.lora_rows as lora_rows
 from teamrl.policies.cpu_linear import OneDnnLinear, _packs, layer_linear, packed_linear, packed_weight
 from teamrl.policies.loading import Policy, load_policy
-from teamrl.rollout.engine import SamplingParams, sample
+from teamrl.rollout.builtin_engine import SamplingParams, sample
 from teamrl.rollout.token_draw import draw_tokens
-from teamrl.training.model_sources import resolve_model_source
+from teamrl.setup.model_sources import resolve_model_source
 
 SETTINGS = ("before", "packed", "after")
 NEW_CHOOSE = engine._choose

@@ -44,7 +44,7 @@ def worker(model: str, repeats: int) -> dict[str, float]:
     from teamrl.config import AlgorithmConfig, LoraConfig
     from teamrl.policies.loading import Policy, load_policy
     from teamrl.policies.lora import attach_adapters
-    from teamrl.training.model_sources import resolve_model_source
+    from teamrl.setup.model_sources import resolve_model_source
 
     torch.set_num_threads(1)
     source = resolve_model_source(model)

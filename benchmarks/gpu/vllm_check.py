@@ -139,7 +139,7 @@ def synchronize(device: str) -> None:
 
 def time_sampling(sample_fn, policy, shape: Shape, device: str, seed: int) -> float:
     """Tokens/s of one rollout wave: one call per agent, `prompts` x K each (after one untimed wave)."""
-    from teamrl.rollout.engine import SamplingParams
+    from teamrl.rollout.builtin_engine import SamplingParams
 
     prompts = [policy.encode_prompt(f"agent {a}| task {i}: write many sevens >") for a in range(shape.agents)
                for i in range(shape.prompts)]
@@ -161,8 +161,8 @@ def time_sampling(sample_fn, policy, shape: Shape, device: str, seed: int) -> fl
 def at_grpo_steps(policy, shape: Shape, report: Report, label: str, device: str) -> list[float]:
     """`shape.steps` AT-GRPO steps of the toy team on `policy`; returns each step's mean reward."""
     from teamrl.config import AlgorithmConfig, PolicyConfig, TrainConfig
-    from teamrl.rollout import engines
-    from teamrl.rollout.engine import SamplingParams
+    from teamrl.rollout import sampler
+    from teamrl.rollout.builtin_engine import SamplingParams
     from teamrl.rollout.logprob_gap import gap_metrics
     from teamrl.rollout.tree import RewardWeights, run_episodes
     from teamrl.training.credit import assign_advantages, trainable
@@ -175,7 +175,7 @@ def at_grpo_steps(policy, shape: Shape, report: Report, label: str, device: str)
     for step in range(1, shape.steps + 1):
         synchronize(device)
         t0 = time.perf_counter()
-        engine = engines.served_by(policy)
+        engine = sampler.served_by(policy)
         synced = engine.sync(policy) if engine is not None else False  # timed apart from sampling
         synchronize(device)
         t_sync = time.perf_counter() - t0
@@ -200,8 +200,8 @@ def at_grpo_steps(policy, shape: Shape, report: Report, label: str, device: str)
 
 def check_size(size: str, shape: Shape, device: str, dtype: torch.dtype, kv_cache_gb: float, report: Report,
                deadline: float) -> None:
-    from teamrl.rollout import engine as builtin
-    from teamrl.rollout import engines
+    from teamrl.rollout import builtin_engine as builtin
+    from teamrl.rollout import engine_routing, sampler
 
     tokenizer = synthetic_tokenizer(shape.vocab)
     started = time.perf_counter()
@@ -216,10 +216,10 @@ def check_size(size: str, shape: Shape, device: str, dtype: torch.dtype, kv_cach
         report.add("  vLLM: skipped (time budget reached)")
         return
     started = time.perf_counter()
-    engines.serve_with_vllm({"p": policy}, kv_cache_gb)
+    engine_routing.serve_with_vllm({"p": policy}, kv_cache_gb)
     report.add(f"  vLLM engine start-up (weights pushed): {time.perf_counter() - started:.1f} s")
     try:
-        rate_vllm = time_sampling(engines.sample, policy, shape, device, 0)
+        rate_vllm = time_sampling(engine_routing.sample, policy, shape, device, 0)
         report.add(f"  vLLM: {rate_vllm:,.0f} tokens/s ({rate_vllm / rate_builtin:.2f}x the built-in engine)")
         if time.perf_counter() > deadline:
             report.add("  AT-GRPO steps: skipped (time budget reached)")
@@ -227,7 +227,7 @@ def check_size(size: str, shape: Shape, device: str, dtype: torch.dtype, kv_cach
         initial = {k: v.detach().clone() for k, v in policy.model.state_dict().items()}
         with_vllm = at_grpo_steps(policy, shape, report, "vllm", device)
     finally:
-        engines.release({"p": policy})
+        sampler.release({"p": policy})
     policy.model.load_state_dict(initial)  # the built-in run starts from the same weights
     with_builtin = at_grpo_steps(policy, shape, report, "builtin", device)
     report.add(f"  reward per step: vllm {', '.join(f'{r:.4f}' for r in with_vllm)}; builtin "

@@ -13,7 +13,7 @@ def generated_reference() -> str:
     """The configuration reference: the run config's sections, LoRA, then every registered task's settings."""
     from teamrl.config import LoraConfig, RunConfig
     from teamrl.config.reference import config_reference
-    from teamrl.workflows.registry import TASKS
+    from teamrl.config.tasks import TASKS
 
     extra = [("`policy.lora` (and `policies.<name>.lora`)", LoraConfig, "policy.lora.")]
     extra += [(f"`task` with `name: {name}`", entry.settings, "task.") for name, entry in sorted(TASKS.items())]

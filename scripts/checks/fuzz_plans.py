@@ -24,9 +24,9 @@ from typing import Any
 from scripts.checks.fuzzing import print_rows, run_parsers
 from teamrl.tasks.plan_parsing import int_grids, parse_action_list, parse_int_grid, parse_plan
 from teamrl.workflows.plan_path_team import MOVE_ALIASES
-from teamrl.workflows.study_common import parse_choice, parse_strategies, parse_verdict
+from teamrl.workflows.flow_common import parse_choice, parse_strategies, parse_verdict
 from teamrl.tasks.math_shape import answer_refusal
-from teamrl.workflows.study_domains import MathDomain
+from teamrl.workflows.flow_domains import MathDomain
 from teamrl.workflows.tool_plan import is_follow
 
 MAX_LEN = 200_000

@@ -34,7 +34,7 @@ from teamrl.workflows.orchestrator_workers import OrchestratorWorkersWorkflow
 from teamrl.workflows.plan_path_team import PlanPathWorkflow
 from teamrl.workflows.program_runner import ProgramRunner
 from teamrl.workflows.sokoban_team import SokobanWorkflow
-from teamrl.workflows.study_domains import MathDomain
+from teamrl.workflows.flow_domains import MathDomain
 from teamrl.workflows.sudoku_team import SudokuWorkflow, grid_line
 from teamrl.workflows.voting import VotingWorkflow
 

@@ -17,8 +17,8 @@ from statistics import mean
 from teamrl.config import load_config
 from teamrl.rollout.agent_params import agent_sampling
 from teamrl.study.flow_rows import role_accuracy
-from teamrl.training.build import build_policies, build_workflow, policies_from_checkpoint
-from teamrl.training.evaluate import evaluate
+from teamrl.setup.team import build_policies, build_workflow, policies_from_checkpoint
+from teamrl.rollout.evaluation import evaluate
 
 
 def score(run_dir: Path, checkpoint: str | None, instances: int, samples: int) -> dict[str, object]:

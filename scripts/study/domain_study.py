@@ -18,8 +18,8 @@ from pathlib import Path
 
 from benchmarks.harness import default_out, provenance
 from teamrl.config import load_config
-from teamrl.training.build import build_policies, build_workflow, resolve_model_path
-from teamrl.training.evaluate import evaluate
+from teamrl.setup.team import build_policies, build_workflow, resolve_model_path
+from teamrl.rollout.evaluation import evaluate
 from teamrl.training.loop import train
 
 ROOT = Path(__file__).resolve().parents[2]

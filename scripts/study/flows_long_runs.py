@@ -20,7 +20,7 @@ import torch
 from teamrl.study import flow_rows, results_file
 from teamrl.study.command import FULL
 from teamrl.study.rows import ROWS, STUDIES, Row
-from teamrl.study.runner import SeedRun
+from teamrl.study.seed_run import SeedRun
 
 
 def main() -> None:
@@ -39,7 +39,7 @@ def main() -> None:
     for item in args.cells:
         workflow, regime = item.split(":")
         extra = (*flow_rows.workflow_overrides(workflow), f"regime={regime}")
-        model_path = flow_rows.warm_base(seed_run, row, workflow)
+        model_path = flow_rows.workflow_base(seed_run, row, workflow)
         if workflow not in cells:
             cells[workflow] = {"untrained": flow_rows.test_cell(seed_run, row, extra[:-1], model_path, None)}
         cells[workflow][regime] = flow_rows.train_cell(seed_run, row, extra, model_path,

@@ -57,7 +57,7 @@ def done(output: Path) -> set[tuple[str, int, str]]:
 def warmed_model() -> str:
     """The built-in config's warmed-up tiny default (warmed up now if it is not cached)."""
     from teamrl.config import load_config
-    from teamrl.training.build import resolve_model_path
+    from teamrl.setup.team import resolve_model_path
 
     return resolve_model_path(load_config(CONFIGS["builtin"]))
 
@@ -128,11 +128,11 @@ def role_accuracy(run_dir: str, instances: int = 100, samples: int = 8, seed: in
     from teamrl.config import load_config
     from teamrl.policies.loading import load_policy
     from teamrl.rollout.agent_params import agent_sampling
-    from teamrl.rollout.engine import SamplingParams
-    from teamrl.rollout.engines import sample
+    from teamrl.rollout.builtin_engine import SamplingParams
+    from teamrl.rollout.engine_routing import sample
     from teamrl.tasks.split_calc import OPERATIONS
-    from teamrl.training.build import build_workflow
-    from teamrl.training.evaluate import evaluate
+    from teamrl.setup.team import build_workflow
+    from teamrl.rollout.evaluation import evaluate
 
     torch.set_num_threads(threads)
     config = load_config(CONFIGS["builtin"])

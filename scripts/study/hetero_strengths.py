@@ -17,8 +17,8 @@ from pathlib import Path
 from teamrl.study.hetero_rows import B_STEPS_PER_A_STEP, base_strengths, hetero_assignment
 from teamrl.study.protocol import Protocol
 from teamrl.study.rows import study
-from teamrl.study.runner import row_config, warm_base
-from teamrl.training.variant_warmup import VariantRecipe, warm_up_variant
+from teamrl.study.seed_run import row_config, seed_base
+from teamrl.setup.variant_warmup import VariantRecipe, warm_up_variant
 
 
 def main() -> None:
@@ -31,7 +31,7 @@ def main() -> None:
     config = row_config(study("split_calc"), Protocol(seeds=(0,)), (), 0, Path("runs/hetero-strengths"), "base",
                         args.overrides)
     steps = args.b_steps or round(B_STEPS_PER_A_STEP * config.policy.warmup_sft_steps)
-    a_path = warm_base(config, args.warmup_seed, verbose=True)
+    a_path = seed_base(config, args.warmup_seed, verbose=True)
     b_path = warm_up_variant(VariantRecipe.for_task(config.task, config.workflow.max_turns, steps=steps,
                                                     seed=args.warmup_seed))
     warmup = json.loads((b_path / "warmup.json").read_text())

@@ -28,9 +28,9 @@ from pathlib import Path
 import torch
 
 from teamrl.config import RunConfig, load_config
-from teamrl.study.runner import base_rates
-from teamrl.training.model_sources import is_named_base_model
-from teamrl.training.real_model_checks import base_model_settings
+from teamrl.study.seed_run import base_rates
+from teamrl.setup.model_sources import is_named_base_model
+from teamrl.setup.real_model_checks import base_model_settings
 
 CONFIGS = Path(__file__).resolve().parents[2] / "src" / "teamrl" / "configs"
 MODELS = ("smollm2-135m-instruct", "gemma-3-270m")

@@ -41,8 +41,8 @@ def score(config_path: Path, overrides: list[str], checkpoint: Path | None, inst
 
     from teamrl.config import load_config
     from teamrl.rollout.agent_params import agent_sampling
-    from teamrl.training.build import build_policies, build_workflow, policies_from_checkpoint
-    from teamrl.training.evaluate import evaluate
+    from teamrl.setup.team import build_policies, build_workflow, policies_from_checkpoint
+    from teamrl.rollout.evaluation import evaluate
 
     torch.set_num_threads(1)
     config = load_config(str(config_path), [*overrides, f"rollout.eval_temperature={temperature}"])

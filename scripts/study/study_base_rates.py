@@ -20,10 +20,10 @@ from teamrl.demos import split_calc as calc_demos, split_nav as nav_demos
 from teamrl.rollout.agent_params import agent_sampling
 from teamrl.study.protocol import Protocol
 from teamrl.study.rows import Row, study
-from teamrl.study.runner import base_rates, row_config, warm_base
+from teamrl.study.seed_run import base_rates, row_config, seed_base
 from teamrl.tasks.split_nav import offset_of
-from teamrl.training.build import build_policies, build_workflow
-from teamrl.training.evaluate import evaluate
+from teamrl.setup.team import build_policies, build_workflow
+from teamrl.rollout.evaluation import evaluate
 
 COMPOSITION = {"split_calc": calc_demos.composition, "split_nav": nav_demos.composition}
 
@@ -56,7 +56,7 @@ def main() -> None:
         extra = ("workflow.name=single",) if kind == "single" else ()
         config = row_config(chosen, protocol, extra, 0, Path("runs/base-rates"), "base", args.overrides)
         report[f"composition/{kind}"] = COMPOSITION[args.study](build_workflow(config), episodes=2000)
-        model = warm_base(config, args.warmup_seed, verbose=True)
+        model = seed_base(config, args.warmup_seed, verbose=True)
         greedy = load_config(chosen.config, [*args.overrides, *extra, "rollout.eval_temperature=0.0",
                                              f"train.eval_instances={args.instances}"])
         report[f"base/{kind}"] = base_rates(config, greedy, model, args.instances, config.algorithm.k, 0)

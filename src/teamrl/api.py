@@ -19,15 +19,15 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from teamrl.config import ConfigError, RunConfig
-from teamrl.config.run import config_from_mapping, load_config as _load_file
+from teamrl.config.run import config_from_mapping
+from teamrl.config.run import load_config as _load_file
+from teamrl.setup.loaded_team import EvalResult, Team, evaluate
 
-if TYPE_CHECKING:
-    from teamrl.policies.loading import Policy
-    from teamrl.rollout.tree import Episode
-    from teamrl.workflows.base import Workflow
+__all__ = ["EvalResult", "Team", "TrainResult", "evaluate", "load_config", "train"]
+
 
 PACKAGED_CONFIGS = Path(__file__).parent / "configs"
 
@@ -120,125 +120,3 @@ def train(config: RunConfig | str | Path | Mapping[str, Any], *, resume: str | P
         config = copy.deepcopy(config)
         config.train.resume = str(resume)
     return TrainResult.from_run_dir(train_loop(config))
-
-
-@dataclass(frozen=True)
-class EvalResult:
-    """Held-out success of a team, and the episodes it was measured on."""
-
-    success: float  # fraction of instances solved
-    team_return: float  # mean team reward
-    turns: float  # mean turns per episode
-    reward_by_agent: dict[str, float]  # mean reward of each agent
-    instances: int
-    episodes: list[Episode] = field(default_factory=list, repr=False)
-
-    @classmethod
-    def from_metrics(cls, metrics: Mapping[str, float], episodes: list[Episode]) -> EvalResult:
-        rewards = {key.removeprefix("reward/"): value for key, value in metrics.items() if key.startswith("reward/")}
-        return cls(success=metrics["success"], team_return=metrics["team_return"], turns=metrics["turns"],
-                   reward_by_agent=rewards, instances=len(episodes), episodes=episodes)
-
-
-class Team:
-    """A loaded team: the workflow, its policies and which agent each policy plays.
-
-    `Team.from_config(config)` loads the untrained base models; `Team.load(run_dir)` a run's trained
-    checkpoint (final, else best; or a `checkpoints/<tag>` folder). Nothing here imports the training loop.
-    """
-
-    def __init__(self, config: RunConfig, workflow: Workflow, policies: dict[str, Policy],
-                 agent_to_policy: dict[str, str]) -> None:
-        self.config = config
-        self.workflow = workflow
-        self.policies = policies
-        self.agent_to_policy = agent_to_policy
-
-    @classmethod
-    def from_config(cls, config: RunConfig | str | Path | Mapping[str, Any],
-                    checkpoint: str | Path | None = None) -> Team:
-        """The team of `config` with its base (untrained) policies, or with the policies saved in
-        `checkpoint` (a run's `checkpoints/<tag>` folder)."""
-        from teamrl.training.build import build_policies, build_workflow, policies_from_checkpoint
-
-        config = config if isinstance(config, RunConfig) else load_config(config)
-        workflow = build_workflow(config)
-        if checkpoint is not None:
-            policies, mapping = policies_from_checkpoint(config, workflow, Path(checkpoint))
-        else:
-            policies, mapping = build_policies(config, workflow, training=False)
-        return cls(config, workflow, policies, mapping)
-
-    @classmethod
-    def load(cls, path: str | Path) -> Team:
-        """The trained team of a run directory (or of one of its `checkpoints/<tag>` folders)."""
-        from teamrl.gateway.serve import locate
-        from teamrl.training.build import build_workflow, policies_from_checkpoint
-
-        config, checkpoint = locate(Path(path))
-        workflow = build_workflow(config)
-        policies, mapping = policies_from_checkpoint(config, workflow, checkpoint)
-        return cls(config, workflow, policies, mapping)
-
-    @property
-    def agents(self) -> list[str]:
-        """The agents' names, in the workflow's order."""
-        return [agent.name for agent in self.workflow.agents]
-
-    def evaluate(self, instances: int | None = None, seed: int | None = None) -> EvalResult:
-        """Held-out success on the first `instances` held-out instances (default: train.eval_instances),
-        sampled with the config's evaluation settings (greedy unless `rollout.eval_temperature` is set)."""
-        from teamrl.rollout.agent_params import agent_sampling
-        from teamrl.training.evaluate import evaluate
-
-        count = instances if instances is not None else self.config.train.eval_instances
-        if count < 1:
-            raise ConfigError(f"instances must be at least 1, got {count}")
-        sampling = agent_sampling(self.config.rollout, self.workflow.agents, "eval")
-        metrics, episodes = evaluate(self.workflow, self.policies, self.agent_to_policy, count,
-                                     seed=self.config.seed if seed is None else seed, sampling=sampling)
-        return EvalResult.from_metrics(metrics, episodes)
-
-    def ask(self, agent: str, prompt: str | list[dict[str, str]], *, temperature: float | None = None,
-            max_new_tokens: int | None = None, seed: int = 0) -> str:
-        """One answer of `agent`'s policy to a prompt (text, or chat messages), sampled with the agent's
-        evaluation settings unless `temperature` / `max_new_tokens` are given."""
-        import dataclasses
-
-        import torch
-
-        from teamrl.rollout.agent_params import agent_sampling
-        from teamrl.rollout.engines import sample
-
-        if agent not in self.agent_to_policy:
-            raise ConfigError(f"no agent {agent!r} in this team; its agents are {', '.join(self.agents)}")
-        params = agent_sampling(self.config.rollout, self.workflow.agents, "eval")[agent]
-        changes: dict[str, Any] = {}
-        if temperature is not None:
-            changes["temperature"] = temperature
-        if max_new_tokens is not None:
-            changes["max_new_tokens"] = max_new_tokens
-        params = dataclasses.replace(params, **changes)
-        policy = self.policies[self.agent_to_policy[agent]]
-        generator = torch.Generator().manual_seed(seed)
-        [[generation]] = sample(policy, [policy.encode_prompt(prompt)], 1, params, generator)
-        return generation.text
-
-    def close(self) -> None:
-        """Release the engines and the workflow's resources (sandbox workers, a gateway)."""
-        from teamrl.rollout.engines import release
-
-        release(self.policies)
-        self.workflow.close()
-
-    def __enter__(self) -> Team:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
-
-def evaluate(config: RunConfig | str | Path | Mapping[str, Any], instances: int | None = None) -> EvalResult:
-    """Held-out success of the untrained team of `config` (a trained one: `Team.load(run_dir).evaluate()`)."""
-    with Team.from_config(config) as team:
-        return team.evaluate(instances)

@@ -25,13 +25,13 @@ def _load(args: argparse.Namespace) -> RunConfig:
 
 def _set_threads(config: RunConfig) -> None:
     """torch's thread count from train.threads (the training loop re-decides `auto` every step itself)."""
-    from teamrl.training.threads import set_threads
+    from teamrl.setup.threads import set_threads
 
     set_threads(config.train.threads)
 
 
 def cmd_warmup(args: argparse.Namespace) -> int:
-    from teamrl.training.tiny_default import WarmupRecipe, warm_up
+    from teamrl.setup.tiny_default import WarmupRecipe, warm_up
 
     config = _load(args)
     _set_threads(config)
@@ -69,7 +69,7 @@ def cmd_quickstart(args: argparse.Namespace) -> int:
 
 
 def cmd_models(args: argparse.Namespace) -> int:
-    from teamrl.training.model_sources import CHECKPOINTS, install, installed
+    from teamrl.setup.model_sources import CHECKPOINTS, install, installed
 
     if args.action == "list":
         for checkpoint in CHECKPOINTS.values():
@@ -82,7 +82,7 @@ def cmd_models(args: argparse.Namespace) -> int:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from teamrl.api import Team
+    from teamrl.setup.loaded_team import Team
 
     config = _load(args)
     _set_threads(config)
@@ -124,7 +124,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_alerts(args: argparse.Namespace) -> int:
-    from teamrl.diagnostics.replay import replay_alerts
+    from teamrl.report.alert_replay import replay_alerts
 
     try:
         alerts = replay_alerts(Path(args.run_dir), args.overrides)

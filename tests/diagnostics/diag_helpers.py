@@ -7,7 +7,7 @@ import random
 import torch
 
 from teamrl.config import AlgorithmConfig
-from teamrl.rollout.engine import Generation, SamplingParams
+from teamrl.rollout.builtin_engine import Generation, SamplingParams
 from teamrl.rollout.tree import RewardWeights, Sample, run_episodes
 from teamrl.training.credit import assign_advantages
 from teamrl.training.update import PolicyOptimizer

@@ -9,7 +9,7 @@ import yaml
 
 from teamrl.cli import main as cli_main
 from teamrl.config import config_to_dict, load_config
-from teamrl.diagnostics.replay import observations, replay_alerts
+from teamrl.report.alert_replay import observations, replay_alerts
 
 ROWS = [
     {"step": 0, "eval/success": 0.5},

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from teamrl.gateway import AgentRoute, Gateway, GatewayLimits, SamplingWorker
-from teamrl.rollout.engine import SamplingParams
+from teamrl.rollout.builtin_engine import SamplingParams
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from toy import tiny_policy  # noqa: E402

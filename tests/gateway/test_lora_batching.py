@@ -6,8 +6,8 @@ from teamrl.config import LoraConfig
 from teamrl.gateway.batching import SamplingWorker
 from teamrl.policies.loading import Policy
 from teamrl.policies.lora import attach_adapters
-from teamrl.rollout import engine as builtin
-from teamrl.rollout.engine import SamplingParams
+from teamrl.rollout import builtin_engine as builtin
+from teamrl.rollout.builtin_engine import SamplingParams
 from toy import tiny_policy
 
 

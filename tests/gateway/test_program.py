@@ -14,8 +14,8 @@ import torch
 from teamrl.gateway import ProgramSettings, ProgramWorkflow
 from teamrl.gateway import batching
 from teamrl.policies.scoring import pack_responses, response_logprobs
-from teamrl.rollout import engines
-from teamrl.rollout.engine import SamplingParams
+from teamrl.rollout import engine_routing
+from teamrl.rollout.builtin_engine import SamplingParams
 from teamrl.rollout.tree import RewardWeights, run_episodes
 
 HERE = __file__
@@ -101,8 +101,8 @@ def test_k_runs_group_by_instance_agent_and_call_index(two_policies, per_role):
 
 def test_shared_regime_routes_every_agent_to_one_policy(two_policies, monkeypatch):
     used = []
-    original = engines.sample
-    monkeypatch.setattr(batching.engines, "sample", lambda p, *a: used.append(p.name) or original(p, *a))
+    original = engine_routing.sample
+    monkeypatch.setattr(batching.engine_routing, "sample", lambda p, *a: used.append(p.name) or original(p, *a))
     wf = workflow("two_calls", check_determinism=False)
     samples, _ = play(wf, {"shared": two_policies["planner"]}, {"planner": "shared", "solver": "shared"}, [0], 2)
     assert {s.policy for s in samples} == {"shared"} and set(used) == {"planner"}  # the shared policy object
@@ -110,8 +110,8 @@ def test_shared_regime_routes_every_agent_to_one_policy(two_policies, monkeypatc
 
 def test_k_concurrent_runs_cost_one_engine_call_per_turn(two_policies, per_role, monkeypatch):
     sizes = []
-    original = engines.sample
-    monkeypatch.setattr(batching.engines, "sample", lambda p, prompts, *a: sizes.append(len(prompts)) or
+    original = engine_routing.sample
+    monkeypatch.setattr(batching.engine_routing, "sample", lambda p, prompts, *a: sizes.append(len(prompts)) or
                         original(p, prompts, *a))
     wf = workflow("two_calls", batch_window_ms=10_000, branching="independent")  # only "all K asked" flushes
     play(wf, two_policies, per_role, [5], k=4)

@@ -13,7 +13,7 @@ from teamrl.gateway import ProgramSettings, ProgramWorkflow
 from teamrl.policies.loading import Policy
 from teamrl.policies.scoring import pack_responses, response_logprobs
 from teamrl.policies.tiny_model import build_char_tokenizer
-from teamrl.rollout.engine import SamplingParams
+from teamrl.rollout.builtin_engine import SamplingParams
 from teamrl.rollout.tree import RewardWeights, run_episodes
 from toy import tiny_policy
 

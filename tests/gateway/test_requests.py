@@ -16,7 +16,7 @@ import torch
 
 from teamrl.gateway import AgentRoute, Gateway, SamplingWorker
 from teamrl.gateway.parameters import NO_OP, PARAMETERS, REFUSED
-from teamrl.rollout.engine import SamplingParams
+from teamrl.rollout.builtin_engine import SamplingParams
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "howto" / "gateway.md"
 USER = [{"role": "user", "content": "x"}]

@@ -130,7 +130,7 @@ def test_batching_window_restarts_with_every_arrival_and_delivery():
     import torch
 
     from teamrl.gateway import SamplingWorker
-    from teamrl.rollout.engine import Generation, SamplingParams
+    from teamrl.rollout.builtin_engine import Generation, SamplingParams
 
     def fake(policy, prompts, n, params, generator):
         return [[Generation(p, [], [], [], "x", True)] for p in prompts]
@@ -173,7 +173,7 @@ def test_batching_waits_grow_with_the_last_engine_call():
     import torch
 
     from teamrl.gateway import SamplingWorker
-    from teamrl.rollout.engine import Generation, SamplingParams
+    from teamrl.rollout.builtin_engine import Generation, SamplingParams
 
     def fake(policy, prompts, n, params, generator):
         return [[Generation(p, [], [], [], "x", True)] for p in prompts]

@@ -60,7 +60,7 @@ def test_serve_answers_with_the_trained_per_role_policies(model_dir, tmp_path, m
     from teamrl.cli import build_parser
     from teamrl.gateway import batching
     from teamrl.gateway.serve import serve_run
-    from teamrl.rollout import engines
+    from teamrl.rollout import engine_routing
 
     config = load_config("examples/gateway/openai_team.yaml", [f"output_dir={tmp_path}", "train.steps=1",
                                                               "train.batch_size=1", "algorithm.k=2",
@@ -68,8 +68,8 @@ def test_serve_answers_with_the_trained_per_role_policies(model_dir, tmp_path, m
     run = train(config, model_path=str(model_dir), progress=False)
     assert build_parser().parse_args(["serve", str(run), "--port", "0"]).func.__name__ == "cmd_serve"
     used = []
-    original = engines.sample
-    monkeypatch.setattr(batching.engines, "sample", lambda p, prompts, n, params, g: used.append(
+    original = engine_routing.sample
+    monkeypatch.setattr(batching.engine_routing, "sample", lambda p, prompts, n, params, g: used.append(
         (p.name, params.temperature)) or original(p, prompts, n, params, g))
     gateway = serve_run(run / "checkpoints" / "final")
     try:
@@ -88,8 +88,8 @@ def test_serve_answers_with_the_trained_per_role_policies(model_dir, tmp_path, m
 
 
 def test_scripted_teammates_give_warm_up_demos_and_warm_the_tiny_default_up(tmp_path, monkeypatch):
-    from teamrl.training.tiny_default import WarmupRecipe, warm_up
-    from teamrl.training.build import build_workflow
+    from teamrl.setup.tiny_default import WarmupRecipe, warm_up
+    from teamrl.setup.team import build_workflow
     from teamrl.gateway.program import scripted_demos
 
     config = load_config("examples/gateway/openai_team.yaml", [f"output_dir={tmp_path}"])

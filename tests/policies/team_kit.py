@@ -16,9 +16,9 @@ from transformers import (LlamaConfig, LlamaForCausalLM, Phi3Config, Phi3ForCaus
 from teamrl.config import AlgorithmConfig, RunConfig, load_config
 from teamrl.policies.loading import Policy
 from teamrl.policies.tiny_model import build_char_tokenizer
-from teamrl.rollout.engine import SamplingParams
+from teamrl.rollout.builtin_engine import SamplingParams
 from teamrl.rollout.tree import RewardWeights, Sample, run_episodes
-from teamrl.training.build import build_policies
+from teamrl.setup.team import build_policies
 from teamrl.training.credit import assign_advantages, trainable
 from teamrl.training.update import make_optimizer, update_policy
 from teamrl.workflows.base import Agent, Outcome, Workflow

@@ -5,7 +5,7 @@ import pytest
 from team_kit import CountTeam, save_tiny_model, team_config
 from teamrl.config import ConfigError, load_config
 from teamrl.policies.mapping import agent_policy_mapping
-from teamrl.training.build import build_policies
+from teamrl.setup.team import build_policies
 from teamrl.workflows.base import Agent
 
 TEAM = [Agent("voter_0", "voter"), Agent("voter_1", "voter"), Agent("judge", "judge")]

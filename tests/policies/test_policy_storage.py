@@ -9,7 +9,7 @@ from team_kit import CountTeam, save_tiny_model, team_config, train_steps
 from teamrl.cli import main as cli_main
 from teamrl.policies.loading import load_policy
 from teamrl.policies.storage import load_policy_weights, save_policy
-from teamrl.training.build import build_policies, policies_from_checkpoint
+from teamrl.setup.team import build_policies, policies_from_checkpoint
 from teamrl.training.update import make_optimizer
 from teamrl.workflows.base import Agent
 

@@ -10,7 +10,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from teamrl.policies.loading import load_policy
 from teamrl.policies.tiny_model import build_char_tokenizer
 from teamrl.policies.tiny_variants import build_bpe_tokenizer, build_tiny_qwen2
-from teamrl.training.variant_warmup import VariantRecipe, heldout_demos, warm_up_variant, weighted_demos
+from teamrl.setup.variant_warmup import VariantRecipe, heldout_demos, warm_up_variant, weighted_demos
 
 TEXTS = ["analyst\nop:twice sum\nf>2*(x+y)", "calc\nx=12 y=3\nf:2*(x+y)\n=>2*(12+3)", "=>120"] * 40
 

@@ -10,7 +10,7 @@ from teamrl.cli import main as cli_main
 from teamrl.config import load_config
 from teamrl.training.loop import train
 from teamrl.workflows.base import Agent
-from teamrl.workflows.registry import TASKS, TaskEntry, register_task
+from teamrl.config.tasks import TASKS, TaskEntry, register_task
 
 TASK = "policy_regime_toy"
 

@@ -20,7 +20,7 @@ from teamrl.tasks.datafiles import default_data_dir
 from teamrl.tasks.split_calc import OPERATIONS, SplitCalcConfig, gold_value
 from teamrl.workflows.base import Outcome
 from teamrl.workflows.math_team import MathWorkflow
-from teamrl.workflows.registry import TASKS
+from teamrl.config.tasks import TASKS
 from teamrl.workflows.split_calc_team import SplitCalcWorkflow
 
 SRC = Path(__file__).resolve().parents[2] / "src"
@@ -29,7 +29,7 @@ SRC = Path(__file__).resolve().parents[2] / "src"
 def test_every_registered_task_has_a_catalogue() -> None:
     # A task added to the registry without hacks would silently go unprobed. The built-in tasks are
     # read in a fresh interpreter: other tests (and the docs' command examples) register their own.
-    listed = subprocess.run([sys.executable, "-c", "from teamrl.workflows.registry import TASKS; print(' '.join(TASKS))"],
+    listed = subprocess.run([sys.executable, "-c", "from teamrl.config.tasks import TASKS; print(' '.join(TASKS))"],
                             capture_output=True, text=True, check=True, env={"PYTHONPATH": str(SRC)}).stdout.split()
     assert sorted(listed) == sorted(CATALOGUES)
     assert set(CATALOGUES) <= set(TASKS)

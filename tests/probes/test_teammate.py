@@ -52,7 +52,7 @@ def test_hostile_tasks_register_a_workflow_with_the_adversary() -> None:
     import sys
     from pathlib import Path
 
-    code = ("from teamrl.workflows.registry import task_settings, task_entry\n"
+    code = ("from teamrl.config.tasks import task_settings, task_entry\n"
             "import teamrl.probes.hostile_tasks\n"
             "s = task_settings({'name': 'split_calc_hostile_analyst'})\n"
             "wf = task_entry('split_calc_hostile_analyst').build('team', s, max_turns=1)\n"

@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from teamrl.training.model_sources import installed, named_checkpoint, resolve_model_source
+from teamrl.setup.model_sources import installed, named_checkpoint, resolve_model_source
 
 
 def _checkpoint(name: str) -> str:

@@ -17,7 +17,7 @@ from teamrl.config import load_config
 from teamrl.policies.loading import load_policy
 from teamrl.policies.scoring import left_pad
 from teamrl.rollout.decoding import open_decoder
-from teamrl.rollout.engine import SamplingParams, sample
+from teamrl.rollout.builtin_engine import SamplingParams, sample
 from teamrl.rollout.lean_decode import LeanDecoder
 from teamrl.training.loop import train
 

@@ -5,7 +5,7 @@ import pytest
 from teamrl.config import ConfigError, RolloutConfig, load_config
 from teamrl.config.sections import overridable_rollout_fields
 from teamrl.rollout.agent_params import agent_sampling, sampling_params
-from teamrl.rollout.engine import SamplingParams
+from teamrl.rollout.builtin_engine import SamplingParams
 from teamrl.workflows.base import Agent
 
 # Three voters of one role and a judge: agents may be named one by one or through their role.

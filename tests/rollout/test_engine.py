@@ -2,7 +2,7 @@ import pytest
 import torch
 
 from teamrl.policies.scoring import pack_responses, response_logprobs
-from teamrl.rollout.engine import SamplingParams, sample
+from teamrl.rollout.builtin_engine import SamplingParams, sample
 from toy import tiny_policy
 
 PROMPTS = ["tool\n#..S\n..G.\n>", "ab", "plan\nstart=(0,1) goal=(2,3)\n>"]

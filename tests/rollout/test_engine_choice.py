@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from teamrl.config import ConfigError, load_config
-from teamrl.rollout import engines
-from teamrl.rollout.engine import SamplingParams
+from teamrl.rollout import engine_routing, sampler
+from teamrl.rollout.builtin_engine import SamplingParams
 from teamrl.rollout.logprob_gap import gap_metrics
 from teamrl.rollout.tree import RewardWeights, run_episodes
 from toy import ToyWorkflow, tiny_policy
@@ -51,7 +51,7 @@ class Recording:
 
     def sample(self, policy, prompts, num_samples, params, generator):
         self.calls.append(policy.name)
-        return engines.builtin.sample(policy, prompts, num_samples, params, generator)
+        return engine_routing.builtin.sample(policy, prompts, num_samples, params, generator)
 
     def close(self) -> None:
         self.closed = True
@@ -60,16 +60,16 @@ class Recording:
 def test_the_driver_samples_through_the_policys_engine_until_it_is_released():
     served, plain = tiny_policy(name="served"), tiny_policy(name="plain", seed=1)
     fake = Recording()
-    engines.serve(served, fake)
+    sampler.serve(served, fake)
     try:
         run_episodes(ToyWorkflow(max_turns=1), [0, 1], "train", {"served": served, "plain": plain},
                      {"a": "served", "b": "plain"}, SamplingParams(max_new_tokens=3), 2, RewardWeights(),
                      torch.Generator().manual_seed(0), random.Random(0))
         assert fake.calls == ["served"]  # one call for agent a; agent b's policy has no engine
-        assert engines.served_by(copy.deepcopy(served)) is None  # a copy (a KL reference) samples built-in
+        assert sampler.served_by(copy.deepcopy(served)) is None  # a copy (a KL reference) samples built-in
     finally:
-        engines.release({"served": served, "plain": plain})
-    assert fake.closed and engines.served_by(served) is None
+        sampler.release({"served": served, "plain": plain})
+    assert fake.closed and sampler.served_by(served) is None
 
 
 def test_gap_metrics_measure_the_difference_and_warn_above_the_threshold():
@@ -105,7 +105,7 @@ class Batching(Recording):
 
     def sample_batch(self, requests, generator):
         self.batches.append([r.policy.name for r in requests])
-        return [engines.builtin.sample(r.policy, r.prompts, r.num_samples, r.params, generator) for r in requests]
+        return [engine_routing.builtin.sample(r.policy, r.prompts, r.num_samples, r.params, generator) for r in requests]
 
 
 @pytest.mark.parametrize("parallel", [True, False])
@@ -113,14 +113,14 @@ def test_parallel_agents_reach_a_batching_engine_together(parallel):
     first, second = tiny_policy(name="first"), tiny_policy(name="second", seed=1)
     fake = Batching()
     for policy in (first, second):
-        engines.serve(policy, fake)
+        sampler.serve(policy, fake)
     try:
         samples, _ = run_episodes(ToyWorkflow(parallel=parallel, max_turns=2), [0, 1], "train",
                                   {"first": first, "second": second}, {"a": "first", "b": "second"},
                                   SamplingParams(max_new_tokens=3), 2, RewardWeights(),
                                   torch.Generator().manual_seed(0), random.Random(0))
     finally:
-        engines.release({"first": first, "second": second})
+        sampler.release({"first": first, "second": second})
     if parallel:  # one batch per turn with both agents' policies; no one-by-one calls
         assert fake.batches == [["first", "second"]] * 2 and fake.calls == []
     else:  # a sequential agent reads the previous agent's commit: one call each

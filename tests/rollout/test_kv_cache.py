@@ -4,8 +4,8 @@ import pytest
 import torch
 from transformers import DynamicCache
 
-from teamrl.rollout import decoding, engine
-from teamrl.rollout.engine import SamplingParams, sample
+from teamrl.rollout import builtin_engine as engine, decoding
+from teamrl.rollout.builtin_engine import SamplingParams, sample
 from toy import tiny_policy
 
 PROMPTS = ["tool\n#..S\n..G.\n>", "ab", "plan\nstart=(0,1) goal=(2,3)\n>"]

@@ -9,7 +9,7 @@ from teamrl.policies.scoring import left_pad
 from teamrl.policies.tiny_model import build_char_tokenizer
 from teamrl.rollout import decoding
 from teamrl.rollout.decoding import HFDecoder, open_decoder
-from teamrl.rollout.engine import SamplingParams, sample
+from teamrl.rollout.builtin_engine import SamplingParams, sample
 from teamrl.rollout.lean_decode import MIN_SHARED_PREFIX, LeanDecoder, lean_unsupported, prefill, shared_prefix
 from test_kv_cache import context_sensitive_policy
 from toy import tiny_policy

@@ -9,10 +9,11 @@ from teamrl.policies.loading import Policy
 from teamrl.policies.lora import activate, attach_adapters
 from teamrl.policies.scoring import left_pad
 from teamrl.rollout import decoding
-from teamrl.rollout import engine as builtin
+from teamrl.rollout import builtin_engine as builtin
 from teamrl.rollout.decoding import HFDecoder, open_decoder
-from teamrl.rollout.engine import SamplingParams, can_sample_together, sample, sample_together
-from teamrl.rollout.engines import SampleRequest, sample_many
+from teamrl.rollout.builtin_engine import SamplingParams, can_sample_together, sample, sample_together
+from teamrl.rollout.engine_routing import sample_many
+from teamrl.rollout.sampler import SampleRequest
 from teamrl.rollout.lean_decode import LeanDecoder, lean_unsupported
 from teamrl.rollout.lora_rows import RowAdapters
 from test_kv_cache import context_sensitive_policy

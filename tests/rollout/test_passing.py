@@ -6,7 +6,7 @@ from collections import defaultdict
 import torch
 
 from teamrl.algorithms.advantages import group_ids, group_normalized_advantages
-from teamrl.rollout.engine import SamplingParams
+from teamrl.rollout.builtin_engine import SamplingParams
 from teamrl.rollout.tree import RewardWeights, run_episodes
 from teamrl.workflows.base import Outcome, apply_many, is_pass
 from toy import ToyState, ToyWorkflow, tiny_policy

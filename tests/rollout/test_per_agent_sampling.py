@@ -10,10 +10,10 @@ import torch
 from teamrl.algorithms.advantages import group_ids
 from teamrl.config import AlgorithmConfig, PolicyConfig, TrainConfig, load_config
 from teamrl.policies.scoring import shared_prefix_logprobs
-from teamrl.rollout import engine
-from teamrl.rollout.engine import SamplingParams, sample, stop_cut
+from teamrl.rollout import builtin_engine as engine
+from teamrl.rollout.builtin_engine import SamplingParams, sample, stop_cut
 from teamrl.rollout.tree import RewardWeights, run_episodes
-from teamrl.training.evaluate import evaluate
+from teamrl.rollout.evaluation import evaluate
 from teamrl.training.loop import rollout_step
 from teamrl.training.update import make_optimizer, update_policy
 from toy import ToyWorkflow, tiny_policy

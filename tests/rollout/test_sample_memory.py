@@ -3,8 +3,8 @@ greedy tokens; a call that fits is one call, exactly as before."""
 
 import torch
 
-from teamrl.rollout import engine
-from teamrl.rollout.engine import SamplingParams, prompts_per_call, row_bytes, sample
+from teamrl.rollout import builtin_engine as engine
+from teamrl.rollout.builtin_engine import SamplingParams, prompts_per_call, row_bytes, sample
 from toy import tiny_policy
 
 

@@ -6,7 +6,7 @@ from collections import defaultdict
 import torch
 
 from teamrl.algorithms.advantages import group_ids, group_normalized_advantages
-from teamrl.rollout.engine import SamplingParams
+from teamrl.rollout.builtin_engine import SamplingParams
 from teamrl.rollout.tree import RewardWeights, run_episodes
 from toy import ToyWorkflow, tiny_policy
 
@@ -98,16 +98,16 @@ def _decode(ids):
 
 def test_parallel_agents_on_one_policy_share_one_sample_call(monkeypatch):
     """Same policy and settings: one call per turn for both agents; each agent gets its own prompts' groups."""
-    from teamrl.rollout import engines
+    from teamrl.rollout import engine_routing
 
     calls = []
-    real = engines.sample  # a parallel phase's requests go through engines.sample_many
+    real = engine_routing.sample  # a parallel phase's requests go through engine_routing.sample_many
 
     def counting(policy, prompts, k, params, generator):
         calls.append((len(prompts), params))
         return real(policy, prompts, k, params, generator)
 
-    monkeypatch.setattr(engines, "sample", counting)
+    monkeypatch.setattr(engine_routing, "sample", counting)
     par = ToyWorkflow(parallel=True, max_turns=2)
     samples, _ = _rollout(par, k=3, instances=(0, 1))
     assert calls == [(4, PARAMS), (4, PARAMS)]  # 2 agents x 2 episodes, one call per turn

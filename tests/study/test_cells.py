@@ -11,7 +11,8 @@ from teamrl.policies.tiny_model import build_char_tokenizer, build_tiny_model
 from teamrl.study import cells, rows
 from teamrl.study.command import planned, run_command
 from teamrl.study.rows import ROWS, study
-from teamrl.study.runner import SeedRun, run_study
+from teamrl.study.runner import run_study
+from teamrl.study.seed_run import SeedRun
 
 TINY = ["train.steps=1", "train.batch_size=1", "algorithm.k=2", "rollout.max_new_tokens=4"]
 

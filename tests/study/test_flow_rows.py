@@ -10,7 +10,7 @@ from teamrl.config import load_config
 from teamrl.study import alert_scores, flow_report
 from teamrl.study.flow_rows import distinct_regimes, matrix, role_accuracy
 from teamrl.study.rows import select_rows, study
-from teamrl.training.build import build_workflow
+from teamrl.setup.team import build_workflow
 
 
 def workflow(name):
@@ -113,7 +113,7 @@ def test_quick_workflows_study_end_to_end(tmp_path, monkeypatch, capsys):
 
 @pytest.mark.parametrize("best_step, scored", [(4, ["best"]), (2, ["best", "final"])])
 def test_train_cell_scores_the_last_checkpoint_only_when_it_is_not_the_best(monkeypatch, tmp_path, best_step, scored):
-    from teamrl.study import flow_rows, runner
+    from teamrl.study import flow_rows
 
     run_dir = tmp_path / "run"
     run_dir.mkdir()
@@ -127,7 +127,7 @@ def test_train_cell_scores_the_last_checkpoint_only_when_it_is_not_the_best(monk
 
     monkeypatch.setattr(flow_rows, "train", lambda config, model_path, progress: run_dir)
     monkeypatch.setattr(flow_rows, "test_cell", fake_test)
-    monkeypatch.setattr(runner, "curve", lambda folder: [(0, 0.0), (4, 0.5)])
+    monkeypatch.setattr(flow_rows, "curve", lambda folder: [(0, 0.0), (4, 0.5)])
     seed_run = SimpleNamespace(config=lambda row, extra, name: SimpleNamespace(output_dir=str(tmp_path), run_name="x"),
                                verbose=False)
     cell = flow_rows.train_cell(seed_run, SimpleNamespace(), (), "base", "x")

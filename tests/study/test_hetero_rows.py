@@ -10,7 +10,7 @@ import yaml
 
 from teamrl.cli import main
 from teamrl.config import ConfigError, load_config
-from teamrl.rollout.engine import SamplingParams
+from teamrl.rollout.builtin_engine import SamplingParams
 from teamrl.study import hetero_rows
 from teamrl.study.hetero_rows import bases_overrides, hetero_assignment, oracle_for, role_accuracy
 from teamrl.study.rows import CONFIGS

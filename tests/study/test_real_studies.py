@@ -13,7 +13,7 @@ from teamrl.study import real_budget
 from teamrl.study.cells import planned_seconds
 from teamrl.study.command import planned, whole_study_model
 from teamrl.study.rows import GEMMA, REAL_STUDIES, SMOLLM2, select_rows, study
-from teamrl.study.runner import row_config
+from teamrl.study.seed_run import row_config
 
 TINY = ["train.steps=1", "train.batch_size=1", "algorithm.k=2", "rollout.max_new_tokens=4",
         "policy.warmup_sft_steps=2"]

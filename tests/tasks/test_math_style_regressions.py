@@ -12,7 +12,7 @@ import pytest
 from teamrl.tasks.math_answers import answers_match
 from teamrl.tasks.math_data import MathProblem
 from teamrl.workflows.math_team import MathWorkflow, ProblemSplits
-from teamrl.workflows.study_domains import MathDomain
+from teamrl.workflows.flow_domains import MathDomain
 
 pytest.importorskip("math_verify")
 

@@ -12,7 +12,8 @@ from update_fixtures import lora_optimizers, policy_optimizer, synthetic_samples
 
 from teamrl.config import AlgorithmConfig, ConfigError, TrainerConfig, load_config
 from teamrl.diagnostics.session import TrackerFactory
-from teamrl.training.backends import UpdateSettings, make_backend, update_seeds
+from teamrl.training.backends import make_backend
+from teamrl.training.backends.base import UpdateSettings, update_seeds
 from teamrl.training.backends.ray_backend import network_groups
 
 ray = pytest.importorskip("ray", reason="the Ray backend tests need Ray: pip install 'teamrl[ray]'")
@@ -124,7 +125,7 @@ def test_lora_adapters_of_one_base_update_in_one_actor(local_ray):
 @pytest.fixture(scope="module")
 def warm_model(tmp_path_factory):
     """A quickly warmed-up tiny model in a private cache."""
-    from teamrl.training.tiny_default import WarmupRecipe, warm_up
+    from teamrl.setup.tiny_default import WarmupRecipe, warm_up
 
     recipe = WarmupRecipe.for_task(TASK, max_turns=2, steps=10, batch_size=16, lr=3e-3)
     os.environ["TEAMRL_CACHE"] = str(tmp_path_factory.mktemp("cache"))
@@ -173,10 +174,10 @@ def _assert_same_run(local, remote):
 
 
 def test_rollout_workers_shard_deterministically_and_receive_weights(warm_model, local_ray):
-    from teamrl.rollout.engine import SamplingParams
+    from teamrl.rollout.builtin_engine import SamplingParams
     from teamrl.rollout.tree import RewardWeights
     from teamrl.training.backends.rollout_workers import RolloutPool, shards
-    from teamrl.training.build import build_policies, build_workflow
+    from teamrl.setup.team import build_policies, build_workflow
     from teamrl.training.update import make_optimizer
 
     assert shards(list(range(5)), 2) == [[0, 1, 2], [3, 4]] and shards([7], 2) == [[7], []]

@@ -10,7 +10,7 @@ import pytest
 
 from teamrl.cli import main as cli_main
 from teamrl.config import ConfigError, load_config
-from teamrl.training import build
+from teamrl.setup import team
 from teamrl.training.checkpoint import MARKER
 
 CONFIGS = Path(__file__).resolve().parents[2] / "src" / "teamrl" / "configs"
@@ -70,7 +70,7 @@ def no_warm_up(monkeypatch):
     """Any warm-up of the tiny default fails the test: the checks must come before it (minutes)."""
     def warm_up(*args, **kwargs):
         raise AssertionError("warmed up before checking the input")
-    monkeypatch.setattr(build, "warm_up", warm_up)
+    monkeypatch.setattr(team, "warm_up", warm_up)
 
 
 @pytest.mark.parametrize("kind", ["empty-folder", "missing", "file"])

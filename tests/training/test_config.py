@@ -52,12 +52,12 @@ def test_missing_and_malformed_files(tmp_path):
 
 
 def test_the_warmup_length_reaches_the_warmup_recipe(monkeypatch):
-    from teamrl.training import build
+    from teamrl.setup import team
 
     seen = []
-    monkeypatch.setattr(build, "warm_up", lambda recipe: seen.append(recipe) or "/warmed")
+    monkeypatch.setattr(team, "warm_up", lambda recipe: seen.append(recipe) or "/warmed")
     config = load_config(None, ["task.name=sokoban", "policy.warmup_sft_steps=123"])
-    assert build.resolve_model_path(config) == "/warmed"
+    assert team.resolve_model_path(config) == "/warmed"
     assert seen[0].steps == 123 and dict(seen[0].task)["name"] == "sokoban"
 
 

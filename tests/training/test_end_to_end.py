@@ -8,7 +8,7 @@ import pytest
 from teamrl.cli import main as cli_main
 from teamrl.config import load_config
 from teamrl.training.loop import train
-from teamrl.training.tiny_default import WarmupRecipe, warm_up
+from teamrl.setup.tiny_default import WarmupRecipe, warm_up
 
 TASK = {"name": "plan_path", "size": 4, "min_distance": 2}
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import torch
 
 from teamrl.config import AlgorithmConfig, PolicyConfig, TrainConfig
-from teamrl.rollout.engine import SamplingParams
+from teamrl.rollout.builtin_engine import SamplingParams
 from teamrl.rollout.tree import RewardWeights, run_episodes
 from teamrl.training.credit import assign_advantages
 from teamrl.training.update import make_optimizer, update_policy

@@ -26,7 +26,7 @@ def _rows(run: Path) -> list[dict]:
 def test_agent_adv_abs_is_the_mean_abs_advantage_of_its_samples(tmp_path, random_model_dir, monkeypatch):
     # The toy team's rewards (count of 'x', length) differ between any two samples of a random model, so
     # every group has a reward spread; Plan-Path's verifiers give a random model's garbage one flat reward.
-    from teamrl.workflows import registry
+    from teamrl.config import tasks as registry
     from toy import ToyWorkflow
 
     monkeypatch.setattr(registry, "TASKS", dict(registry.TASKS))

@@ -13,9 +13,9 @@ from teamrl.cli import main
 from teamrl.config import ConfigError, load_config
 from teamrl.policies.loading import Policy
 from teamrl.policies.tiny_model import build_char_tokenizer, build_tiny_model
-from teamrl.training.build import agent_mapping, build_workflow
+from teamrl.setup.team import agent_mapping, build_workflow
 from teamrl.training.offline_sft import demos_by_policy, shuffled_batches
-from teamrl.training.sft import demo_loss, encode_demos
+from teamrl.setup.sft import demo_loss, encode_demos
 from teamrl.training.transcript_file import (TranscriptFormatError, TurnRecord, read_transcripts,
                                              write_transcripts)
 from teamrl.training.transcript_sources import run_transcripts, scripted_transcripts

@@ -47,7 +47,7 @@ def test_quiet_third_party_turns_off_the_transformers_bars(quiet):
 
 def test_warm_up_says_what_it_does_and_where_it_caches(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("TEAMRL_CACHE", str(tmp_path))
-    from teamrl.training.tiny_default import WarmupRecipe, warm_up
+    from teamrl.setup.tiny_default import WarmupRecipe, warm_up
 
     recipe = WarmupRecipe.for_task({"name": "plan_path", "size": 4, "min_distance": 2}, 1, steps=2,
                                    batch_size=4, hidden_size=16, num_layers=1)

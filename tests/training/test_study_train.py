@@ -9,7 +9,7 @@ pytest.importorskip("math_verify")
 
 from teamrl.config import load_config  # noqa: E402
 from teamrl.training.loop import train  # noqa: E402
-from teamrl.training.tiny_default import WarmupRecipe, warm_up  # noqa: E402
+from teamrl.setup.tiny_default import WarmupRecipe, warm_up  # noqa: E402
 
 TASK = {"name": "math", "source": "arithmetic:1,2"}
 

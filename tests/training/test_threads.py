@@ -12,9 +12,9 @@ import pytest
 import torch
 
 from teamrl.config import ConfigError, load_config
-from teamrl.training import threads as threads_module
+from teamrl.setup import threads as threads_module
 from teamrl.training.loop import train
-from teamrl.training.threads import ThreadGovernor, auto_threads, resolve_threads
+from teamrl.setup.threads import ThreadGovernor, auto_threads, resolve_threads
 
 
 @pytest.fixture(autouse=True)

@@ -20,6 +20,7 @@ from tracker_files import (tensorboard_scalars, trackio_config, trackio_rows, wa
                            wandb_run)
 
 from teamrl.config import ConfigError, load_config  # noqa: E402
+from teamrl.config import report_to  # noqa: E402
 from teamrl.training.trackers import BACKENDS, open_trackers, registry, resolve_report_to  # noqa: E402
 
 CONFIG = {"seed": 3, "train": {"steps": 4, "resume": ""}, "roles": {}, "task": {"name": "plan_path"}}
@@ -33,7 +34,7 @@ def offline(monkeypatch):
 
 
 def need(name: str) -> None:
-    if not registry.installed(name):
+    if not report_to.installed(name):
         pytest.skip(f"{name} is not installed (pip install 'teamrl[{BACKENDS[name].extra}]')")
 
 
@@ -60,18 +61,18 @@ def drive(name: str, path: Path, steps, offset: float = 0.0, resume_from: int | 
 # --- config --------------------------------------------------------------------------------------
 
 def test_report_to_keywords_and_names(monkeypatch):
-    monkeypatch.setattr(registry, "installed", lambda name: name != "wandb")
+    monkeypatch.setattr(report_to, "installed", lambda name: name != "wandb")
     assert resolve_report_to("auto") == ["tensorboard"]  # the behaviour before report_to existed
     assert resolve_report_to("all") == ["tensorboard", "mlflow", "trackio"]
     assert resolve_report_to("none") == resolve_report_to([]) == []
     assert resolve_report_to("mlflow") == ["mlflow"]
     assert resolve_report_to(["trackio", "mlflow"]) == ["trackio", "mlflow"]
-    monkeypatch.setattr(registry, "installed", lambda name: False)
+    monkeypatch.setattr(report_to, "installed", lambda name: False)
     assert resolve_report_to("auto") == resolve_report_to("all") == []
 
 
 def test_a_tracker_without_its_package_fails_at_config_load_with_the_pip_command(monkeypatch):
-    monkeypatch.setattr(registry, "installed", lambda name: name != "mlflow")
+    monkeypatch.setattr(report_to, "installed", lambda name: name != "mlflow")
     with pytest.raises(ConfigError) as err:
         load_config(None, ["report_to=[tensorboard, mlflow]"])
     message = str(err.value)
@@ -87,7 +88,7 @@ def test_a_tracker_without_its_package_fails_at_config_load_with_the_pip_command
     ("[[wandb]]", "expected a list of tracker names"),
 ])
 def test_bad_report_to_is_refused_at_load(monkeypatch, value, expected):
-    monkeypatch.setattr(registry, "installed", lambda name: True)
+    monkeypatch.setattr(report_to, "installed", lambda name: True)
     with pytest.raises(ConfigError, match="report_to"):
         load_config(None, [f"report_to={value}"])
     with pytest.raises(ConfigError) as err:
@@ -100,7 +101,7 @@ def test_installed_means_every_needed_module_can_be_found(monkeypatch):
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda m, *a: None if m == "alembic" else real(m, *a))
-    assert not registry.installed("mlflow")  # mlflow-skinny alone has no sqlite store
+    assert not report_to.installed("mlflow")  # mlflow-skinny alone has no sqlite store
 
 
 # --- each backend, read back from its own files --------------------------------------------------

@@ -15,8 +15,8 @@ import torch
 from safetensors.torch import load_file
 
 from teamrl.config import AlgorithmConfig, load_config
-from teamrl.rollout import engine as builtin
-from teamrl.rollout.engines import serve
+from teamrl.rollout import builtin_engine as builtin
+from teamrl.rollout.sampler import serve
 from teamrl.training import loop as loop_module
 from teamrl.training.loop import train
 from teamrl.training.proximal import proximal_logprobs

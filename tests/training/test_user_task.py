@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from teamrl.config import ConfigError, load_config
-from teamrl.workflows import registry
+from teamrl.config import tasks as registry
 from teamrl.workflows.base import Agent, Outcome
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -62,7 +62,7 @@ def test_passing_a_settings_class_positionally_says_how_to_register():
 def test_keyword_registration_sets_max_turns_the_factory_does_not_take():
     registry.register_task("echo", workflow=Echo, settings=EchoSettings)
     config = load_config(None, ["task.name=echo", "task.loud=true", "workflow.max_turns=2"])
-    from teamrl.training.build import build_workflow
+    from teamrl.setup.team import build_workflow
 
     workflow = build_workflow(config)
     assert isinstance(workflow, Echo) and workflow.max_turns == 2
@@ -93,7 +93,7 @@ def test_unknown_task_key_and_missing_single_agent_fail_at_load_with_the_fix():
 def test_task_module_by_path_and_by_name(tmp_path, monkeypatch):
     module = tmp_path / "my_tasks.py"
     module.write_text(textwrap.dedent("""
-        from teamrl.workflows.registry import register_task
+        from teamrl.config.tasks import register_task
         from test_user_task import Echo
         register_task("echo_file", workflow=Echo)
     """))
@@ -116,7 +116,7 @@ def test_task_module_that_cannot_be_loaded_says_so(module, message):
 
 def test_task_module_that_registers_another_name_lists_what_it_registered(tmp_path):
     module = tmp_path / "other.py"
-    module.write_text("from teamrl.workflows.registry import register_task\n"
+    module.write_text("from teamrl.config.tasks import register_task\n"
                       "from test_user_task import Echo\nregister_task('echo_other', workflow=Echo)\n")
     with pytest.raises(ConfigError, match="registered no task named 'ehco'.*echo_other"):
         load_config(None, [f"task.module={module}", "task.name=ehco"])
@@ -124,7 +124,7 @@ def test_task_module_that_registers_another_name_lists_what_it_registered(tmp_pa
 
 def test_tiny_default_without_a_script_says_how_to_add_one():
     registry.register_task("echo", workflow=Echo)
-    from teamrl.training.tiny_default import WarmupRecipe, demo_batches
+    from teamrl.setup.tiny_default import WarmupRecipe, demo_batches
 
     with pytest.raises(ValueError, match="script="):
         next(demo_batches(WarmupRecipe.for_task({"name": "echo"}, 1, steps=1)))
@@ -132,7 +132,7 @@ def test_tiny_default_without_a_script_says_how_to_add_one():
 
 def test_scripted_agents_warm_up_the_tiny_default_on_a_user_task():
     entry = registry.register_task("echo", workflow=Echo, script=lambda agent, state, rng: state["digit"])
-    from teamrl.training.tiny_default import WarmupRecipe, demo_batches
+    from teamrl.setup.tiny_default import WarmupRecipe, demo_batches
 
     batch = next(demo_batches(WarmupRecipe.for_task({"name": "echo"}, 1, steps=1, batch_size=4)))
     assert [(p[-2], r) for p, r in batch] == [(p[-2], p[-2]) for p, _ in batch]  # "say D>" -> "D"

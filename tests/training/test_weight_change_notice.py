@@ -3,7 +3,7 @@
 A fused AdamW step writes the weights without bumping their version counters, so the vLLM engine's
 change check (version counters) missed every update after the first on merged main: its sampler's
 log-probs drifted from the trainer's and `engine: vllm` stopped learning (tests/vllm). The update now
-notes each step (`rollout.engines.note_update`); this test runs in the main venv, without vLLM.
+notes each step (`rollout.sampler.note_update`); this test runs in the main venv, without vLLM.
 """
 
 import random
@@ -12,7 +12,7 @@ import torch
 from update_fixtures import policy_optimizer, synthetic_samples
 
 from teamrl.config import AlgorithmConfig
-from teamrl.rollout.engines import updates_noted
+from teamrl.rollout.sampler import updates_noted
 from teamrl.training.update import adamw, update_policy
 
 

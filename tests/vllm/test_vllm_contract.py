@@ -8,8 +8,8 @@ import torch
 
 from teamrl.config import ConfigError
 from teamrl.policies.scoring import pack_responses, response_logprobs
-from teamrl.rollout import engines
-from teamrl.rollout.engine import SamplingParams
+from teamrl.rollout import engine_routing, sampler
+from teamrl.rollout.builtin_engine import SamplingParams
 from vllm_helpers import small_policy
 
 PROMPTS = ["tool\n#..S\n..G.\n>", "ab", "plan\nstart=(0,1) goal=(2,3)\n>"]
@@ -20,9 +20,9 @@ ATOL = 1e-4
 def served(request):
     """A policy served by its own VllmEngine (through the dispatch the rollout driver uses)."""
     policy = small_policy(request.param, tied=request.param == "llama")  # both tied and untied heads
-    engines.serve_with_vllm({"p": policy}, kv_cache_gb=0.125)
+    engine_routing.serve_with_vllm({"p": policy}, kv_cache_gb=0.125)
     yield policy
-    engines.release({"p": policy})
+    sampler.release({"p": policy})
 
 
 def trainer_logprobs(policy, gens, temperature):
@@ -40,13 +40,13 @@ def max_gap(policy, gens, temperature):
 
 def draw(policy, params, seed=0, k=4, prompts=PROMPTS):
     ids = [policy.encode_prompt(p) for p in prompts]
-    return engines.sample(policy, ids, k, params, torch.Generator().manual_seed(seed))
+    return engine_routing.sample(policy, ids, k, params, torch.Generator().manual_seed(seed))
 
 
 def test_the_policy_is_served_by_vllm(served):
     from teamrl.rollout.vllm_engine import VllmEngine
 
-    assert isinstance(engines.served_by(served), VllmEngine)
+    assert isinstance(sampler.served_by(served), VllmEngine)
 
 
 def test_shapes_k_per_prompt_and_seeds(served):

@@ -10,8 +10,8 @@ from teamrl.config import LoraConfig
 from teamrl.policies.loading import Policy
 from teamrl.policies.lora import activate, adapter_parameters, attach_adapters
 from teamrl.policies.scoring import pack_responses, response_logprobs
-from teamrl.rollout import engines
-from teamrl.rollout.engine import SamplingParams
+from teamrl.rollout import engine_routing, sampler
+from teamrl.rollout.builtin_engine import SamplingParams
 from vllm_helpers import small_policy
 
 PROMPTS = ["tool\n#..S\n>", "plan\nstart=(0,1)\n>"]
@@ -30,9 +30,9 @@ def pair():
             for param in adapter_parameters(network, name):
                 param.normal_(0, 0.3)
     policies = {name: Policy(name, network, base.tokenizer, False, adapter=name) for name in ("planner", "tool")}
-    engines.serve_with_vllm(policies, kv_cache_gb=0.125)
+    engine_routing.serve_with_vllm(policies, kv_cache_gb=0.125)
     yield policies
-    engines.release(policies)
+    sampler.release(policies)
 
 
 def trainer_logprobs(policy, gens, temperature=1.0):
@@ -49,18 +49,18 @@ def gap(policy, gens, temperature=1.0):
 
 
 def requests_of_both(pair):
-    return [engines.SampleRequest(pair[name], [pair[name].encode_prompt(p) for p in PROMPTS], 3,
+    return [sampler.SampleRequest(pair[name], [pair[name].encode_prompt(p) for p in PROMPTS], 3,
                                   SamplingParams(temperature=1.0, max_new_tokens=10)) for name in ("planner", "tool")]
 
 
 def batch_of_both(pair, seed=0):
-    engine = engines.served_by(pair["planner"])
+    engine = sampler.served_by(pair["planner"])
     out = engine.sample_batch(requests_of_both(pair), torch.Generator().manual_seed(seed))
     return {name: [g for group in groups for g in group] for name, groups in zip(("planner", "tool"), out)}
 
 
 def test_both_adapters_share_one_engine(pair):
-    assert engines.served_by(pair["planner"]) is engines.served_by(pair["tool"]) is not None
+    assert sampler.served_by(pair["planner"]) is sampler.served_by(pair["tool"]) is not None
 
 
 def test_one_batch_gives_each_request_its_own_adapter(pair):
@@ -91,21 +91,21 @@ def test_an_updated_adapter_replaces_the_old_one(pair):
 
 def test_the_driver_dispatch_samples_a_lora_policy(pair):
     tool = pair["tool"]
-    groups = engines.sample(tool, [tool.encode_prompt(PROMPTS[0])], 4, SamplingParams(max_new_tokens=6),
+    groups = engine_routing.sample(tool, [tool.encode_prompt(PROMPTS[0])], 4, SamplingParams(max_new_tokens=6),
                             torch.Generator().manual_seed(0))
     assert len(groups) == 1 and len(groups[0]) == 4
     assert gap(tool, groups[0]) < ATOL
 
 
 def test_sample_many_batches_both_adapters_like_separate_calls(pair, monkeypatch):
-    engine = engines.served_by(pair["planner"])
+    engine = sampler.served_by(pair["planner"])
     calls = []
     real_generate = engine.llm.generate
     monkeypatch.setattr(engine.llm, "generate", lambda *a, **k: calls.append(len(a[0])) or real_generate(*a, **k))
-    together = engines.sample_many(requests_of_both(pair), torch.Generator().manual_seed(7))
+    together = engine_routing.sample_many(requests_of_both(pair), torch.Generator().manual_seed(7))
     assert calls == [2 * len(PROMPTS)]  # one generate call holds both policies' prompts
     gen = torch.Generator().manual_seed(7)
-    apart = [engines.sample(r.policy, r.prompts, r.num_samples, r.params, gen) for r in requests_of_both(pair)]
+    apart = [engine_routing.sample(r.policy, r.prompts, r.num_samples, r.params, gen) for r in requests_of_both(pair)]
     assert [[[g.response_ids for g in grp] for grp in res] for res in together] == \
         [[[g.response_ids for g in grp] for grp in res] for res in apart]
 
@@ -116,7 +116,7 @@ def test_a_parallel_workflow_samples_both_roles_in_one_batch_per_turn(pair, monk
     from teamrl.rollout.tree import RewardWeights, run_episodes
     from toy import ToyWorkflow
 
-    engine = engines.served_by(pair["planner"])
+    engine = sampler.served_by(pair["planner"])
     calls = []
     real_generate = engine.llm.generate
     monkeypatch.setattr(engine.llm, "generate", lambda *a, **k: calls.append(len(a[0])) or real_generate(*a, **k))

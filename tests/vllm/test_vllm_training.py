@@ -10,8 +10,8 @@ from statistics import mean
 import torch
 
 from teamrl.config import AlgorithmConfig, PolicyConfig, TrainConfig, load_config
-from teamrl.rollout import engines
-from teamrl.rollout.engine import SamplingParams
+from teamrl.rollout import engine_routing, sampler
+from teamrl.rollout.builtin_engine import SamplingParams
 from teamrl.rollout.tree import RewardWeights, run_episodes
 from teamrl.training.credit import assign_advantages, trainable
 from teamrl.training.loop import train
@@ -26,7 +26,7 @@ def reward_curve(use_vllm: bool) -> list[float]:
     """Mean team reward ('x' count) per step of tree-grouped GRPO on the toy team, one shared policy."""
     policy = small_policy("llama", seed=0, sharpen=1.0)
     if use_vllm:
-        engines.serve_with_vllm({"p": policy}, kv_cache_gb=0.125)
+        engine_routing.serve_with_vllm({"p": policy}, kv_cache_gb=0.125)
     try:
         workflow, algo = ToyWorkflow(max_turns=1), AlgorithmConfig(k=8, minibatch_size=64)
         opt = make_optimizer(policy, PolicyConfig(lr=1e-2), TrainConfig(steps=STEPS, warmup_steps=1), False)
@@ -41,7 +41,7 @@ def reward_curve(use_vllm: bool) -> list[float]:
             curve.append(mean(s.outcome.team for s in samples))
         return curve
     finally:
-        engines.release({"p": policy})
+        sampler.release({"p": policy})
 
 
 def test_vllm_learns_the_toy_reward_as_the_builtin_engine_does():
@@ -53,7 +53,7 @@ def test_vllm_learns_the_toy_reward_as_the_builtin_engine_does():
 
 
 def test_a_run_with_engine_vllm_logs_the_logprob_gap(tmp_path, monkeypatch):
-    from teamrl.workflows import registry
+    from teamrl.config import tasks as registry
 
     folder = tmp_path / "model"
     policy = small_policy("llama", sharpen=1.0)
@@ -71,4 +71,4 @@ def test_a_run_with_engine_vllm_logs_the_logprob_gap(tmp_path, monkeypatch):
     gaps = [r[f"rollout/logprob_gap/{name}"] for r in rows if "train/success" in r for name in ("writer", "critic")]
     assert len(gaps) == 4 and all(0 <= g < 1e-4 for g in gaps), gaps
     assert not (run / "alerts.jsonl").exists() or "logprob_gap" not in (run / "alerts.jsonl").read_text()
-    assert not engines._SERVED  # the run closed its engines
+    assert not sampler._SERVED  # the run closed its engines

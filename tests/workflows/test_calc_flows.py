@@ -1,4 +1,4 @@
-"""calc_flows: the study workflows on Split-Calc content: every reward term, adversarial answers, demos."""
+"""calc_flows: the flow workflows on Split-Calc content: every reward term, adversarial answers, demos."""
 
 import random
 
@@ -7,9 +7,9 @@ import pytest
 from teamrl.config import load_config
 from teamrl.demos.calc_flows import FlowSkill, composition, demonstrations, respond
 from teamrl.tasks.split_calc import gold_value
-from teamrl.training.build import build_workflow
+from teamrl.setup.team import build_workflow
 from teamrl.workflows.calc_flows import CalcDomain, CalcFlowsConfig, parse_answer
-from teamrl.workflows.registry import task_entry
+from teamrl.config.tasks import task_entry
 
 CONFIG = "src/teamrl/configs/calc_flows.yaml"
 ITEM = ("twice sum", 7, 3)  # 2*(7+3) = 20

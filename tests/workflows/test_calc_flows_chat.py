@@ -9,7 +9,7 @@ import pytest
 
 from teamrl.config import load_config
 from teamrl.tasks.split_calc import OPERATIONS
-from teamrl.training.build import build_workflow
+from teamrl.setup.team import build_workflow
 from teamrl.workflows.calc_flows import CALC_FLOWS, CHAT_EXAMPLES, CalcDomain, CalcFlowsConfig, question
 from teamrl.workflows.chat_shots import prompt_text
 
@@ -76,7 +76,7 @@ def test_config_with_chat_prompts_loads(kind):
 @pytest.mark.parametrize("kind, agent", [("voting", "aggregator"), ("evaluator_optimizer", "evaluator")])
 def test_checking_roles_see_worked_examples_that_are_right(kind, agent):
     from teamrl.workflows.calc_flows import CHECKING_EXAMPLES
-    from teamrl.workflows.study_common import parse_choice, parse_verdict
+    from teamrl.workflows.flow_common import parse_choice, parse_verdict
     flow, state = chat_flow(kind)
     domain = flow.domain
     role = flow.check_agent(agent).role

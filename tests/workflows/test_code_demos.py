@@ -16,7 +16,7 @@ from teamrl.demos.code import (
 from teamrl.workflows.code_parsing import parse_tests
 from teamrl.workflows.code_team import CodeState, CodeTaskConfig, CodeWorkflow
 from teamrl.demos.plan_path import TrustedRunner
-from teamrl.workflows.registry import task_entry
+from teamrl.config.tasks import task_entry
 
 SOURCE = "procedural:add,sub,mul,affine"
 PERFECT = CodeSkill(coder_times=1.0, coder_fix=1.0, tester_checks=1.0)

@@ -10,8 +10,8 @@ import pytest
 
 from teamrl.config import load_config
 from teamrl.policies.tiny_model import CHARACTERS
-from teamrl.training import recipe_digest
-from teamrl.training.tiny_default import WarmupRecipe, demo_batches
+from teamrl.setup import recipe_digest
+from teamrl.setup.tiny_default import WarmupRecipe, demo_batches
 
 CONFIGS = Path(__file__).resolve().parents[2] / "src" / "teamrl" / "configs"
 

@@ -17,7 +17,7 @@ from teamrl.demos.math import (  # noqa: E402
 )
 from teamrl.workflows.math_team import MathWorkflow, ProblemSplits  # noqa: E402
 from teamrl.demos.plan_path import TrustedRunner  # noqa: E402
-from teamrl.workflows.registry import task_entry  # noqa: E402
+from teamrl.config.tasks import task_entry  # noqa: E402
 
 PROBLEMS = ProblemSplits([MathProblem("a", "12-5+3", "10"), MathProblem("b", "7*8", "56")],
                          [MathProblem("c", "4*3+8", "20"), MathProblem("d", "17+5-8", "14")], "hand")

@@ -194,7 +194,7 @@ def test_runs_under_the_rollout_driver(runner):
     import torch
     from toy import tiny_policy
 
-    from teamrl.rollout.engine import SamplingParams
+    from teamrl.rollout.builtin_engine import SamplingParams
     from teamrl.rollout.tree import RewardWeights, run_episodes
 
     wf = MathWorkflow(PROBLEMS, max_turns=2, runner=runner)

@@ -10,7 +10,7 @@ import torch
 from toy import ToyState, ToyWorkflow, tiny_policy
 
 import teamrl.gateway  # noqa: F401 (registers the `program` task)
-from teamrl.rollout.engine import SamplingParams
+from teamrl.rollout.builtin_engine import SamplingParams
 from teamrl.rollout.tree import RewardWeights, run_episodes
 from teamrl.workflows.base import (
     OPTIONAL_HOOKS,
@@ -20,7 +20,7 @@ from teamrl.workflows.base import (
     apply_many,
     with_hook_defaults,
 )
-from teamrl.workflows.registry import TASKS
+from teamrl.config.tasks import TASKS
 
 SETTINGS = {"program": {"command": "python -c pass", "agents": ["a", "b"]}}
 """Keys a task needs beyond its defaults to build at all."""

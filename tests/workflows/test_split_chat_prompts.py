@@ -10,7 +10,7 @@ import pytest
 from teamrl.config import load_config
 from teamrl.tasks.split_calc import OPERATIONS, SplitCalcConfig
 from teamrl.tasks.split_nav import SplitNavConfig, format_offset, make_env, offset_of
-from teamrl.training.build import build_workflow
+from teamrl.setup.team import build_workflow
 from teamrl.workflows.chat_shots import few_shot, prompt_text
 from teamrl.workflows.split_calc_team import SplitCalcState, SplitCalcWorkflow
 from teamrl.workflows.split_nav_team import SplitNavState, SplitNavWorkflow, spelled_offset

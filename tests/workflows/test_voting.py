@@ -11,7 +11,7 @@ import torch
 pytest.importorskip("math_verify")
 
 from study_helpers import B, GARBAGE, math_domain, speak  # noqa: E402
-from teamrl.rollout.engine import SamplingParams  # noqa: E402
+from teamrl.rollout.builtin_engine import SamplingParams  # noqa: E402
 from teamrl.rollout.tree import RewardWeights, run_episodes  # noqa: E402
 from teamrl.workflows.base import Workflow  # noqa: E402
 from teamrl.workflows.voting import VotingWorkflow  # noqa: E402

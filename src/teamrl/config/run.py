@@ -60,7 +60,7 @@ class RunConfig:
             self.task_settings()
         except (KeyError, ValueError, TypeError) as err:
             raise ConfigError(f"task: {str(err).strip(chr(34))}") from err
-        from teamrl.workflows.registry import task_entry
+        from teamrl.config.tasks import task_entry
 
         entry = task_entry(self.task["name"])
         kinds = ("team", *(("single",) if entry.single else ()), *sorted(entry.workflows))
@@ -68,7 +68,7 @@ class RunConfig:
                 f"one of {', '.join(kinds)} for task {self.task['name']!r}")
         check_rollout_workers_engine(self.rollout, self.trainer)
         check_sharding(self.trainer, self.algorithm)
-        from teamrl.training.trackers.registry import resolve_report_to
+        from teamrl.config.report_to import resolve_report_to
 
         resolve_report_to(self.report_to)  # unknown names and missing packages fail here, not mid-run
         require(bool(self.project) and isinstance(self.project, str), "project", self.project, "a non-empty name")
@@ -99,7 +99,7 @@ class RunConfig:
 
     def task_settings(self) -> Any:
         """The task section as the task's typed, validated settings object."""
-        from teamrl.workflows.registry import task_settings
+        from teamrl.config.tasks import task_settings
 
         return task_settings(self.task)
 

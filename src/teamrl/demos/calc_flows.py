@@ -35,7 +35,7 @@ from teamrl.tasks.split_calc import OPERATIONS
 from teamrl.tasks.split_calc import gold_value
 from teamrl.workflows.base import Workflow
 from teamrl.workflows.calc_flows import CalcDomain, parse_answer
-from teamrl.workflows.study_common import StudyWorkflow
+from teamrl.workflows.flow_common import FlowWorkflow
 
 
 @dataclass(frozen=True)
@@ -116,7 +116,7 @@ def respond(workflow: Any, agent: str, state: Any, rng: random.Random, skill: Fl
 
 
 def _check(workflow: Workflow) -> None:
-    if not isinstance(workflow, StudyWorkflow) or not isinstance(workflow.domain, CalcDomain):
+    if not isinstance(workflow, FlowWorkflow) or not isinstance(workflow.domain, CalcDomain):
         raise ValueError(f"the scripted calc_flows agents play the study workflows on task calc_flows; got "
                          f"{type(workflow).__name__}")
 

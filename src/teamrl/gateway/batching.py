@@ -8,7 +8,7 @@ The worker waits for a first request, then gathers more until the gateway has be
 batching window (no request arrived and no answer was handed back for `window_s`), or `flush_at`
 requests are pending (the number of episodes that may still call), or `max_wait_s` has passed since
 the first; then it samples each (policy, settings) group in one call of the policy's engine
-(`teamrl.rollout.engines.sample`). Why "quiet" and not "the first request's window": the HTTP server
+(`teamrl.rollout.engine_routing.sample`). Why "quiet" and not "the first request's window": the HTTP server
 hands a batch's K answers back one after another before it reads the next requests, and under load
 that takes longer than the window, so a window counted from the first request split one turn's K
 requests into several engine calls (measured, 32 runs on the tiny default: [1, 31], [2, 30], [16, 16]
@@ -35,8 +35,9 @@ from dataclasses import dataclass, field
 import torch
 
 from teamrl.policies.loading import Policy
-from teamrl.rollout import engines
-from teamrl.rollout.engine import Generation, SamplingParams
+from teamrl.rollout import engine_routing
+from teamrl.rollout.builtin_engine import Generation, SamplingParams
+from teamrl.rollout.sampler import SampleRequest
 
 log = logging.getLogger("teamrl.gateway")
 
@@ -61,7 +62,7 @@ class SamplingWorker:
 
     window_s: a batch closes once no request has arrived and no answer was delivered for this long;
     max_wait_s: ...or once its first request has waited this long (default 10 windows); flush_at:
-    sample at once when this many are pending (0: only the windows decide). `calls` counts sample requests (one per policy and settings; LoRA policies on one base share a decode call, `engines.sample_many`), `batch_sizes` their sizes,
+    sample at once when this many are pending (0: only the windows decide). `calls` counts sample requests (one per policy and settings; LoRA policies on one base share a decode call, `engine_routing.sample_many`), `batch_sizes` their sizes,
     for tests and metrics.
     """
 
@@ -149,7 +150,7 @@ class SamplingWorker:
         if not groups:
             return
         if self._sampler is None:  # the policies' engines: LoRA policies on one base share a decode call
-            self._draw(list(groups.values()), lambda requests: engines.sample_many(requests, self.generator))
+            self._draw(list(groups.values()), lambda requests: engine_routing.sample_many(requests, self.generator))
             return
         for items in groups.values():
             self._draw([items], lambda requests: [self._sampler(r.policy, r.prompts, 1, r.params, self.generator)
@@ -157,7 +158,7 @@ class SamplingWorker:
 
     def _draw(self, groups: list[list[_Pending]], draw) -> None:
         """Sample every group (one request each); a failure answers each of their requests with it."""
-        requests = [engines.SampleRequest(items[0].policy, [i.prompt for i in items], 1, items[0].params)
+        requests = [SampleRequest(items[0].policy, [i.prompt for i in items], 1, items[0].params)
                     for items in groups]
         started = time.monotonic()
         try:

@@ -49,7 +49,7 @@ from teamrl.gateway.runs import Endpoint, Program, RunOutcome, call_program, com
 from teamrl.gateway.server import AgentRoute, Gateway, GatewayLimits
 from teamrl.gateway.sessions import Call, EpisodeSession
 from teamrl.policies.loading import Policy
-from teamrl.rollout.engine import SamplingParams
+from teamrl.rollout.builtin_engine import SamplingParams
 from teamrl.rollout.tree import Episode, RewardWeights, Sample
 from teamrl.workflows.base import Agent, Outcome, Workflow
 

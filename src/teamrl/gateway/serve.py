@@ -11,31 +11,12 @@ from pathlib import Path
 
 import torch
 
-from teamrl.config import ConfigError, RunConfig, load_config
 from teamrl.gateway.batching import SamplingWorker
 from teamrl.gateway.server import AgentRoute, Gateway
 from teamrl.rollout.agent_params import agent_sampling
 from teamrl.rollout.tree import params_by_agent
-from teamrl.training.build import build_workflow, policies_from_checkpoint
-
-
-def locate(path: Path) -> tuple[RunConfig, Path]:
-    """(the run's config, the checkpoint to serve) for a run directory or one of its checkpoints/<tag>."""
-    path = path.expanduser().resolve()
-    if (path / "config.yaml").is_file() and (path / "checkpoints").is_dir():
-        run, checkpoint = path, None
-        for tag in ("final", "best"):
-            if (path / "checkpoints" / tag).is_dir():
-                checkpoint = path / "checkpoints" / tag
-                break
-        if checkpoint is None:
-            raise ConfigError(f"{path} holds no final or best checkpoint yet; give checkpoints/<tag>")
-    elif path.parent.name == "checkpoints" and (path.parent.parent / "config.yaml").is_file():
-        run, checkpoint = path.parent.parent, path
-    else:
-        raise ConfigError(f"{path} is neither a run directory (config.yaml, checkpoints/) nor one of its "
-                          "checkpoints/<tag> folders")
-    return load_config(run / "config.yaml"), checkpoint
+from teamrl.setup.loaded_team import locate
+from teamrl.setup.team import build_workflow, policies_from_checkpoint
 
 
 def serve_run(path: Path, host: str = "127.0.0.1", port: int = 0, token: str | None = None,

@@ -37,7 +37,7 @@ from teamrl.gateway.parameters import (MAX_STOP_CHARS, MAX_STOP_STRINGS, MIN_TEM
                                        RefusedParameter, check_parameters)
 from teamrl.gateway.sessions import Call, EpisodeSession, SessionTable
 from teamrl.policies.loading import Policy
-from teamrl.rollout.engine import Generation, SamplingParams
+from teamrl.rollout.builtin_engine import Generation, SamplingParams
 
 log = logging.getLogger("teamrl.gateway")
 

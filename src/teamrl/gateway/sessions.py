@@ -16,7 +16,7 @@ import secrets
 import threading
 from dataclasses import dataclass, field
 
-from teamrl.rollout.engine import Generation
+from teamrl.rollout.builtin_engine import Generation
 
 
 @dataclass

@@ -65,7 +65,7 @@ def onednn_pays_here() -> bool:
 def cpu_has_bf16_matmul() -> bool:
     """Whether this CPU multiplies bf16 in hardware (torch's oneDNN check: AVX-512 BW/VL/DQ, AVX-512-BF16/AMX, or
     Arm's bf16). Without it a bf16 matmul is emulated: on the AVX2-only EPYC a 135M update's forward + backward
-    under `algorithm.autocast: bf16` took 11x as long as in fp32 (`training/real_model_checks.py` warns)."""
+    under `algorithm.autocast: bf16` took 11x as long as in fp32 (`setup/real_model_checks.py` warns)."""
     check = getattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", None)
     try:
         return bool(check()) if check is not None else False

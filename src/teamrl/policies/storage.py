@@ -22,6 +22,9 @@ from safetensors.torch import load_file, save_file
 
 from teamrl.policies.loading import Policy, load_model, load_tokenizer
 
+CHECKPOINT_MARKER = "COMPLETE"
+"""The file a checkpoint folder (checkpoints/<tag>/, one folder per policy) holds once it is complete:
+written last, by `teamrl.training.checkpoint`; readers of a checkpoint look for it."""
 ADAPTER_CONFIG = "adapter_config.json"
 ADAPTER_WEIGHTS = "adapter_model.safetensors"
 

@@ -19,7 +19,7 @@ from teamrl.probes.math_hacks import math_attempts
 from teamrl.probes.plan_hacks import CATALOGUES as PLAN_CATALOGUES
 from teamrl.probes.split_hacks import split_calc_attempts, split_nav_attempts
 from teamrl.probes.flow_hacks import calc_flows_attempts
-from teamrl.workflows.registry import TASKS, task_settings
+from teamrl.config.tasks import TASKS, task_settings
 
 CATALOGUES: dict[str, Catalogue] = {
     "math": math_attempts, "code": code_attempts, **PLAN_CATALOGUES,

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from teamrl.config.tasks import TASKS, register_task
 from teamrl.probes.teammate import ADVERSARIES, WithAdversary
 from teamrl.tasks.split_calc import SplitCalcConfig
-from teamrl.workflows.registry import TASKS, register_task
 from teamrl.workflows.split_calc_team import SplitCalcWorkflow
 
 

@@ -29,7 +29,7 @@ from teamrl.probes.answer_styles import (
 from teamrl.tasks.math_answers import answers_match
 from teamrl.tasks.math_data import MathProblem
 from teamrl.workflows.math_team import MathWorkflow, ProblemSplits
-from teamrl.workflows.study_domains import MathDomain
+from teamrl.workflows.flow_domains import MathDomain
 
 __all__ = ["GRADERS", "grade_cases", "main", "rates"]
 

@@ -13,8 +13,8 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
+from teamrl.config.tasks import TASKS
 from teamrl.probes import CATALOGUES, ProbeRow, count, probe_task
-from teamrl.workflows.registry import TASKS
 
 
 def probed_tasks(names: list[str] | None) -> list[str]:

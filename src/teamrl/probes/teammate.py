@@ -108,7 +108,7 @@ def compare(config: Any, agent: str, instances: int) -> dict[str, Any]:
     from teamrl.diagnostics.rollout import rollout_diagnostics
     from teamrl.rollout.agent_params import agent_sampling
     from teamrl.rollout.tree import RewardWeights, run_episodes
-    from teamrl.training.build import build_policies, build_workflow
+    from teamrl.setup.team import build_policies, build_workflow
 
     task = config.task["name"]
     if agent not in ADVERSARIES.get(task, {}):

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from teamrl.config import ConfigError, RolloutConfig
-from teamrl.rollout.engine import SamplingParams
+from teamrl.rollout.builtin_engine import SamplingParams
 from teamrl.workflows.base import Agent
 
 MODES = ("train", "eval")

@@ -29,8 +29,9 @@ from typing import Any
 import torch
 
 from teamrl.policies.loading import Policy
-from teamrl.rollout.engine import Generation, SamplingParams
-from teamrl.rollout.engines import SampleRequest, sample, sample_many  # the policy's engine (rollout.engine)
+from teamrl.rollout.builtin_engine import Generation, SamplingParams
+from teamrl.rollout.engine_routing import sample, sample_many  # the policy's engine (rollout.engine)
+from teamrl.rollout.sampler import SampleRequest
 from teamrl.workflows.base import Outcome, Workflow, apply_many, with_hook_defaults
 
 

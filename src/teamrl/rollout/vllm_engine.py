@@ -23,7 +23,7 @@ and re-added in place (`load_inplace=True`). Either way the prefix cache is rese
 blocks hold keys and values of the old weights.
 
 Stop strings: vLLM stops at them (`include_stop_str_in_output`); the response is then cut exactly
-as the built-in engine cuts it (`teamrl.rollout.engine`, module doc), from the token ids.
+as the built-in engine cuts it (`teamrl.rollout.builtin_engine`, module doc), from the token ids.
 """
 
 from __future__ import annotations
@@ -42,8 +42,8 @@ from teamrl.config import ConfigError
 from teamrl.policies.loading import Policy
 from teamrl.policies.scoring import shared_prefix_logprobs
 from teamrl.policies.storage import save_policy
-from teamrl.rollout.engine import Generation, SamplingParams, trim_response
-from teamrl.rollout.engines import SampleRequest as Request, updates_noted
+from teamrl.rollout.builtin_engine import Generation, SamplingParams, trim_response
+from teamrl.rollout.sampler import SampleRequest as Request, updates_noted
 
 MAX_MODEL_LEN = 8192
 """Context cap of an engine (the model's own max_position_embeddings when shorter): KV-cache room."""
@@ -228,7 +228,7 @@ class VllmEngine:
 
     def sample(self, policy: Policy, prompts: list[list[int]], num_samples: int, params: SamplingParams,
                generator: torch.Generator) -> list[list[Generation]]:
-        """`teamrl.rollout.engine.sample`'s contract: result[i][k] is sample k of prompt i."""
+        """`teamrl.rollout.builtin_engine.sample`'s contract: result[i][k] is sample k of prompt i."""
         return self.sample_batch([Request(policy, prompts, num_samples, params)], generator)[0]
 
     def sample_batch(self, requests: Sequence[Request], generator: torch.Generator) -> list[list[list[Generation]]]:

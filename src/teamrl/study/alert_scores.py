@@ -16,7 +16,7 @@ outcome's onset minus the step the alert first fired (positive: the alert came f
 is measured once, at test time, so it has none.
 
 Alerts never change training, so every threshold setting is scored by replaying each run's metrics
-(`teamrl.diagnostics.replay`). Thresholds are tuned on some seeds (the grid's best F1, ties to the
+(`teamrl.report.alert_replay`). Thresholds are tuned on some seeds (the grid's best F1, ties to the
 default) and reported on the others:
 
     python -m teamrl.study.alert_scores OUT/results.json --tune-seeds 0
@@ -34,7 +34,7 @@ from typing import Any
 
 from teamrl.config import DiagnosticsConfig
 from teamrl.diagnostics.alerts import Alert
-from teamrl.diagnostics.replay import replay_alerts
+from teamrl.report.alert_replay import replay_alerts
 from teamrl.report.runs import load_metrics
 from teamrl.study.run_outcomes import (ADHERENCE_DROP, adherence_fall, adherence_onset, cliff, duplicated_agents,
                                        errors_coincide, logged_roles, shared_roles)

@@ -5,7 +5,7 @@ A cell's digest has two parts:
           the row's own, as `teamrl train` would get them; the output folder left out, so a moved
           folder still continues) and the protocol's split sizes;
   code:   the source of the packages whose code decides a result (`CODE_PACKAGES`: tasks, workflows,
-          rollout, algorithms, training, policies, config, demos, the study's runner and rows), not
+          rollout, algorithms, setup, training, policies, config, demos, the study's runner and rows), not
           of the modules that only report (`REPORT_ONLY`).
 A folder is continued only where every finished cell's digest is what this command would make now;
 otherwise the command stops and names the cell (mixing a table from two codes or two configs would
@@ -32,8 +32,8 @@ from teamrl.config.run import config_to_dict
 from teamrl.study import real_budget
 from teamrl.study.rows import ROWS, Row, Study, named_model
 
-CODE_PACKAGES = ("teamrl.tasks", "teamrl.workflows", "teamrl.rollout", "teamrl.algorithms", "teamrl.training",
-                 "teamrl.policies", "teamrl.config", "teamrl.demos", "teamrl.study")
+CODE_PACKAGES = ("teamrl.tasks", "teamrl.workflows", "teamrl.rollout", "teamrl.algorithms", "teamrl.setup",
+                 "teamrl.training", "teamrl.policies", "teamrl.config", "teamrl.demos", "teamrl.study")
 REPORT_ONLY = frozenset({"table.py", "flow_report.py", "alert_scores.py", "cells.py", "command.py",
                           "scale_report.py"})
 """Study modules that write pages, list cells or parse the command line: no result depends on them."""

@@ -27,16 +27,17 @@ from typing import TYPE_CHECKING, Any
 
 from teamrl.policies.mapping import preset_mapping
 from teamrl.rollout.agent_params import agent_sampling
+from teamrl.rollout.evaluation import evaluate
+from teamrl.setup.team import build_workflow
+from teamrl.setup.tiny_default import WarmupRecipe, warm_up
 from teamrl.study.protocol import summarize
-from teamrl.training.build import build_workflow
-from teamrl.training.evaluate import evaluate
+from teamrl.study.seed_run import curve, test_policies
 from teamrl.training.loop import train
-from teamrl.training.tiny_default import WarmupRecipe, warm_up
 from teamrl.workflows.base import Workflow
 
 if TYPE_CHECKING:
     from teamrl.study.rows import Row
-    from teamrl.study.runner import SeedRun
+    from teamrl.study.seed_run import SeedRun
 
 FLOW_WORKFLOWS = ("voting", "evaluator_optimizer", "orchestrator_workers", "debate")
 FLOW_REGIMES = ("shared", "per_role", "per_agent")
@@ -103,7 +104,7 @@ def role_accuracy(workflow: Workflow, episodes: list[Any]) -> dict[str, float]:
     return {key: mean(values) for key, values in sorted(counts.items())}
 
 
-def warm_base(seed_run: "SeedRun", row: "Row", workflow: str, reuse_team: bool = True) -> str:
+def workflow_base(seed_run: "SeedRun", row: "Row", workflow: str, reuse_team: bool = True) -> str:
     """The seed's warmed-up tiny default for `workflow` (each workflow imitates its own scripted team), or
     the row's named model as it is. reuse_team: the runner's base serves the team workflow (False for a
     row naming its own model, as the scale rows do)."""
@@ -120,8 +121,6 @@ def warm_base(seed_run: "SeedRun", row: "Row", workflow: str, reuse_team: bool =
 def test_cell(seed_run: "SeedRun", row: "Row", extra: tuple[str, ...], model_path: str,
               checkpoint: Path | None) -> dict[str, Any]:
     """Test success and per-role accuracy of a base (checkpoint None) or a trained checkpoint."""
-    from teamrl.study.runner import test_policies  # the runner imports this module's row
-
     config = seed_run.config(row, extra, split="test")
     workflow = build_workflow(config)
     policies, mapping = test_policies(config, checkpoint, model_path)
@@ -136,8 +135,6 @@ def test_cell(seed_run: "SeedRun", row: "Row", extra: tuple[str, ...], model_pat
 def train_cell(seed_run: "SeedRun", row: "Row", extra: tuple[str, ...], model_path: str, name: str
                ) -> dict[str, Any]:
     """One training run from `model_path`; its best checkpoint (validation) scored on the test split."""
-    from teamrl.study.runner import curve
-
     config = seed_run.config(row, extra, name=name)
     stale = Path(config.output_dir) / config.run_name
     if stale.is_dir():  # the study stopped during this run: keep its folder, aside
@@ -159,7 +156,7 @@ def produce(seed_run: "SeedRun", row: "Row") -> dict[str, Any]:
     cells: dict[str, dict[str, Any]] = {}
     for name in FLOW_WORKFLOWS:
         extra = workflow_overrides(name)
-        model_path = warm_base(seed_run, row, name)
+        model_path = workflow_base(seed_run, row, name)
         cells[name] = {"untrained": test_cell(seed_run, row, extra, model_path, None) | {"base": model_path}}
         regimes = [(r, (f"regime={r}",)) for r in distinct_regimes(build_workflow(seed_run.config(row, extra)))]
         if row.key in MITIGATED:

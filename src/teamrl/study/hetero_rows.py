@@ -1,5 +1,5 @@
 """The heterogeneous-team rows: base A (the tiny default, a char-level Llama) and base B (the Qwen2 variant
-over byte-level BPE, `teamrl.training.variant_warmup`), warmed up with different emphasis.
+over byte-level BPE, `teamrl.setup.variant_warmup`), warmed up with different emphasis.
 
 Per seed, base B is warmed up with the seed's warm-up seed (as base A is), then each base's strength
 on each role is measured on the validation split: the role's team term when the other roles are
@@ -29,15 +29,15 @@ from teamrl.demos.strong import strong_team
 from teamrl.policies.chat_encoding import PLAIN_TRANSCRIPT_STOP
 from teamrl.policies.loading import Policy, load_policy, load_tokenizer
 from teamrl.rollout.agent_params import agent_sampling
-from teamrl.rollout.engine import SamplingParams, sample
-from teamrl.training.build import build_workflow
-from teamrl.training.model_sources import resolve_model_source
-from teamrl.training.variant_warmup import VariantRecipe, warm_up_variant
+from teamrl.rollout.builtin_engine import SamplingParams, sample
+from teamrl.setup.model_sources import resolve_model_source
+from teamrl.setup.team import build_workflow
+from teamrl.setup.variant_warmup import VariantRecipe, warm_up_variant
 from teamrl.workflows.base import Workflow
 
 if TYPE_CHECKING:  # the runner imports this module: a run-time import back would be circular
     from teamrl.study.rows import Row
-    from teamrl.study.runner import SeedRun
+    from teamrl.study.seed_run import SeedRun
 
 Oracle = Callable[[str, Any, random.Random], str]
 """(agent, state, rng) -> a correct answer of that agent."""

@@ -22,7 +22,7 @@ from teamrl.study import flow_rows
 
 if TYPE_CHECKING:
     from teamrl.study.rows import Row
-    from teamrl.study.runner import SeedRun
+    from teamrl.study.seed_run import SeedRun
 
 SCALE_WORKFLOWS = ("voting", "evaluator_optimizer")
 """Duplicated roles (three generators of one role) and distinct roles (an optimizer and an evaluator)."""
@@ -34,7 +34,7 @@ def produce(seed_run: "SeedRun", row: "Row") -> dict[str, Any]:
     cells: dict[str, dict[str, Any]] = {}
     for name in SCALE_WORKFLOWS:
         extra = flow_rows.workflow_overrides(name)
-        model_path = flow_rows.warm_base(seed_run, row, name, reuse_team=False)  # the row's model, not the study's
+        model_path = flow_rows.workflow_base(seed_run, row, name, reuse_team=False)  # the row's model, not the study's
         cells[name] = {"untrained": flow_rows.test_cell(seed_run, row, extra, model_path, None) | {"base": model_path}}
         for regime in SCALE_REGIMES:
             cells[name][regime] = flow_rows.train_cell(seed_run, row, (*extra, f"regime={regime}"), model_path,

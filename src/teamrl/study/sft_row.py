@@ -16,14 +16,14 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from teamrl.training.build import build_workflow
+from teamrl.setup.team import build_workflow
 from teamrl.training.offline_sft import OfflineSFT, offline_sft
 from teamrl.training.transcript_file import write_transcripts
 from teamrl.training.transcript_sources import scripted_transcripts
 
 if TYPE_CHECKING:
     from teamrl.study.rows import Row
-    from teamrl.study.runner import SeedRun
+    from teamrl.study.seed_run import SeedRun
 
 SFT_LR = 1e-3
 """The row's peak SFT learning rate (`teamrl sft`'s default)."""

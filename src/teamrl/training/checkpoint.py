@@ -29,10 +29,9 @@ from typing import Any
 import torch
 
 from teamrl.policies.loading import Policy
-from teamrl.policies.storage import save_policy
+from teamrl.policies.storage import CHECKPOINT_MARKER as MARKER, save_policy
 from teamrl.training.disk_full import DiskFullError, is_disk_full
 
-MARKER = "COMPLETE"
 TRAINER_STATE = "trainer_state.pt"
 TRAINER_JSON = "trainer_state.json"
 OPTIMIZER_FILE = "optimizer.pt"

@@ -3,7 +3,7 @@
 Each turn trains the policy its agent maps to under the config's regime / `roles:` mapping (one
 shared policy sees every turn; per-role policies see their role's turns). The loss is the response
 NLL only, the prompt wrapped as the rollout wraps it (`Policy.encode_prompt`), the same trainer as
-the warm-up (`teamrl.training.sft`). The run folder has the layout of `teamrl train`'s
+the warm-up (`teamrl.setup.sft`). The run folder has the layout of `teamrl train`'s
 (config.yaml, metrics.jsonl, checkpoints/best/<policy>/, summary.json), so `teamrl eval CONFIG
 --checkpoint RUN/checkpoints/best` scores it.
 """
@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from teamrl.config import ConfigError, RunConfig
-from teamrl.training.build import build_policies, build_workflow
+from teamrl.setup.sft import Demo, SFTSettings, heldout_loss, supervised_finetune
+from teamrl.setup.team import build_policies, build_workflow
 from teamrl.training.run_dir import RunDirectory, RunLock, default_run_name, refuse_existing_run
-from teamrl.training.sft import Demo, SFTSettings, heldout_loss, supervised_finetune
 from teamrl.training.transcript_file import TurnRecord
 from teamrl.workflows.base import Workflow
 

@@ -19,7 +19,7 @@ from teamrl.demos.driver import Respond, play_episode
 from teamrl.demos.strong import replay, strong_team
 from teamrl.rollout.agent_params import agent_sampling
 from teamrl.rollout.tree import RewardWeights, run_episodes
-from teamrl.training.build import agent_mapping, build_workflow, policies_from_checkpoint
+from teamrl.setup.team import agent_mapping, build_workflow, policies_from_checkpoint
 from teamrl.training.transcript_file import TurnRecord
 from teamrl.workflows.base import Workflow
 

@@ -15,7 +15,7 @@ from teamrl.diagnostics.gradients import RoleGradients
 from teamrl.policies.loading import Policy
 from teamrl.policies.lora import AdaptersDisabled, adapter_parameters
 from teamrl.policies.scoring import bf16_body, shared_prefix_logprobs
-from teamrl.rollout.engines import note_update
+from teamrl.rollout.sampler import note_update
 from teamrl.rollout.tree import Sample
 from teamrl.training.data_parallel import GradSync
 from teamrl.training.memory import PeakMemory
@@ -217,7 +217,7 @@ def _minibatch_step(state: PolicyOptimizer, chunk: list[Sample], algo: Algorithm
     params = [p for p in state.policy.model.parameters() if p.grad is not None]
     norm = torch.nn.utils.clip_grad_norm_(params, grad_clip if grad_clip > 0 else float("inf"))
     state.optimizer.step()
-    note_update(state.policy)  # engines with a copy of the weights see the change (rollout.engines)
+    note_update(state.policy)  # engines with a copy of the weights see the change (rollout.sampler)
     out = {key: (value if key == "loss" else value / max(tokens, 1.0)) for key, value in sums.items()}
     out.update(ratio_max=ratio_max, grad_norm=float(norm), response_tokens=tokens)
     return out

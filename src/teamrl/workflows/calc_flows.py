@@ -43,8 +43,8 @@ from teamrl.workflows.base import Workflow
 from teamrl.workflows.chat_shots import few_shot
 from teamrl.workflows.debate import DebateWorkflow
 from teamrl.workflows.evaluator_optimizer import EvaluatorOptimizerWorkflow
+from teamrl.workflows.flow_domains import Answer
 from teamrl.workflows.orchestrator_workers import OrchestratorWorkersWorkflow
-from teamrl.workflows.study_domains import Answer
 from teamrl.workflows.voting import VotingWorkflow
 
 

@@ -16,7 +16,7 @@ Rewards (trained reward = team_weight * team + local_weight * local; b = format_
     debater:  team  = the verifier's score of its answer this round
               local = +b for an explicit answer, else -b
 
-Terms: see `study_common` (format_ok, format, score, correct). Success (held-out metric): the
+Terms: see `flow_common` (format_ok, format, score, correct). Success (held-out metric): the
 final answer is correct.
 """
 
@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from teamrl.workflows.base import Agent, Outcome
-from teamrl.workflows.study_common import (StudyWorkflow, answer_outcome, chat_answers, clean, compact_answers,
+from teamrl.workflows.flow_common import (FlowWorkflow, answer_outcome, chat_answers, clean, compact_answers,
                                            compact_tag)
-from teamrl.workflows.study_domains import Answer, Domain
+from teamrl.workflows.flow_domains import Answer, Domain
 
 CHAT_FIRST = "You are one of {n} agents debating a problem. Solve it."
 CHAT_LATER = ("You are one of {n} agents debating a problem. These are every agent's answers from the previous "
@@ -48,7 +48,7 @@ class DebateState:
     unanimous: bool = False
 
 
-class DebateWorkflow(StudyWorkflow):
+class DebateWorkflow(FlowWorkflow):
     """n debaters of one role, in parallel, for up to `max_turns` rounds."""
 
     parallel = True

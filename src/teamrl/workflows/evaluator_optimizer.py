@@ -16,7 +16,7 @@ Rewards (trained reward = team_weight * team + local_weight * local; b = format_
                 wrong one; 0 otherwise, or with no verdict
                 local = +b if it gave a verdict, else -b
 
-Terms: see `study_common` (format_ok, format, score, correct for the generator; verdict_correct for
+Terms: see `flow_common` (format_ok, format, score, correct for the generator; verdict_correct for
 the evaluator). A missing verdict counts as Incorrect (the generator tries again). Success
 (held-out metric): the generator's last answer is correct, accepted or not.
 """
@@ -27,9 +27,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from teamrl.workflows.base import Agent, Outcome
-from teamrl.workflows.study_common import (SHOWN_CHARS, StudyWorkflow, answer_outcome, clean, compact_tag,
+from teamrl.workflows.flow_common import (SHOWN_CHARS, FlowWorkflow, answer_outcome, clean, compact_tag,
                                            format_terms, parse_verdict)
-from teamrl.workflows.study_domains import Answer, Domain
+from teamrl.workflows.flow_domains import Answer, Domain
 
 COMPACT_CHARS = 60  # of a response, in a compact prompt
 CHAT = {
@@ -53,7 +53,7 @@ class EvalOptState:
     accepted: bool = False
 
 
-class EvaluatorOptimizerWorkflow(StudyWorkflow):
+class EvaluatorOptimizerWorkflow(FlowWorkflow):
     """generator -> evaluator, repeated until the evaluator accepts or the cap is reached."""
 
     def __init__(self, domain: Domain, max_turns: int | None = None, prompt_style: str = "compact",

@@ -17,7 +17,7 @@ Rewards (trained reward = team_weight * team + local_weight * local; b = format_
     worker:        team  = score of its own answer;  local = +b for an explicit answer, else -b
     synthesizer:   team  = score of the final answer; local = +b for an explicit answer, else -b
 
-Terms: see `study_common` (format_ok and format for all; score and correct for workers and the
+Terms: see `flow_common` (format_ok and format for all; score and correct for workers and the
 synthesizer; any_correct for the synthesizer). Success (held-out metric): the final answer is correct.
 """
 
@@ -27,9 +27,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from teamrl.workflows.base import Agent, Outcome
-from teamrl.workflows.study_common import (StudyWorkflow, answer_outcome, chat_answers, clean, compact_answers,
+from teamrl.workflows.flow_common import (FlowWorkflow, answer_outcome, chat_answers, clean, compact_answers,
                                            compact_tag, format_terms, parse_strategies)
-from teamrl.workflows.study_domains import Answer, Domain
+from teamrl.workflows.flow_domains import Answer, Domain
 
 CHAT = {
     "orchestrator": ("You are the orchestrator of a team of {n} workers. Do not solve the problem. Propose {n} "
@@ -54,7 +54,7 @@ class OrchestratorState:
     done: bool = False
 
 
-class OrchestratorWorkersWorkflow(StudyWorkflow):
+class OrchestratorWorkersWorkflow(FlowWorkflow):
     """orchestrator -> n workers (one role) -> synthesizer, in one turn."""
 
     def __init__(self, domain: Domain, max_turns: int = 1, prompt_style: str = "compact",

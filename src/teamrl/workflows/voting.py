@@ -17,7 +17,7 @@ Rewards (trained reward = team_weight * team + local_weight * local; b = format_
 Rewards are immediate (AT-GRPO scores each candidate when it is applied), so a generator cannot be
 credited with the vote's outcome, which does not exist yet; `algorithm.grouping: trajectory` gives
 every agent of an episode the same advantage, computed from the episode's return (the paper's
-"every role gets the outcome reward"). Terms: see `study_common` (format_ok, format, score,
+"every role gets the outcome reward"). Terms: see `flow_common` (format_ok, format, score,
 correct, any_correct). Success (held-out metric): the picked answer is correct.
 """
 
@@ -27,9 +27,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from teamrl.workflows.base import Agent, Outcome
-from teamrl.workflows.study_common import (StudyWorkflow, answer_outcome, chat_answers, clean, compact_answers,
+from teamrl.workflows.flow_common import (FlowWorkflow, answer_outcome, chat_answers, clean, compact_answers,
                                            compact_tag, format_terms, parse_choice)
-from teamrl.workflows.study_domains import Answer, Domain
+from teamrl.workflows.flow_domains import Answer, Domain
 
 CHAT = {
     "generator": "You are one of {n} independent solvers. Solve the problem on your own.",
@@ -51,7 +51,7 @@ class VotingState:
     done: bool = False
 
 
-class VotingWorkflow(StudyWorkflow):
+class VotingWorkflow(FlowWorkflow):
     """n generators (one role), then one aggregator that picks an answer."""
 
     def __init__(self, domain: Domain, max_turns: int = 1, prompt_style: str = "compact",

@@ -5,8 +5,8 @@ from __future__ import annotations
 import random
 
 from teamrl.rollout.tree import Sample
-from teamrl.training.backends import (PolicyUpdate, UpdateSettings, load_tracker_states, run_update, tracker_states,
-                                     update_seeds)
+from teamrl.training.backends.base import (PolicyUpdate, UpdateSettings, load_tracker_states, run_update,
+                                          tracker_states, update_seeds)
 from teamrl.training.update import PolicyOptimizer
 
 

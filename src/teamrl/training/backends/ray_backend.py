@@ -20,7 +20,7 @@ from typing import Any
 
 from teamrl.config import ConfigError, TrainerConfig
 from teamrl.rollout.tree import Sample
-from teamrl.training.backends import PolicyUpdate, UpdateSettings, update_seeds
+from teamrl.training.backends.base import PolicyUpdate, UpdateSettings, update_seeds
 from teamrl.training.backends.worker import PolicyWorker, load_weights, pack
 from teamrl.training.update import PolicyOptimizer
 

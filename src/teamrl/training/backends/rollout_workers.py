@@ -24,10 +24,10 @@ import torch
 
 from teamrl.config import ConfigError, RunConfig
 from teamrl.policies.loading import Policy
-from teamrl.rollout.engine import SamplingParams
+from teamrl.rollout.builtin_engine import SamplingParams
 from teamrl.rollout.tree import Episode, RewardWeights, Sample, run_episodes
 from teamrl.training.backends.worker import load_weights, pack, trained_weights, unpack
-from teamrl.training.threads import set_threads
+from teamrl.setup.threads import set_threads
 from teamrl.training.update import PolicyOptimizer
 
 # (samples, episodes, generator state, random.Random state) of one shard.
@@ -38,7 +38,7 @@ class RolloutWorker:
     """Holds a workflow and copies of the policies; plays shards of episodes (a Ray actor)."""
 
     def __init__(self, config: RunConfig, payload: bytes, mapping: dict[str, str], num_threads: int) -> None:
-        from teamrl.training.build import build_workflow
+        from teamrl.setup.team import build_workflow
 
         # Rollout actors on one machine split its cores: without this each starts a thread per core.
         # train.threads within that share (`auto`: only cores other processes leave free).

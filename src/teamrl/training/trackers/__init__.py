@@ -5,7 +5,8 @@ directory opens the configured ones (registry.open_trackers) and sends every met
 them, with the same slash-namespaced names as metrics.jsonl.
 """
 
+from teamrl.config.report_to import BACKENDS, resolve_report_to
 from teamrl.training.trackers.base import Tracker, TrackerRun
-from teamrl.training.trackers.registry import BACKENDS, Trackers, open_trackers, resolve_report_to
+from teamrl.training.trackers.registry import Trackers, open_trackers
 
 __all__ = ["BACKENDS", "Tracker", "TrackerRun", "Trackers", "open_trackers", "resolve_report_to"]

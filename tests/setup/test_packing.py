@@ -7,8 +7,8 @@ import torch
 
 from teamrl.policies.loading import Policy
 from teamrl.policies.tiny_model import build_char_tokenizer, build_tiny_model
-from teamrl.training.packing import pack_rows, packed_nll
-from teamrl.training.sft import demo_loss, encode_demos
+from teamrl.setup.sft_packing import pack_rows, packed_nll
+from teamrl.setup.sft import demo_loss, encode_demos
 
 PAD = 0
 # Three hand-made demos (prompt ids, response ids): 3+2, 2+1 and 4+3 tokens.

@@ -9,7 +9,7 @@ from statistics import mean
 import torch
 
 from teamrl.policies.loading import Policy
-from teamrl.rollout.engine import SamplingParams
+from teamrl.rollout.builtin_engine import SamplingParams
 from teamrl.rollout.tree import Episode, RewardWeights, run_episodes
 from teamrl.workflows.base import Workflow
 
@@ -28,7 +28,7 @@ def evaluate(
 ) -> tuple[dict[str, float], list[Episode]]:
     """Success rate and returns on the first `instances` held-out instances.
 
-    agent_to_policy: agent name -> policy name (see `teamrl.training.build.agent_mapping`).
+    agent_to_policy: agent name -> policy name (see `teamrl.setup.team.agent_mapping`).
     sampling: every agent's settings, or agent name -> its own (the config's per-agent eval settings:
     `teamrl.rollout.agent_params.agent_sampling(config.rollout, workflow.agents, "eval")`); when
     given, `temperature` and `max_new_tokens` are not used.

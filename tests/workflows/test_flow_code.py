@@ -1,4 +1,4 @@
-"""The study workflows on the code task: programs graded by their ground-truth tests in the sandbox."""
+"""The flow workflows on the code task: programs graded by their ground-truth tests in the sandbox."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import pytest
 from study_helpers import B, speak
 from teamrl.workflows.code_runner import CodeRunner
 from teamrl.workflows.code_team import CodeTaskConfig
-from teamrl.workflows.registry import task_entry
-from teamrl.workflows.study_domains import Answer, CodeDomain
+from teamrl.config.tasks import task_entry
+from teamrl.workflows.flow_domains import Answer, CodeDomain
 
 SETTINGS = CodeTaskConfig(source="procedural:mul")
 
@@ -67,5 +67,5 @@ def test_debate_majority_compares_programs_by_syntax(runner):
 
 def test_other_settings_are_refused():
     with pytest.raises(ValueError, match="math and code"):
-        from teamrl.workflows.study_domains import study_domain
-        study_domain(object())
+        from teamrl.workflows.flow_domains import flow_domain
+        flow_domain(object())

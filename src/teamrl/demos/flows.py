@@ -1,4 +1,4 @@
-"""Imperfect scripted agents of the study's workflows on procedural arithmetic, to warm up the tiny model.
+"""Imperfect scripted agents of the flow workflows on procedural arithmetic, to warm up the tiny model.
 
 Each scripted agent is wrong in a *systematic*, learnable way (random noise would average out
 under greedy decoding), so the warmed-up team is mediocre and RL has something to fix:
@@ -18,8 +18,8 @@ under greedy decoding), so the warmed-up team is mediocre and RL has something t
 - a debater keeps its own answer, or from round 1 on switches to the previous round's majority
   some of the time.
 `demonstrations(workflow, seed)` yields endless (agent, prompt, response) triples of scripted
-episodes on training instances of any of these workflows; `with_study_demos` routes a task's
-demonstrations to them for study workflows and to the task's own scripted agents otherwise.
+episodes on training instances of any of these workflows; `with_flow_demos` routes a task's
+demonstrations to them for flow workflows and to the task's own scripted agents otherwise.
 """
 
 from __future__ import annotations
@@ -32,8 +32,8 @@ from typing import Any
 
 from teamrl.demos import driver as demo_driver
 from teamrl.workflows.base import Workflow
-from teamrl.workflows.study_common import StudyWorkflow
-from teamrl.workflows.study_domains import MathDomain
+from teamrl.workflows.flow_common import FlowWorkflow
+from teamrl.workflows.flow_domains import MathDomain
 
 _EXPRESSION_RE = re.compile(r"^(\d+)([-+*])(\d+)(?:([-+*])(\d+))?$")
 _STEP_RE = re.compile(r"(-?\d+)([-+*])(-?\d+)=(-?\d+)")
@@ -167,21 +167,21 @@ def scripted_response(workflow: Any, agent: str, state: Any, rng: random.Random,
 def demonstrations(workflow: Workflow, seed: int, skill: ArithmeticSkill = ArithmeticSkill()
                    ) -> Iterator[tuple[str, str, str]]:
     """Endless (agent, prompt, response) triples from scripted episodes on training instances."""
-    if not isinstance(workflow, StudyWorkflow) or not isinstance(workflow.domain, MathDomain):
-        raise ValueError(f"the scripted study agents play the study workflows on the math task; got "
-                         f"{type(workflow).__name__}" + ("" if isinstance(workflow, StudyWorkflow)
-                                                         else " (not a study workflow)"))
+    if not isinstance(workflow, FlowWorkflow) or not isinstance(workflow.domain, MathDomain):
+        raise ValueError(f"the scripted flow agents play the flow workflows on the math task; got "
+                         f"{type(workflow).__name__}" + ("" if isinstance(workflow, FlowWorkflow)
+                                                         else " (not a flow workflow)"))
     if not workflow.compact:
-        raise ValueError("the scripted study agents answer compact prompts only (workflow.prompt_style=compact)")
+        raise ValueError("the scripted flow agents answer compact prompts only (workflow.prompt_style=compact)")
     return demo_driver.demonstrations(
         workflow, seed, lambda agent, state, rng: scripted_response(workflow, agent, state, rng, skill))
 
 
-def with_study_demos(demos: Demos | None) -> Demos:
-    """A task's demonstrations with the study workflows' added: study workflows get the scripted study
+def with_flow_demos(demos: Demos | None) -> Demos:
+    """A task's demonstrations with the flow workflows' added: flow workflows get the scripted flow
     agents, every other workflow of the task gets `demos` (an error when the task has none)."""
     def combined(workflow: Workflow, seed: int) -> Iterator[tuple[str, str, str]]:
-        if isinstance(workflow, StudyWorkflow):
+        if isinstance(workflow, FlowWorkflow):
             return demonstrations(workflow, seed)
         if demos is None:
             raise ValueError(f"no scripted demonstrations for {type(workflow).__name__}; "

@@ -13,7 +13,7 @@ from teamrl.config import load_config
 from teamrl.diagnostics.alerts import Alert
 from teamrl.diagnostics.session import RunDiagnostics
 from teamrl.report.runs import load_metrics
-from teamrl.training.build import agent_mapping, build_workflow
+from teamrl.setup.team import agent_mapping, build_workflow
 
 
 def observations(rows: list[dict]) -> list[tuple[int, dict]]:

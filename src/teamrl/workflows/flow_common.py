@@ -1,4 +1,4 @@
-"""What the study's four workflows share: the base of their construction, outcome terms, parsers.
+"""What the four flow workflows share: the base of their construction, outcome terms, parsers.
 
 Outcome terms (stable names, read per role by the diagnostics):
 
@@ -19,7 +19,7 @@ import re
 from typing import Any
 
 from teamrl.workflows.base import Agent, Outcome, Workflow
-from teamrl.workflows.study_domains import SHOWN_CHARS, Answer, Domain
+from teamrl.workflows.flow_domains import SHOWN_CHARS, Answer, Domain
 
 SHORT_TAGS = {"aggregator": "agg", "evaluator": "ev", "orchestrator": "orc", "synthesizer": "syn",
               "generator": "g"}
@@ -226,8 +226,8 @@ def parse_strategies(text: str, n: int) -> tuple[list[str], bool]:
     return found + [""] * (n - len(found)), len(items) == n
 
 
-class StudyWorkflow(Workflow):
-    """Construction, validation and bookkeeping shared by the study workflows (not a workflow itself)."""
+class FlowWorkflow(Workflow):
+    """Construction, validation and bookkeeping shared by the flow workflows (not a workflow itself)."""
 
     parallel = False
 

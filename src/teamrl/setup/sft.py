@@ -1,7 +1,7 @@
 """Supervised fine-tuning on (prompt, response) pairs, loss on the response tokens only.
 
 Two batch layouts: one demo per row, padded (`pack_tokens=0`, the layout of the first warm-up
-recipe), or several demos packed per row with no compute on padding (`teamrl.training.packing`).
+recipe), or several demos packed per row with no compute on padding (`teamrl.setup.sft_packing`).
 Both minimise the same token-weighted mean response NLL (EOS included).
 """
 
@@ -16,7 +16,7 @@ import torch
 
 from teamrl.policies.loading import Policy
 from teamrl.policies.scoring import pack_responses, response_logprobs
-from teamrl.training.packing import pack_rows, packed_nll
+from teamrl.setup.sft_packing import pack_rows, packed_nll
 
 Demo = tuple[str, str]
 """(prompt text, response text)."""

@@ -1,6 +1,6 @@
-"""Domain adapters of the policy-sharing study's workflows: pose a problem, parse, grade, compare.
+"""Domain adapters of the flow workflows: pose a problem, parse, grade, compare.
 
-The study's four workflows (voting, evaluator_optimizer, orchestrator_workers, debate) are the same
+The four flow workflows (voting, evaluator_optimizer, orchestrator_workers, debate) are the same
 on every task: they only need a problem's text, an agent's answer parsed out of its response, a
 grade for an answer and a test of whether two answers agree. A `Domain` supplies those for a task:
 
@@ -15,7 +15,7 @@ grade for an answer and a test of whether two answers agree. A `Domain` supplies
   (`parse_program`); its grade is its pass ratio on the ground-truth tests, run in the sandbox
   (`CodeRunner.ground_truth`, batched and cached). An answer is correct at grade 1.0.
 
-`study_domain(settings, runner)` picks the domain for a task's settings object.
+`flow_domain(settings, runner)` picks the domain for a task's settings object.
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ class Answer:
 
 
 class Domain(Protocol):
-    """What a study workflow needs from a task."""
+    """What a flow workflow needs from a task."""
 
     default_turns: int
     """Refinement cap of evaluator-optimizer when the caller gives none (3 for math, 2 for code)."""
@@ -157,7 +157,7 @@ class CodeDomain:
     def problem(self, split: str, index: int) -> Any:
         problem = self.problems.get(split, index)
         if not problem.tests:
-            raise ValueError(f"{problem.id}: the study workflows need function-level ground-truth tests "
+            raise ValueError(f"{problem.id}: the flow workflows need function-level ground-truth tests "
                              "(stdin/stdout problems are not supported)")
         return problem
 
@@ -190,7 +190,7 @@ def _normal_program(program: str) -> str:
         return program.strip()
 
 
-def study_domain(settings: Any, runner: Any = None) -> Domain:
+def flow_domain(settings: Any, runner: Any = None) -> Domain:
     """The domain of a task's settings: math (`MathTaskConfig`) or code (`CodeTaskConfig`).
 
     `runner` is the code task's sandbox runner (a `CodeRunner`); the math domain runs no programs
@@ -200,5 +200,5 @@ def study_domain(settings: Any, runner: Any = None) -> Domain:
         return MathDomain(settings)
     if isinstance(settings, CodeTaskConfig):
         return CodeDomain(settings, runner)
-    raise ValueError(f"the study workflows run on the math and code tasks; got settings of type "
+    raise ValueError(f"the flow workflows run on the math and code tasks; got settings of type "
                      f"{type(settings).__name__}")

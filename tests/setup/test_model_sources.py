@@ -7,8 +7,8 @@ import pytest
 
 from teamrl.cli import main as cli_main
 from teamrl.config import ConfigError
-from teamrl.training import model_sources
-from teamrl.training.model_sources import check_named_source, file_digest, named_checkpoint
+from teamrl.setup import model_sources
+from teamrl.setup.model_sources import check_named_source, file_digest, named_checkpoint
 
 
 def test_shipped_names_are_found_in_any_case():

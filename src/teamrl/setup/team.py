@@ -7,17 +7,16 @@ import json
 from pathlib import Path
 
 from teamrl.config import ConfigError, PolicyConfig, RunConfig
+from teamrl.config.tasks import task_entry
 from teamrl.policies.assemble import load_policies
 from teamrl.policies.loading import Policy, check_device, check_model_source
 from teamrl.policies.mapping import agent_policy_mapping
-from teamrl.policies.storage import load_policy_weights
-from teamrl.rollout.engines import serve_with_vllm
-from teamrl.training.checkpoint import MARKER
-from teamrl.training.model_sources import check_named_source, is_gguf_path, named_checkpoint, resolve_model_source
-from teamrl.training.real_model_checks import warn_about_settings
-from teamrl.training.tiny_default import WarmupRecipe, warm_up
+from teamrl.policies.storage import CHECKPOINT_MARKER, load_policy_weights
+from teamrl.rollout.engine_routing import serve_with_vllm
+from teamrl.setup.model_sources import check_named_source, is_gguf_path, named_checkpoint, resolve_model_source
+from teamrl.setup.real_model_checks import warn_about_settings
+from teamrl.setup.tiny_default import WarmupRecipe, warm_up
 from teamrl.workflows.base import Workflow
-from teamrl.workflows.registry import task_entry
 
 TINY_DEFAULT = "tiny-default"
 
@@ -83,7 +82,7 @@ def build_policies(config: RunConfig, workflow: Workflow, model_path: str | None
 
     training: whether they are about to be trained (else sampling-only settings are not warned about).
     Returns (policies by name, agent name -> policy name). With rollout.engine: vllm they are served by
-    vLLM engines (`teamrl.rollout.engines`); `teamrl.rollout.engines.release` closes them.
+    vLLM engines (`teamrl.rollout.engine_routing`); `teamrl.rollout.engine_routing.release` closes them.
     """
     mapping = agent_mapping(config, workflow)
     policies = load_policies(policy_settings(config, mapping, model_path))
@@ -137,7 +136,7 @@ def _refuse_run_directory(folder: Path) -> None:
         root = folder
     else:
         return
-    tags = sorted(p.name for p in root.iterdir() if (p / MARKER).is_file())
+    tags = sorted(p.name for p in root.iterdir() if (p / CHECKPOINT_MARKER).is_file())
     suggestion = root / "final" if "final" in tags else (root / tags[-1] if tags else None)
     found = f"its checkpoints: {', '.join(tags)}" if tags else "it holds no complete checkpoint yet"
     hint = f"; use --checkpoint {suggestion}" if suggestion else ""

@@ -1,4 +1,4 @@
-"""The study workflows' verifier contract (docs/verifiers/plans.md): one vote, one verdict, n strategies,
+"""The flow workflows' verifier contract (docs/verifiers/plans.md): one vote, one verdict, n strategies,
 one answer value; parametrized accepted and refused styles, properties, and bounded time."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from study_helpers import B, math_domain
 
 from teamrl.tasks.math_data import MathProblem
 from teamrl.workflows.evaluator_optimizer import EvaluatorOptimizerWorkflow
-from teamrl.workflows.study_common import parse_choice, parse_strategies, parse_verdict
+from teamrl.workflows.flow_common import parse_choice, parse_strategies, parse_verdict
 from teamrl.workflows.voting import VotingWorkflow
 
 FEW = settings(max_examples=30, deadline=None)

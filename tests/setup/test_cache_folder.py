@@ -2,7 +2,7 @@
 
 import pytest
 
-from teamrl.training.cache_folder import is_published, publish
+from teamrl.setup.cache_folder import is_published, publish
 
 
 def writer(text):

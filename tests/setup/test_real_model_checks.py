@@ -1,4 +1,4 @@
-"""The load-time warnings for settings that waste a real pretrained LLM (teamrl.training.real_model_checks)."""
+"""The load-time warnings for settings that waste a real pretrained LLM (teamrl.setup.real_model_checks)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from teamrl.config import load_config
-from teamrl.training.real_model_checks import real_model_warnings
+from teamrl.setup.real_model_checks import real_model_warnings
 
 CONFIGS = Path(__file__).resolve().parents[2] / "src" / "teamrl" / "configs"
 CHAT_MATH = ["workflow.prompt_style=chat", "rollout.temperature=0.5", "rollout.max_new_tokens=64",
@@ -49,26 +49,26 @@ def test_a_base_model_without_stop_strings_or_worked_examples_is_told_both_fixes
 
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
 def test_pure_low_precision_training_on_cpu_points_to_autocast_where_the_cpu_has_bf16_units(dtype, monkeypatch):
-    monkeypatch.setattr("teamrl.training.real_model_checks.cpu_has_bf16_matmul", lambda: True)
+    monkeypatch.setattr("teamrl.setup.real_model_checks.cpu_has_bf16_matmul", lambda: True)
     text = " ".join(warnings_for([*CHAT_MATH, f"policy.dtype={dtype}"], template=True))
     assert "no float32 master copy" in text and "algorithm.autocast=bf16" in text
-    monkeypatch.setattr("teamrl.training.real_model_checks.cpu_has_bf16_matmul", lambda: False)
+    monkeypatch.setattr("teamrl.setup.real_model_checks.cpu_has_bf16_matmul", lambda: False)
     text = " ".join(warnings_for([*CHAT_MATH, f"policy.dtype={dtype}"], template=True))
     assert "no float32 master copy" in text and "autocast" not in text  # emulated bf16 would be slower still
 
 
 def test_bf16_autocast_on_a_cpu_without_bf16_units_says_it_is_slower(monkeypatch):
-    monkeypatch.setattr("teamrl.training.real_model_checks.cpu_has_bf16_matmul", lambda: False)
+    monkeypatch.setattr("teamrl.setup.real_model_checks.cpu_has_bf16_matmul", lambda: False)
     (text,) = warnings_for([*CHAT_MATH, "algorithm.autocast=bf16"], template=True)
     assert "without bf16 matmul units" in text and "set algorithm.autocast=off" in text
-    monkeypatch.setattr("teamrl.training.real_model_checks.cpu_has_bf16_matmul", lambda: True)
+    monkeypatch.setattr("teamrl.setup.real_model_checks.cpu_has_bf16_matmul", lambda: True)
     assert warnings_for([*CHAT_MATH, "algorithm.autocast=bf16"], template=True) == []
 
 
 
 def test_a_base_model_gets_a_stop_and_worked_examples_where_its_task_has_them():
-    from teamrl.training.model_sources import is_named_base_model
-    from teamrl.training.real_model_checks import base_model_settings, offers_worked_examples
+    from teamrl.setup.model_sources import is_named_base_model
+    from teamrl.setup.real_model_checks import base_model_settings, offers_worked_examples
 
     assert offers_worked_examples("math") and not offers_worked_examples("split_calc")
     assert not offers_worked_examples("no_such_task")

@@ -15,7 +15,7 @@ import json
 from types import ModuleType
 from typing import Any
 
-from teamrl.workflows.registry import task_entry
+from teamrl.config.tasks import task_entry
 
 
 def task_modules(task: str, first: list[ModuleType]) -> list[ModuleType]:

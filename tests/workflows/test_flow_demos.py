@@ -1,4 +1,4 @@
-"""Scripted study agents: hand-checked working, learnable imperfection, tokenizer-safe prompts."""
+"""Scripted flow agents: hand-checked working, learnable imperfection, tokenizer-safe prompts."""
 
 from __future__ import annotations
 
@@ -10,12 +10,12 @@ import pytest
 pytest.importorskip("math_verify")
 
 from teamrl.policies.tiny_model import CHARACTERS  # noqa: E402
-from teamrl.training.tiny_default import WarmupRecipe, demo_batches  # noqa: E402
+from teamrl.setup.tiny_default import WarmupRecipe, demo_batches  # noqa: E402
 from teamrl.demos import driver as demo_driver  # noqa: E402
-from teamrl.workflows.registry import task_entry, task_settings  # noqa: E402
-from teamrl.workflows.study import STUDY_WORKFLOWS  # noqa: E402
-from teamrl.demos.study import (ArithmeticSkill, blind_spot, demonstrations, scripted_response,  # noqa: E402
-                                          solve, steps, steps_hold, with_study_demos)
+from teamrl.config.tasks import task_entry, task_settings  # noqa: E402
+from teamrl.workflows.flow_kinds import FLOW_KINDS  # noqa: E402
+from teamrl.demos.flows import (ArithmeticSkill, blind_spot, demonstrations, scripted_response,  # noqa: E402
+                                          solve, steps, steps_hold, with_flow_demos)
 
 TASK = {"name": "math", "source": "arithmetic:1,2"}
 
@@ -47,7 +47,7 @@ def test_a_solver_errs_systematically_on_its_blind_spot():
     assert solve("2+3+4", "9", 0, rng, ArithmeticSkill(blind_wrong=0.0), strategy="r") == "3+4=7;2+7=9"
 
 
-@pytest.mark.parametrize("kind", sorted(STUDY_WORKFLOWS))
+@pytest.mark.parametrize("kind", sorted(FLOW_KINDS))
 def test_demos_cover_every_agent_with_wellformed_tokenizer_safe_text(kind):
     wf = build(kind)
     triples = list(itertools.islice(demonstrations(wf, seed=0), 400))
@@ -84,11 +84,11 @@ def test_scripted_voting_team_is_mediocre_and_improvable():
 
 
 def test_demos_route_by_workflow_and_refuse_what_they_cannot_play():
-    own = with_study_demos(lambda wf, seed: iter([("x", "p", "r")]))
+    own = with_flow_demos(lambda wf, seed: iter([("x", "p", "r")]))
     assert next(own(build("team"), 0)) == ("x", "p", "r")
     assert next(own(build("voting"), 0))[0] == "generator_0"
     with pytest.raises(ValueError, match="no scripted demonstrations"):
-        with_study_demos(None)(build("team"), 0)
+        with_flow_demos(None)(build("team"), 0)
     with pytest.raises(ValueError, match="compact"):
         demonstrations(build("voting", prompt_style="chat"), 0)
 

@@ -20,15 +20,15 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from teamrl.config.tasks import task_entry, task_settings
 from teamrl.demos.plan_path import TrustedRunner
 from teamrl.policies.loading import Policy
 from teamrl.policies.tiny_variants import build_bpe_tokenizer, build_tiny_qwen2
-from teamrl.training.cache_folder import publish
-from teamrl.training.recipe_digest import recipe_digest, task_modules
-from teamrl.training.sft import Demo, SFTSettings, supervised_finetune
-from teamrl.training.tiny_default import HELDOUT_SEED, cache_root, progress_bar
+from teamrl.setup.cache_folder import publish
+from teamrl.setup.recipe_digest import recipe_digest, task_modules
+from teamrl.setup.sft import Demo, SFTSettings, supervised_finetune
+from teamrl.setup.tiny_default import HELDOUT_SEED, cache_root, progress_bar
 from teamrl.workflows.base import Workflow
-from teamrl.workflows.registry import task_entry, task_settings
 
 Triple = tuple[str, str, str]  # (agent, prompt, response)
 
@@ -82,9 +82,9 @@ class VariantRecipe:
     def digest(self) -> str:
         """Hash of the recipe and of the code of the demos, the tokenizer, the model and the training."""
         from teamrl.policies import tiny_model, tiny_variants
-        from teamrl.training import packing, sft
+        from teamrl.setup import sft, sft_packing
 
-        modules = task_modules(dict(self.task)["name"], [tiny_model, tiny_variants, sft, packing, sys.modules[__name__]])
+        modules = task_modules(dict(self.task)["name"], [tiny_model, tiny_variants, sft, sft_packing, sys.modules[__name__]])
         return recipe_digest(asdict(self), modules)
 
 

@@ -12,20 +12,20 @@ import collections
 import json
 import os
 import time
-from dataclasses import asdict, dataclass
 from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from tqdm import tqdm
 
+from teamrl.config.tasks import task_entry, task_settings
+from teamrl.demos.plan_path import TrustedRunner
 from teamrl.policies.loading import Policy
 from teamrl.policies.tiny_model import build_char_tokenizer, build_tiny_model
-from teamrl.training.cache_folder import publish
-from teamrl.training.recipe_digest import recipe_digest, task_modules
-from teamrl.training.sft import Demo, SFTSettings, supervised_finetune
-from teamrl.demos.plan_path import TrustedRunner
-from teamrl.workflows.registry import task_entry, task_settings
+from teamrl.setup.cache_folder import publish
+from teamrl.setup.recipe_digest import recipe_digest, task_modules
+from teamrl.setup.sft import Demo, SFTSettings, supervised_finetune
 
 
 @dataclass(frozen=True)
@@ -72,10 +72,10 @@ class WarmupRecipe:
         silently reuse an old checkpoint (the task entry's `sources` name the modules).
         """
         from teamrl.policies import tiny_model
-        from teamrl.training import packing, sft
+        from teamrl.setup import sft, sft_packing
 
         # The training code shapes the checkpoint as much as the model builder does.
-        modules = task_modules(dict(self.task)["name"], [tiny_model, sft, packing])
+        modules = task_modules(dict(self.task)["name"], [tiny_model, sft, sft_packing])
         fields = asdict(self)
         if fields["workflow"] == "team":
             del fields["workflow"]  # recipes from before the field existed keep their cache key

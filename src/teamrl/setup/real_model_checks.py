@@ -13,10 +13,10 @@ import json
 import sys
 
 from teamrl.config import RunConfig
+from teamrl.config.tasks import TASKS
 from teamrl.policies.chat_encoding import PLAIN_TRANSCRIPT_STOP
 from teamrl.policies.cpu_linear import cpu_has_bf16_matmul
 from teamrl.policies.loading import Policy
-from teamrl.workflows.registry import TASKS
 
 SUBWORD_VOCAB = 1000
 """A tokenizer with more entries than this is a real subword vocabulary, not the tiny default's characters."""

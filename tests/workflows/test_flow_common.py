@@ -1,10 +1,10 @@
-"""Parsers and helpers shared by the study workflows, on well- and ill-formed text."""
+"""Parsers and helpers shared by the flow workflows, on well- and ill-formed text."""
 
 from __future__ import annotations
 
 import pytest
 
-from teamrl.workflows.study_common import compact_tag, parse_choice, parse_strategies, parse_verdict
+from teamrl.workflows.flow_common import compact_tag, parse_choice, parse_strategies, parse_verdict
 
 
 @pytest.mark.parametrize("text, expected", [

@@ -11,9 +11,9 @@ from tqdm import tqdm
 
 from teamrl.policies.loading import Policy
 from teamrl.policies.tiny_model import build_char_tokenizer, build_tiny_model
-from teamrl.training import recipe_digest, sft
-from teamrl.training.sft import SFTSettings, supervised_finetune
-from teamrl.training.tiny_default import (BAR_FORMAT, WarmupRecipe, demo_batches, heldout_demos,
+from teamrl.setup import recipe_digest, sft
+from teamrl.setup.sft import SFTSettings, supervised_finetune
+from teamrl.setup.tiny_default import (BAR_FORMAT, WarmupRecipe, demo_batches, heldout_demos,
                                           progress_bar)
 
 TASK = {"name": "plan_path", "size": 4, "min_distance": 2}
@@ -37,7 +37,7 @@ def test_every_recipe_field_changes_the_cache_key():
         assert changed.digest() != recipe.digest(), f"changing {f.name} kept the cache key"
 
 
-@pytest.mark.parametrize("module", ["teamrl.training.sft", "teamrl.training.packing"])
+@pytest.mark.parametrize("module", ["teamrl.setup.sft", "teamrl.setup.sft_packing"])
 def test_editing_the_training_code_changes_the_cache_key(monkeypatch, module):
     recipe = WarmupRecipe.for_task(TASK, 2)
     before = recipe.digest()
