@@ -34,7 +34,10 @@ OVERRIDES = [
     "train.eval_every=2", "train.eval_instances=2", "train.warmup_steps=2", "train.checkpoint_every=1",
     "train.keep_last=2", "algorithm.k=2", "algorithm.drop_zero_signal=false",
     "algorithm.entropy_coef=0.05", "policy.lr=1e-2"]
-UNIT = ["regime=per_role", "train.keep_last=0"]
+# Unit-level runs write their checkpoints by hand; a resume through the CLI that went on would train a
+# step of the random tiny model (never a warm-up of the default one).
+UNIT = ["regime=per_role", "train.keep_last=0", "train.steps=1", "train.eval_instances=1", "train.batch_size=1",
+        "algorithm.k=2", "workflow.max_turns=1", "rollout.max_new_tokens=2", "diagnostics.level=none"]
 
 
 @pytest.fixture
@@ -114,8 +117,8 @@ def test_a_linked_metrics_log_is_refused_and_its_target_kept(tmp_path, config_fi
 
 # -- 2. a linked checkpoints/ folder ----------------------------------------------------------------------
 
-def _unit_setup(tmp_path: Path, run_name: str = "run"):
-    config = load_config(None, [*UNIT, f"output_dir={tmp_path}", f"run_name={run_name}"])
+def _unit_setup(tmp_path: Path, model: Path, run_name: str = "run"):
+    config = load_config(None, [*UNIT, f"output_dir={tmp_path}", f"run_name={run_name}", f"policy.model={model}"])
     policies = {"tool": tiny_policy(seed=0, name="tool"), "plan": tiny_policy(seed=1, name="plan")}
     optimizers = {n: make_optimizer(p, config.policy, config.train, 0.0) for n, p in policies.items()}
     return config, policies, optimizers
@@ -139,8 +142,8 @@ def _tree(root: Path) -> dict[str, bytes | str]:
     return out
 
 
-def test_a_linked_checkpoints_folder_is_refused_untouched_and_resumes_once_fixed(tmp_path, capsys):
-    config, policies, optimizers = _unit_setup(tmp_path)
+def test_a_linked_checkpoints_folder_is_refused_untouched_and_resumes_once_fixed(tmp_path, random_model_dir, capsys):
+    config, policies, optimizers = _unit_setup(tmp_path, random_model_dir)
     run = _save_step(config, policies, optimizers, 1)
     elsewhere = tmp_path / "elsewhere"
     shutil.move(run.checkpoints, elsewhere)
@@ -167,8 +170,8 @@ def test_a_linked_checkpoints_folder_is_refused_untouched_and_resumes_once_fixed
 
 # -- 3. a linked step checkpoint ----------------------------------------------------------------------------
 
-def test_a_linked_step_checkpoint_stops_rotation_cleanly_and_the_run_resumes_once_fixed(tmp_path):
-    config, policies, optimizers = _unit_setup(tmp_path)
+def test_a_linked_step_checkpoint_stops_rotation_cleanly_and_the_run_resumes_once_fixed(tmp_path, random_model_dir):
+    config, policies, optimizers = _unit_setup(tmp_path, random_model_dir)
     config.train.keep_last = 2
     run = _save_step(config, policies, optimizers, 1)
     config.train.resume = "auto"
@@ -215,11 +218,11 @@ def _teamrl_on_read_only(folder: Path, *argv: str) -> subprocess.CompletedProces
     return subprocess.run(["unshare", "-m", "sh", "-c", command], capture_output=True, text=True, timeout=300, env=env)
 
 
-def test_a_read_only_disk_is_one_line_for_new_runs_resume_and_report(tmp_path):
+def test_a_read_only_disk_is_one_line_for_new_runs_resume_and_report(tmp_path, random_model_dir):
     """A real read-only bind mount (needs `unshare -m` and mount rights: skipped where they are missing)."""
     if not _can_mount_read_only(tmp_path):
         pytest.skip("cannot make a read-only bind mount here (unshare -m / mount not permitted)")
-    config, policies, optimizers = _unit_setup(tmp_path / "ro")
+    config, policies, optimizers = _unit_setup(tmp_path / "ro", random_model_dir)
     run = _save_step(config, policies, optimizers, 1)
     config_file = tmp_path / "run.yaml"
     shutil.copy(run.path / "config.yaml", config_file)
@@ -234,6 +237,9 @@ def test_a_read_only_disk_is_one_line_for_new_runs_resume_and_report(tmp_path):
         assert "is on a read-only file system" in line and "writable disk" in line, (case, line)
         assert str(tmp_path / "ro") in line, (case, line)
     assert _tree(tmp_path / "ro") == before
+    # A report of the read-only run written elsewhere works.
+    done = _teamrl_on_read_only(tmp_path / "ro", "report", str(run.path), "--out", str(tmp_path / "report"))
+    assert done.returncode == 0 and (tmp_path / "report" / "index.html").is_file(), done.stderr[-2000:]
     assert not list(tmp_path.glob("teamrl-error-*")) and "x" not in os.listdir(tmp_path / "ro")
 
 
@@ -245,9 +251,9 @@ def test_a_fifo_as_config_file_is_named_as_such(tmp_path, capsys):
     assert "is not a regular file (a FIFO" in line and "does not exist" not in line and "pass a YAML file" in line
 
 
-def test_a_fifo_as_the_run_config_is_refused_on_resume(tmp_path):
+def test_a_fifo_as_the_run_config_is_refused_on_resume(tmp_path, random_model_dir):
     """Reading a FIFO blocks until somebody writes to it: resume must refuse it without opening it."""
-    config, policies, optimizers = _unit_setup(tmp_path)
+    config, policies, optimizers = _unit_setup(tmp_path, random_model_dir)
     run = _save_step(config, policies, optimizers, 1)
     config_file = tmp_path / "run.yaml"
     shutil.move(run.path / "config.yaml", config_file)
@@ -283,8 +289,8 @@ def test_a_truncated_checkpoint_is_named_and_the_previous_one_resumed(tmp_path, 
     _assert_same_run(stopped, reference)
 
 
-def test_resume_refuses_when_every_checkpoint_is_truncated(tmp_path, capsys):
-    config, policies, optimizers = _unit_setup(tmp_path)
+def test_resume_refuses_when_every_checkpoint_is_truncated(tmp_path, random_model_dir, capsys):
+    config, policies, optimizers = _unit_setup(tmp_path, random_model_dir)
     run = _save_step(config, policies, optimizers, 1)
     config.train.resume = "auto"
     run = _save_step(config, policies, optimizers, 2, resume=find_resume_point(config))
