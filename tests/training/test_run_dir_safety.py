@@ -16,6 +16,7 @@ import pytest
 import torch
 import yaml
 from stop_after import stop_after_checkpoint
+from toy import tiny_policy
 
 from teamrl.cli import main as cli_main
 from teamrl.config import config_to_dict, load_config
@@ -25,7 +26,6 @@ from teamrl.training.resume import LoopState, find_resume_point, save_training_s
 from teamrl.training.run_dir import RunDirectory
 from teamrl.training.run_files import RunFileError
 from teamrl.training.update import make_optimizer
-from toy import tiny_policy
 
 # The exact-resume runs of test_resume.py: a random tiny model, 5 short steps, a checkpoint each step.
 OVERRIDES = [
@@ -204,7 +204,7 @@ def _can_mount_read_only(tmp_path: Path) -> bool:
     probe.mkdir()
     try:
         done = subprocess.run(["unshare", "-m", "sh", "-c", f"mount --bind -o ro {probe} {probe} && touch {probe}/x"],
-                              capture_output=True, text=True, timeout=60)
+                              capture_output=True, text=True, timeout=60, check=False)
     except (OSError, subprocess.TimeoutExpired):
         return False
     return done.returncode != 0 and "Read-only file system" in done.stderr
@@ -215,7 +215,7 @@ def _teamrl_on_read_only(folder: Path, *argv: str) -> subprocess.CompletedProces
     command = " ".join(["mount --bind -o ro", str(folder), str(folder), "&& exec", sys.executable, "-m", "teamrl.cli",
                         *(f"'{a}'" for a in argv)])
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "TMPDIR": str(folder.parent)}
-    return subprocess.run(["unshare", "-m", "sh", "-c", command], capture_output=True, text=True, timeout=300, env=env)
+    return subprocess.run(["unshare", "-m", "sh", "-c", command], capture_output=True, text=True, timeout=300, env=env, check=False)
 
 
 def test_a_read_only_disk_is_one_line_for_new_runs_resume_and_report(tmp_path, random_model_dir):
@@ -261,7 +261,7 @@ def test_a_fifo_as_the_run_config_is_refused_on_resume(tmp_path, random_model_di
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     try:
         done = subprocess.run([sys.executable, "-m", "teamrl.cli", "train", str(config_file), "--resume", str(run.path)],
-                              capture_output=True, text=True, timeout=120, env=env)
+                              capture_output=True, text=True, timeout=120, env=env, check=False)
     except subprocess.TimeoutExpired:
         pytest.fail("resume blocked reading the FIFO config.yaml of the run directory")
     assert done.returncode == 2, done.stderr[-2000:]

@@ -15,7 +15,6 @@ import os
 import stat
 from pathlib import Path
 
-
 # The append-only logs teamrl writes at the top of a run directory: the only files a resume cuts back to
 # their length at the checkpoint (or removes, when they were created after it). Any other `*.jsonl`
 # there (a user's notes, a link) is never opened.
