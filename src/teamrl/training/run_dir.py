@@ -114,7 +114,7 @@ def _lock(path: Path) -> tuple[int, Path]:
         if err.errno not in _NO_DIRECTORY_LOCKS:
             raise
     target = path / LOCK_FILE
-    return _flock(os.open(target, os.O_RDWR | os.O_CREAT, 0o644), path), target
+    return _flock(os.open(target, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644), path), target
 
 
 def _flock(fd: int, path: Path) -> int:

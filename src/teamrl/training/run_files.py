@@ -14,6 +14,7 @@ import errno
 import os
 import stat
 from pathlib import Path
+from typing import TextIO
 
 # The append-only logs teamrl writes at the top of a run directory: the only files a resume cuts back to
 # their length at the checkpoint (or removes, when they were created after it). Any other `*.jsonl`
@@ -97,7 +98,7 @@ def write_text(path: Path, text: str, what: str) -> None:
         handle.write(text)
 
 
-def open_append(path: Path, what: str, buffering: int = -1):  # -> TextIO
+def open_append(path: Path, what: str, buffering: int = -1) -> TextIO:
     """`path` opened for appending text (created when missing), never through a link."""
     check_regular_file(path, what)
     fd = _open_no_follow(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, what)
