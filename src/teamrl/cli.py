@@ -370,16 +370,19 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     from teamrl.tasks.datafiles import DatasetFormatError
     from teamrl.training.checkpoint import CheckpointError
     from teamrl.training.run_dir import RunLockedError
+    from teamrl.training.run_files import RunFileError
 
-    return (ConfigError, DatasetFormatError, CheckpointError, ReportError, RunLockedError, FileNotFoundError,
-            FileExistsError, NotADirectoryError, IsADirectoryError, PermissionError, ImportError)
+    return (ConfigError, DatasetFormatError, CheckpointError, ReportError, RunLockedError, RunFileError,
+            FileNotFoundError, FileExistsError, NotADirectoryError, IsADirectoryError, PermissionError, ImportError)
 
 
 def _report_error(err: Exception) -> int:
-    from teamrl.training.disk_full import disk_full_message
+    from teamrl.training.disk_full import read_only_message
+    from teamrl.training.run_dir import disk_full_message
 
     message = " ".join(str(err).split()) or type(err).__name__
-    full = disk_full_message(err)  # before the traceback file below: it would not fit on a full disk either
+    # Before the traceback file below: it would not fit on a full disk, nor be useful for a read-only one.
+    full = disk_full_message(err) or read_only_message(err)
     if full is not None:
         print(full, file=sys.stderr)
         return 2

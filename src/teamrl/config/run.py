@@ -110,6 +110,9 @@ def load_config(path: str | Path | None, overrides: list[str] = ()) -> RunConfig
     if path is not None:
         path = Path(path)
         if not path.is_file():
+            if path.exists():  # a FIFO, device or folder: reading it would block or fail
+                kind = "a folder" if path.is_dir() else "not a regular file (a FIFO, socket or device)"
+                raise ConfigError(f"config file {path} is {kind}; pass a YAML file")
             raise ConfigError(f"config file {path} does not exist")
         try:
             text = path.read_text(encoding="utf-8")

@@ -5,6 +5,9 @@ message inside another library's error (safetensors: "No space left on device"),
 torch.save to a path, as a RuntimeError without any errno ("unexpected pos ..."): teamrl's own
 torch writes go through Python files (`checkpoint.save_torch`) so that the errno survives, and
 that last form is taken for a full disk only when the disk has almost no space left.
+A disk that cannot be written at all (a read-only mount, EROFS) is named too (`read_only_message`).
+The CLI's line for a full disk, with the command that resumes the stopped run, is
+`run_dir.disk_full_message` (it reads the run directory).
 """
 
 from __future__ import annotations
@@ -58,19 +61,15 @@ def what_was_written(err: BaseException, default: str) -> str:
     return default
 
 
-def disk_full_message(err: BaseException) -> str | None:
-    """The CLI's line for a full disk (None when `err` is something else): what was being written,
-    and how to go on (free space, then resume the run, or run the command again)."""
-    if not is_disk_full(err):
-        return None
-    what = what_was_written(err, "a file")
-    run_dir = err.run_dir if isinstance(err, DiskFullError) else None
-    if run_dir is None or not run_dir.exists():
-        return f"teamrl: error: disk full while writing {what}; free space on that disk and run the command again"
-    from teamrl.training.run_dir import describe_stopped_run
-
-    return describe_stopped_run(run_dir, f"error: disk full while writing {what}; free space on that disk, then "
-                                         "resume. The run stopped")
+def read_only_message(err: BaseException) -> str | None:
+    """The CLI's line for a write refused by a read-only file system (None when `err` is something else)."""
+    for link in _chain(err):
+        if isinstance(link, OSError) and link.errno == errno.EROFS:
+            what = str(link.filename) if link.filename else "a file"
+            return (f"teamrl: error: cannot write {what}: it is on a read-only file system; give a folder on a "
+                    "writable disk (output_dir=... for train, --out for report and transcripts), or copy a run "
+                    "directory to a writable disk to resume or report it there")
+    return None
 
 
 def _chain(err: BaseException) -> list[BaseException]:

@@ -4,8 +4,11 @@ A run resumed from `checkpoints/stepN` continues as if never stopped: the polici
 optimizer and scheduler states, the sampling generator, the loop's and the global Python RNGs, torch's
 global RNG, the best-so-far held-out score and the step are restored. The data position needs no
 state of its own: step N's batch is instances [N * batch_size, (N + 1) * batch_size) (rollout_step).
-metrics.jsonl (and every other `*.jsonl` log) is cut back to its length at the checkpoint, so the
-resumed run's file equals the uninterrupted one's except for the wall-clock `time/*` values.
+metrics.jsonl and alerts.jsonl (`run_files.RUN_LOGS`) are cut back to their length at the checkpoint,
+so the resumed run's files equal the uninterrupted one's except for the wall-clock `time/*` values;
+no other file of the run directory is opened. A checkpoint that fails its check (a truncated file, a
+missing marker) is named with the reason and skipped for the previous good one; when step
+checkpoints exist but none is good, resume refuses rather than restart from step 0.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import random
 import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import torch
 import yaml
@@ -23,12 +26,11 @@ import yaml
 from teamrl.config import ConfigError, RunConfig, config_to_dict, load_config
 from teamrl.policies.loading import Policy
 from teamrl.policies.storage import load_policy_weights
-from teamrl.training.checkpoint import (MARKER, TRAINER_JSON, TRAINER_STATE, CheckpointError, load_optimizer,
-                                        recover, rotate, save_optimizer, save_torch, step_checkpoints, step_tag,
-                                        verify, write_checkpoint)
-
-if TYPE_CHECKING:
-    from teamrl.training.run_dir import RunDirectory
+from teamrl.training.checkpoint import (MARKER, TRAINER_JSON, TRAINER_STATE, CheckpointError,
+                                        check_checkpoint_folders, damage, load_optimizer, recover,
+                                        rotate, save_optimizer, save_torch, step_folders, step_tag, verify,
+                                        write_checkpoint)
+from teamrl.training.run_files import CONFIG_FILE, RUN_LOGS, SUMMARY_FILE, check_regular_file
 
 # Config keys a resumed run may change; any other difference would make it a different run.
 CHANGEABLE = {"train.resume", "train.steps", "train.time_budget_s", "train.keep_last",
@@ -66,6 +68,15 @@ class ResumePoint:
         return self.loop.log_bytes if self.loop else {}
 
 
+class CheckpointedRun(Protocol):
+    """What a step checkpoint needs of the run directory (`run_dir.RunDirectory`)."""
+
+    @property
+    def checkpoints(self) -> Path: ...
+
+    def sync_logs(self) -> dict[str, int]: ...
+
+
 class TrackerStates:
     """The update backend's per-role gradient trackers (their EMAs) as a checkpoint component.
 
@@ -89,7 +100,7 @@ class TrackerStates:
         self.restored = state
 
 
-def save_training_state(run: "RunDirectory", loop: LoopState, policies: dict[str, Policy],
+def save_training_state(run: CheckpointedRun, loop: LoopState, policies: dict[str, Policy],
                         optimizers: dict[str, Any], generator: torch.Generator, rng: random.Random,
                         keep_last: int, components: dict[str, Any] | None = None) -> Path:
     """Write the resumable checkpoint `step<loop.step>` atomically, then rotate old step checkpoints.
@@ -151,6 +162,7 @@ def find_resume_point(config: RunConfig) -> ResumePoint | None:
             raise ConfigError(f"train.resume = {wanted!r}: no such folder; give a run directory "
                               "or one of its checkpoints/stepN folders")
     run_path, checkpoint = _locate(target)
+    check_run_files(run_path)  # before anything is changed: a refused resume leaves the run as it was
     recover(run_path / "checkpoints")
     _check_same_run(config, run_path)
     if checkpoint is None:
@@ -208,22 +220,35 @@ def _locate(target: Path) -> tuple[Path, Path | None]:
                       "complete checkpoints/stepN folder")
 
 
+def check_run_files(run_path: Path) -> None:
+    """RunFileError when a file or folder a resume writes (config, logs, summary, checkpoints) is a
+    symbolic link or a special file: a resume never writes through one."""
+    for name in (CONFIG_FILE, *RUN_LOGS, SUMMARY_FILE):
+        check_regular_file(run_path / name, f"run file {name}")
+    check_checkpoint_folders(run_path / "checkpoints")
+
+
 def _newest_valid(root: Path) -> Path | None:
-    """The newest step checkpoint that passes verification; corrupt ones are reported and skipped."""
-    for _, path in reversed(step_checkpoints(root)):
-        try:
-            verify(path)
+    """The newest step checkpoint that passes verification; each damaged newer one is named with the
+    reason and skipped. None when there is no step folder; CheckpointError when none of them is good."""
+    skipped = []
+    for _, path in reversed(step_folders(root)):
+        reason = damage(path)
+        if reason is None:
             return path
-        except CheckpointError as err:
-            print(f"teamrl: skipping {path.name}: {err}", file=sys.stderr)
+        print(f"teamrl: skipping checkpoint {path}: {reason}; looking for an earlier one", file=sys.stderr)
+        skipped.append(path.name)
+    if skipped:
+        raise CheckpointError(f"no usable step checkpoint in {root} ({', '.join(reversed(skipped))} failed the "
+                              "check above); restore them, or delete them to restart the run from step 0")
     return None
 
 
 def _check_same_run(config: RunConfig, run_path: Path) -> None:
     try:  # a key added to teamrl after the run was written takes its default, as the run did
-        saved = _flatten(config_to_dict(load_config(run_path / "config.yaml")))
-    except ConfigError:
-        saved = _flatten(yaml.safe_load((run_path / "config.yaml").read_text()) or {})
+        saved = _flatten(config_to_dict(load_config(run_path / CONFIG_FILE)))
+    except ConfigError:  # (check_run_files made sure it is a regular file: reading it cannot block)
+        saved = _flatten(yaml.safe_load((run_path / CONFIG_FILE).read_text()) or {})
     current = _flatten(config_to_dict(config))
     differ = sorted(k for k in set(saved) | set(current)
                     if k not in CHANGEABLE and saved.get(k) != current.get(k))

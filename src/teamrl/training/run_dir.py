@@ -3,6 +3,10 @@
 Also what keeps it consistent: one writer at a time (`RunLock`, a lock on RUN_DIR itself, taken by
 `claim_run` before anything is read), a new run that fails before its first step leaves no
 directory behind, and a stopped run is described with the command that resumes it.
+
+teamrl touches only the files it writes here (`run_files`): config.yaml, the logs `RUN_LOGS`,
+summary.json, transcripts/, checkpoints/ and .lock, always as regular files and real folders, never
+through a symbolic link; a user's own files in the run directory are never opened.
 """
 
 from __future__ import annotations
@@ -16,18 +20,19 @@ import shlex
 import shutil
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import yaml
 
 from teamrl.config import RunConfig, config_to_dict
 from teamrl.policies.loading import Policy
 from teamrl.training.checkpoint import CheckpointError, discard_after, step_checkpoints, write_checkpoint
+from teamrl.training.disk_full import DiskFullError, is_disk_full, what_was_written
+from teamrl.training.resume import ResumePoint, find_resume_point
+from teamrl.training.run_files import (CONFIG_FILE, RUN_LOGS, SUMMARY_FILE, check_real_folder,
+                                       check_regular_file, open_append, remove, truncate, write_text)
 from teamrl.training.run_log import RunLog
 from teamrl.training.trackers import open_trackers, resolve_report_to
-
-if TYPE_CHECKING:
-    from teamrl.training.resume import ResumePoint
 
 
 class RunLockedError(RuntimeError):
@@ -78,8 +83,11 @@ class RunLock:
                 break
             os.close(fd)
             path.mkdir(parents=True, exist_ok=True)
-        with open(path / LOCK_FILE, "w") as pid_file:
-            pid_file.write(f"{os.getpid()}\n")
+        try:
+            write_text(path / LOCK_FILE, f"{os.getpid()}\n", "lock file")
+        except BaseException:  # a read-only run directory, a link as .lock: nobody is left locked out
+            os.close(fd)
+            raise
         self._fd: int | None = fd
 
     def release(self, discard: bool = False) -> None:
@@ -106,7 +114,7 @@ def _lock(path: Path) -> tuple[int, Path]:
         if err.errno not in _NO_DIRECTORY_LOCKS:
             raise
     target = path / LOCK_FILE
-    return _flock(os.open(target, os.O_RDWR | os.O_CREAT, 0o644), path), target
+    return _flock(os.open(target, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644), path), target
 
 
 def _flock(fd: int, path: Path) -> int:
@@ -132,14 +140,12 @@ def _holder(path: Path) -> str:
         return f"unknown: {LOCK_FILE} was deleted"
 
 
-def claim_run(config: RunConfig) -> "tuple[RunLock | None, ResumePoint | None]":
+def claim_run(config: RunConfig) -> tuple[RunLock | None, ResumePoint | None]:
     """Lock the run directory `train(config)` will write, then find where it resumes, before any work.
 
     Returns (the lock, or None when an explicit resume target is no run directory: find_resume_point
     then says why; the resume point, None for a new run). A new run's directory must not hold a run.
     """
-    from teamrl.training.resume import find_resume_point  # resume.py names this module for its types
-
     path, create = planned_run_path(config)
     lock = RunLock(path, create) if create or (path / "metrics.jsonl").is_file() else None
     try:
@@ -181,7 +187,7 @@ def default_run_name(config: RunConfig) -> str:
 class RunDirectory:
     """Owns every file a run writes."""
 
-    def __init__(self, config: RunConfig, resume: "ResumePoint | None" = None, lock: RunLock | None = None) -> None:
+    def __init__(self, config: RunConfig, resume: ResumePoint | None = None, lock: RunLock | None = None) -> None:
         """A new run directory, or (resume) the existing one cut back to the checkpoint's step.
 
         lock: the held lock of this directory (`RunLock`); the run directory releases it on close.
@@ -197,8 +203,8 @@ class RunDirectory:
                 config.run_name or default_run_name(config))
             refuse_existing_run(self.path)
         self.path.mkdir(parents=True, exist_ok=True)
-        (self.path / "config.yaml").write_text(yaml.safe_dump(config_to_dict(config), sort_keys=False))
-        self._metrics = open(self.path / "metrics.jsonl", "a", buffering=1)
+        write_text(self.path / CONFIG_FILE, yaml.safe_dump(config_to_dict(config), sort_keys=False), "run config")
+        self._metrics = open_append(self.path / "metrics.jsonl", "metrics log", buffering=1)
         self._log = RunLog(self.path)  # warnings and library log records: train.log, not the terminal
         try:  # a resumed run logs again from the step after its checkpoint (from 0 without one)
             self._trackers = open_trackers(resolve_report_to(config.report_to), self.path, config.project,
@@ -213,20 +219,25 @@ class RunDirectory:
     def checkpoints(self) -> Path:
         return self.path / "checkpoints"
 
-    def _roll_back(self, resume: "ResumePoint") -> None:
+    def _roll_back(self, resume: ResumePoint) -> None:
         """Drop what the stopped run wrote after the checkpoint: log lines, later checkpoints, summary.
 
-        Every append-only `*.jsonl` log (metrics, alerts, ...) is cut to its length at the checkpoint.
+        Each of teamrl's append-only logs (`RUN_LOGS`) is cut to its length at the checkpoint, or
+        removed when it did not exist then; no other file is opened.
         """
-        for log in sorted(self.path.glob("*.jsonl")):
+        logs = [self.path / name for name in RUN_LOGS if check_regular_file(self.path / name, f"run log {name}")]
+        for log in logs:  # every check first: a refused roll-back has changed nothing
             keep = resume.log_bytes.get(log.name, 0)
             if log.stat().st_size < keep:
                 raise CheckpointError(f"{log} is shorter ({log.stat().st_size} bytes) than when {resume.checkpoint} "
                                       f"was written ({keep}); the run directory was modified")
-            with open(log, "a") as handle:
-                handle.truncate(keep)
         discard_after(self.checkpoints, resume.step)
-        (self.path / "summary.json").unlink(missing_ok=True)
+        for log in logs:  # metrics.jsonl marks the folder as a run: kept (empty) even from step 0
+            if log.name in resume.log_bytes or log.name == "metrics.jsonl":
+                truncate(log, resume.log_bytes.get(log.name, 0), f"run log {log.name}")
+            else:
+                remove(log, f"run log {log.name}")
+        remove(self.path / SUMMARY_FILE, "run summary")
 
     def log(self, step: int, metrics: dict[str, float]) -> None:
         """Append one JSON line; non-finite values are written as null, never dropped."""
@@ -237,9 +248,12 @@ class RunDirectory:
         self._trackers.log(step, clean)
 
     def write_json(self, name: str, payload: Any) -> Path:
+        """Write `payload` as RUN_DIR/name (`name` may name a folder of the run: transcripts/...)."""
         target = self.path / name
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(json.dumps(payload, indent=2, default=str))
+        for folder in reversed(target.relative_to(self.path).parents[:-1]):  # e.g. transcripts/
+            if not check_real_folder(self.path / folder, f"run folder {folder}"):
+                (self.path / folder).mkdir()
+        write_text(target, json.dumps(payload, indent=2, default=str), f"run file {name}")
         return target
 
     def save_checkpoint(self, tag: str, policies: dict[str, Policy]) -> Path:
@@ -247,13 +261,18 @@ class RunDirectory:
         return write_checkpoint(self.checkpoints, tag, policies)
 
     def sync_logs(self) -> dict[str, int]:
-        """Flush every `*.jsonl` log of the run to disk; returns their lengths in bytes."""
+        """Flush teamrl's logs of the run (`RUN_LOGS`) to disk; returns their lengths in bytes."""
         self._metrics.flush()
         sizes = {}
-        for log in sorted(self.path.glob("*.jsonl")):
-            with open(log, "rb") as handle:
-                os.fsync(handle.fileno())
-            sizes[log.name] = log.stat().st_size
+        for name in RUN_LOGS:
+            log = self.path / name
+            if check_regular_file(log, f"run log {name}"):
+                descriptor = os.open(log, os.O_RDONLY | os.O_NOFOLLOW)
+                try:
+                    os.fsync(descriptor)
+                    sizes[name] = os.fstat(descriptor).st_size
+                finally:
+                    os.close(descriptor)
         return sizes
 
     def close(self, failed: bool = False) -> None:
@@ -268,7 +287,7 @@ class RunDirectory:
             self._log.close()
             # summary.json is the loop's last write: a run closed without one stopped early, and its
             # tracker runs are marked failed.
-            self._trackers.close(failed=failed or not (self.path / "summary.json").exists())
+            self._trackers.close(failed=failed or not (self.path / SUMMARY_FILE).exists())
         except OSError:
             if not failed:  # a failing run (a full disk, say) keeps its own error, not this echo of it
                 raise
@@ -303,3 +322,16 @@ def describe_stopped_run(path: Path, how: str = "interrupted") -> str:
     command = shlex.join(["teamrl", "train", str(path / "config.yaml"), "--resume", str(path)])
     return (f"teamrl: {how} after step {last}{f' of {total}' if total else ''}; run directory {path}, "
             f"{where}. Resume with: {command}")
+
+
+def disk_full_message(err: BaseException) -> str | None:
+    """The CLI's line for a full disk (None when `err` is something else): what was being written,
+    and how to go on (free space, then resume the run, or run the command again)."""
+    if not is_disk_full(err):
+        return None
+    what = what_was_written(err, "a file")
+    run_dir = err.run_dir if isinstance(err, DiskFullError) else None
+    if run_dir is None or not run_dir.exists():
+        return f"teamrl: error: disk full while writing {what}; free space on that disk and run the command again"
+    return describe_stopped_run(run_dir, f"error: disk full while writing {what}; free space on that disk, then "
+                                         "resume. The run stopped")
