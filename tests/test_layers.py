@@ -26,14 +26,6 @@ def _load_import_graph():
 
 import_graph = _load_import_graph()
 
-# Circles known and being fixed in their own folders; each entry is removed when its fix lands, and
-# the test below fails while an entry names a circle that no longer exists.
-KNOWN_CIRCLES = {
-    # the run directory: checkpoints, resume, the run folder and the disk-full handling
-    frozenset({"teamrl.training.checkpoint", "teamrl.training.disk_full", "teamrl.training.resume",
-               "teamrl.training.run_dir"}),
-}
-
 # Users of a loaded team: none of them may reach training/ (`teamrl.setup` builds the team).
 TEAM_USERS = ("teamrl.gateway.serve", "teamrl.report.alert_replay", "teamrl.probes", "teamrl.probes.teammate",
               "teamrl.setup.loaded_team")
@@ -44,13 +36,9 @@ def graph():
     return import_graph.load_graph(ROOT / "src" / "teamrl")
 
 
-def test_no_import_circles_beyond_the_known_ones(graph):
-    found = {frozenset(c) for c in import_graph.circles(graph)}
-    assert found - KNOWN_CIRCLES == set(), "new import circles: " + "; ".join(
-        " <-> ".join(sorted(c)) for c in found - KNOWN_CIRCLES)
-    stale = KNOWN_CIRCLES - found
-    assert not stale, "KNOWN_CIRCLES names circles that are gone; remove them: " + "; ".join(
-        " <-> ".join(sorted(c)) for c in stale)
+def test_no_import_circles(graph):
+    found = import_graph.circles(graph)
+    assert found == [], "import circles: " + "; ".join(" <-> ".join(sorted(c)) for c in found)
 
 
 def test_nothing_imports_upward(graph):
