@@ -278,3 +278,42 @@ def test_parser_registry_names_the_registered_parsers():
         tool_call_parser("mistral_v9")
     with pytest.raises(ValueError, match="registered: hermes"):
         AgentRoute(tiny_policy(), SamplingParams(), tool_parser="mistral_v9")
+
+
+def weather_agent(instance, endpoint):
+    """Asks with a tool; runs the call it gets and sends the result back; rewarded for the final answer."""
+    client = openai.OpenAI(base_url=endpoint.base_url, api_key=endpoint.api_key, max_retries=0)
+    messages = [{"role": "user", "content": f"Weather in city {instance['index']}?"}]
+    reply = client.chat.completions.create(model="agent", messages=messages, tools=[WEATHER]).choices[0]
+    if reply.finish_reason != "tool_calls":
+        return 0.0
+    messages.append(reply.message.model_dump(exclude_none=True))
+    for call in reply.message.tool_calls:
+        messages.append({"role": "tool", "tool_call_id": call.id, "content": "18C"})
+    final = client.chat.completions.create(model="agent", messages=messages, tools=[WEATHER]).choices[0]
+    return 1.0 if "18C" in (final.message.content or "") else 0.0
+
+
+def test_a_program_that_calls_tools_trains_on_the_sampled_calls():
+    from teamrl.gateway import ProgramSettings, ProgramWorkflow
+    from teamrl.rollout.tree import run_episodes
+
+    sampler = ScriptedSampler(respond=lambda prompt: "It is 18C." if "<tool_response>\n18C" in prompt else CALL)
+    server, worker = serve(sampler)
+    wf = ProgramWorkflow(ProgramSettings(entry=f"{__file__}:weather_agent", agents=["agent"], branching="independent",
+                                         check_determinism=False), max_turns=4)
+    wf.gateway = server  # the scripted server: the workflow points its routes at the policies below
+    policy = server.routes["agent"].policy
+    try:
+        samples, episodes = run_episodes(wf, [0, 1], "train", {"agent": policy}, {"agent": "agent"},
+                                         SamplingParams(temperature=1.0, max_new_tokens=12), 2, RewardWeights(),
+                                         torch.Generator().manual_seed(0), __import__("random").Random(0))
+    finally:
+        wf.close()
+        worker.close()
+    assert [e.team_return for e in episodes] == [1.0] * 4 and len(samples) == 8
+    texts = sorted(policy.tokenizer.decode(s.generation.response_ids[:-1]) for s in samples)
+    assert texts == [CALL] * 4 + ["It is 18C."] * 4  # what was sampled, call blocks included
+    assert {s.tree_key[1] for s in samples} == {0, 1}
+    metrics = wf.metrics()
+    assert metrics["gateway/tool_calls/calls"] == 4 and metrics["gateway/tool_calls/text"] == 4

@@ -28,15 +28,17 @@ class ScriptedSampler:
     """A `SamplingWorker` sampler answering each prompt with the next scripted text (its tokens + EOS), or
     with the next scripted list of ids; `prompts` keeps what it was asked."""
 
-    def __init__(self, *script: str | list[int]) -> None:
+    def __init__(self, *script: str | list[int], respond=None) -> None:
+        """respond: instead of a script, prompt text -> response text."""
         self.script = list(script)
+        self.respond = respond
         self.prompts: list[list[int]] = []
 
     def __call__(self, policy, prompts, n, params, generator):
         out = []
         for prompt in prompts:
             self.prompts.append(list(prompt))
-            step = self.script.pop(0)
+            step = self.respond(policy.tokenizer.decode(prompt)) if self.respond else self.script.pop(0)
             ids = step if isinstance(step, list) else text_ids(policy.tokenizer, step) + [policy.tokenizer.eos_token_id]
             out.append([scripted_generation(policy, prompt, ids) for _ in range(n)])
         return out
