@@ -194,6 +194,16 @@ def test_parallel_calls_come_in_order(scripted):
     assert json.loads(calls[1].function.arguments) == {} and calls[0].id != calls[1].id
 
 
+def test_the_same_answer_to_the_same_prompt_gets_the_same_call_ids(scripted):
+    """A replayed run is answered from its record: its calls must carry the ids its program saw the first time."""
+    server, sampler = scripted
+    client = openai.OpenAI(base_url=server.base_url, api_key=server.token, max_retries=0)
+    sampler.script += [CALL, CALL, CALL]
+    ids = [client.chat.completions.create(model="agent", messages=messages, tools=[WEATHER]).choices[0]
+           .message.tool_calls[0].id for messages in (ASK, ASK, [{"role": "user", "content": "Weather in Rome?"}])]
+    assert ids[0] == ids[1] != ids[2]
+
+
 def test_streamed_tool_calls_join_to_the_unstreamed_message(scripted):
     server, sampler = scripted
     client = openai.OpenAI(base_url=server.base_url, api_key=server.token, max_retries=0)
@@ -218,7 +228,8 @@ def test_a_template_with_tool_support_renders_them_itself():
     try:
         client = openai.OpenAI(base_url=server.base_url, api_key=server.token, max_retries=0)
         history = ASK + [{"role": "assistant", "content": None, "tool_calls": [
-            {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Oslo"}'}}]},
+            {"id": "call_1", "type": "function",
+             "function": {"name": "get_weather", "arguments": '{"city": "Oslo"}'}}]},
             {"role": "tool", "tool_call_id": "call_1", "content": "-3C"}]
         client.chat.completions.create(model="agent", messages=history, tools=[WEATHER])
         tokenizer = server.routes["agent"].policy.tokenizer

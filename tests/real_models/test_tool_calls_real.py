@@ -12,7 +12,6 @@ import sys
 from pathlib import Path
 
 import openai
-import pytest
 import torch
 from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 

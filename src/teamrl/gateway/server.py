@@ -221,7 +221,9 @@ class Gateway:
         ones, else the text. Only the response changes: the session keeps the sampled ids as they were."""
         if tools is None or not tools.parsed:
             return Answer(generation.text, "stop" if generation.finished else "length")
-        read = read_answer(generation.text, generation.finished, tools, tool_call_parser(self.routes[agent].tool_parser))
+        seed = repr((generation.prompt_ids, generation.response_ids, generation.text))
+        parser = tool_call_parser(self.routes[agent].tool_parser)
+        read = read_answer(generation.text, generation.finished, tools, parser, seed)
         self.tool_counts[read.outcome] = self.tool_counts.get(read.outcome, 0) + 1
         return Answer(read.content, read.finish_reason, read.tool_calls)
 

@@ -10,9 +10,9 @@ blocks, as Qwen2.5/Qwen3 and Hermes models write them, and as the gateway's fall
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -149,7 +149,8 @@ def parse_hermes(text: str) -> ParsedAnswer:
             return ParsedAnswer(text, problem=f"call {i}: not an object with a string `name`")
         arguments = call.get("arguments", {})
         if not isinstance(arguments, dict):
-            return ParsedAnswer(text, problem=f"call {i}: arguments must be a JSON object, got {type(arguments).__name__}")
+            kind = type(arguments).__name__
+            return ParsedAnswer(text, problem=f"call {i}: arguments must be a JSON object, got {kind}")
         calls.append({"name": call["name"], "arguments": arguments})
     content = rest.strip() if blocks else text
     return ParsedAnswer(content or None, calls)
@@ -168,8 +169,11 @@ class ToolAnswer:
     outcome: str  # calls | text | malformed | missing_required: what the gateway counts
 
 
-def read_answer(text: str, finished: bool, tools: ToolRequest, parser: Parser) -> ToolAnswer:
+def read_answer(text: str, finished: bool, tools: ToolRequest, parser: Parser, seed: str) -> ToolAnswer:
     """The OpenAI message of a sampled `text`: its tool calls when it wrote valid ones, else the text itself.
+
+    seed: what the call ids are derived from (the prompt and response): a replayed answer gets the ids its
+    recorded run got, so a program that sends them back (a template may render them) replays the same prompt.
 
     An answer is returned as plain text (`finish_reason` stop, never a 500 or a made-up call) when its calls
     are malformed (bad JSON, arguments not an object, a function the request did not offer, several calls
@@ -189,6 +193,7 @@ def read_answer(text: str, finished: bool, tools: ToolRequest, parser: Parser) -
         return ToolAnswer(text, [], "stop", "malformed")
     if not parsed.calls:
         return ToolAnswer(text, [], "stop", "missing_required" if tools.choice in ("required", "function") else "text")
-    calls = [{"id": f"call_{uuid.uuid4().hex[:24]}", "type": "function",
-              "function": {"name": c["name"], "arguments": json.dumps(c["arguments"])}} for c in parsed.calls]
+    calls = [{"id": "call_" + hashlib.sha256(f"{seed}/{i}".encode()).hexdigest()[:24], "type": "function",
+              "function": {"name": c["name"], "arguments": json.dumps(c["arguments"])}}
+             for i, c in enumerate(parsed.calls)]
     return ToolAnswer(parsed.content, calls, "tool_calls", "calls")

@@ -71,9 +71,9 @@ def prompt_messages(messages: list[dict[str, Any]], tools: ToolRequest | None, n
     front of the fallback's tool listing when the request has no system message."""
     functions = tools.rendered if tools is not None else []
     if native:
-        out = [dict(m, tool_calls=[_native_call(c) for c in m["tool_calls"]]) if m.get("tool_calls") else m
-               for m in messages]
-        return out, [{"type": "function", "function": f} for f in functions] or None
+        kept = [dict(m, tool_calls=[_native_call(c) for c in m["tool_calls"]]) if m.get("tool_calls") else m
+                for m in messages]
+        return kept, [{"type": "function", "function": f} for f in functions] or None
     out: list[dict[str, Any]] = []
     for m in messages:
         if m["role"] == "tool":
@@ -88,7 +88,7 @@ def prompt_messages(messages: list[dict[str, Any]], tools: ToolRequest | None, n
         else:
             out.append({"role": m["role"], "content": m["content"]})
     out = [{"role": m["role"], "content": m["content"]} for m in out]
-    if functions:
+    if tools is not None and functions:
         listing = fallback_tools_text(functions, tools)
         if out and out[0]["role"] == "system":
             out[0]["content"] = f"{out[0]['content']}\n\n{listing}" if out[0]["content"] else listing

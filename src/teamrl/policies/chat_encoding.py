@@ -36,7 +36,8 @@ def as_messages(prompt: str | Messages, system_prompt: str = "") -> list[dict]:
         messages = [dict(m) for m in prompt]
         for m in messages:
             if m.get("role") not in ("system", "user", "assistant", "tool") or not isinstance(m.get("content"), str):
-                raise ValueError(f"a chat message needs role system/user/assistant/tool and a string content, got {m!r}")
+                raise ValueError("a chat message needs role system/user/assistant/tool and a string content, "
+                                 f"got {m!r}")
     if system_prompt and not (messages and messages[0]["role"] == "system"):
         messages.insert(0, {"role": "system", "content": system_prompt})
     return messages
