@@ -252,6 +252,7 @@ def test_a_template_with_tool_support_renders_them_itself():
     ({"tools": [{"type": "code_interpreter"}]}, "tools[0]", "invalid_tools"),
     ({"tools": [{"type": "function", "function": {"name": "bad name"}}]}, "tools[0]", "invalid_tools"),
     ({"tools": [WEATHER, WEATHER]}, "tools", "invalid_tools"),
+    ({"tools": [{"type": "function", "function": {**WEATHER["function"], "strict": True}}]}, "tools[0]", "invalid_tools"),
     ({"tools": [WEATHER], "tool_choice": {"type": "function", "function": {"name": "nope"}}}, "tool_choice",
      "invalid_tool_choice"),
     ({"tools": [WEATHER], "tool_choice": "always"}, "tool_choice", "invalid_tool_choice"),

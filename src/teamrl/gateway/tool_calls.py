@@ -92,6 +92,10 @@ def _function(i: int, tool: Any) -> dict[str, Any]:
     if not isinstance(function.get("parameters", {}), dict) or not isinstance(function.get("description", ""), str):
         raise ApiError(400, f"{where}.function: `parameters` must be a JSON Schema object and `description` text",
                        code="invalid_tools", param=where)
+    if function.get("strict"):
+        raise ApiError(400, f"{where}.function.strict=true is not supported: nothing holds the policy's arguments to "
+                            "the schema; leave `strict` out (calls are still checked to be JSON objects)",
+                       code="invalid_tools", param=where)
     return {k: function[k] for k in ("name", "description", "parameters") if k in function}
 
 
