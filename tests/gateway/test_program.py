@@ -362,6 +362,7 @@ def test_program_results_are_read_or_refused():
     ({}, "task.entry"), ({"entry": "a:b", "command": "x"}, "exactly one"),
     ({"entry": "a:b", "agents": []}, "task.agents"), ({"entry": "a:b", "roles": {"x": "y"}}, "task.roles"),
     ({"entry": "a:b", "branching": "tree"}, "task.branching"),
+    ({"entry": "a:b", "tool_parser": "mistral_v9"}, "task.tool_parser"),
 ])
 def test_bad_program_settings_say_which_key(settings, message):
     with pytest.raises(ValueError, match=message):

@@ -50,8 +50,8 @@ def test_docs_table_is_the_code_table():
     ({"logprobs": True, "top_logprobs": 3}, "top_logprobs"),
     ({"response_format": "json_object"}, "response_format"),
     ({"response_format": {"type": "json_schema", "json_schema": {"name": "x"}}}, "response_format"),
-    ({"tool_choice": "auto"}, "tool_choice"),
-    ({"tools": [{"type": "function", "function": {"name": "f"}}]}, "tools"),
+    ({"functions": [{"name": "f"}]}, "functions"),
+    ({"function_call": "auto"}, "function_call"),
     ({"frequency_penalty": 0.5}, "frequency_penalty"),
     ({"presence_penalty": -1}, "presence_penalty"),
     ({"reasoning_effort": "low"}, "reasoning_effort"),
@@ -71,10 +71,10 @@ def test_no_op_and_neutral_values_are_accepted(gateway):
     reply = client(gateway).chat.completions.create(
         model="planner", messages=USER, user="u1", seed=None, logit_bias={}, frequency_penalty=0, presence_penalty=0,
         response_format={"type": "text"}, tool_choice="none", store=False, metadata={"k": "v"}, top_logprobs=0,
-        parallel_tool_calls=False, service_tier="auto", n=1)
+        parallel_tool_calls=False, service_tier="auto", n=1, functions=[], function_call="none")
     assert reply.choices[0].message.content is not None
-    assert {p for p, e in PARAMETERS.items() if e.status == NO_OP} >= {"user", "metadata", "parallel_tool_calls"}
-    assert {p for p, e in PARAMETERS.items() if e.status == REFUSED} >= {"seed", "logit_bias", "tools", "tool_choice"}
+    assert {p for p, e in PARAMETERS.items() if e.status == NO_OP} >= {"user", "metadata"}
+    assert {p for p, e in PARAMETERS.items() if e.status == REFUSED} >= {"seed", "logit_bias", "functions", "function_call"}
 
 
 def test_logprobs_are_the_recorded_ones(gateway):

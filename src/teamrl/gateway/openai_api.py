@@ -1,10 +1,10 @@
 """The OpenAI Chat Completions wire format: request validation, response bodies, stream chunks, errors.
 
-Only what a team of chat agents needs: text messages in, one text choice out (`n` must be 1), with or
-without streaming, with the sampled tokens' log-probs if asked. Which request parameters are honoured,
-refused or accepted as no-ops is `teamrl.gateway.parameters.PARAMETERS`; tool calls and images are refused
-with a 400 that says so, never silently dropped: a program that relies on them would otherwise train on
-prompts it did not send.
+Only what a team of chat agents needs: text messages (with tool calls and tool results) in, one choice
+out (`n` must be 1), with or without streaming, with the sampled tokens' log-probs if asked. Which request
+parameters are honoured, refused or accepted as no-ops is `teamrl.gateway.parameters.PARAMETERS`; images
+and the legacy `function_call` are refused with a 400 that says so, never silently dropped: a program that
+relies on them would otherwise train on prompts it did not send.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -74,19 +75,20 @@ class ChatRequest(BaseModel):
         return tuple(s for s in stops if s)
 
 
-def plain_messages(request: ChatRequest, max_chars: int) -> list[dict[str, str]]:
-    """The request's messages as teamrl chat messages ({"role", "content"} with text content).
+def plain_messages(request: ChatRequest, max_chars: int) -> list[dict[str, Any]]:
+    """The request's messages as teamrl chat messages: {"role", "content"} with text content, plus
+    `tool_calls` on an assistant message that made calls and `tool_call_id` on a tool result.
 
     `developer` is the newer name of `system`; a null content is empty text. Raises ApiError (400) for what
-    teamrl cannot render faithfully: tool messages or calls, non-text parts, or more than `max_chars` characters.
+    teamrl cannot render faithfully: legacy `function_call` messages, malformed tool calls, non-text parts,
+    or more than `max_chars` characters.
     """
     messages, total = [], 0
     for i, message in enumerate(request.messages):
         extra = message.model_extra or {}
-        if message.role == "tool" or extra.get("tool_calls") or extra.get("function_call"):
-            raise ApiError(400, f"messages[{i}]: tool messages and tool calls are not supported by the teamrl "
-                                "gateway; put tool results in a user message", code="unsupported_message",
-                           param=f"messages[{i}]")
+        if extra.get("function_call"):
+            raise ApiError(400, f"messages[{i}]: `function_call` is the legacy form; send `tool_calls`",
+                           code="unsupported_message", param=f"messages[{i}]")
         if isinstance(message.content, list):
             bad = [p.type for p in message.content if p.type != "text" or p.text is None]
             if bad:
@@ -95,13 +97,43 @@ def plain_messages(request: ChatRequest, max_chars: int) -> list[dict[str, str]]
             content = "".join(p.text or "" for p in message.content)
         else:
             content = message.content or ""
-        total += len(content)
         role = "system" if message.role == "developer" else message.role
-        messages.append({"role": role, "content": content})
+        entry: dict[str, Any] = {"role": role, "content": content}
+        if extra.get("tool_calls"):
+            if role != "assistant":
+                raise ApiError(400, f"messages[{i}]: only assistant messages carry tool_calls",
+                               code="invalid_tool_calls", param=f"messages[{i}].tool_calls")
+            entry["tool_calls"] = _message_tool_calls(i, extra["tool_calls"])
+            total += sum(len(c["function"]["arguments"]) for c in entry["tool_calls"])
+        if role == "tool":
+            call_id = extra.get("tool_call_id")
+            if not isinstance(call_id, str):
+                raise ApiError(400, f"messages[{i}]: a tool message needs the `tool_call_id` of the call it answers",
+                               code="invalid_tool_message", param=f"messages[{i}]")
+            entry["tool_call_id"] = call_id
+        total += len(content)
+        messages.append(entry)
     if total > max_chars:
         raise ApiError(400, f"the messages hold {total} characters, over this gateway's limit of {max_chars}",
                        code="context_length_exceeded", param="messages")
     return messages
+
+
+def _message_tool_calls(i: int, calls: Any) -> list[dict[str, Any]]:
+    """An assistant message's tool_calls, checked: [{"id", "type": "function", "function": {"name", "arguments"}}]."""
+    where = f"messages[{i}].tool_calls"
+    shape = ('[{"id": ..., "type": "function", "function": {"name": ..., "arguments": "<a JSON string>"}}]')
+    if not isinstance(calls, list):
+        raise ApiError(400, f"{where}: expected {shape}", code="invalid_tool_calls", param=where)
+    out = []
+    for call in calls:
+        function = call.get("function") if isinstance(call, dict) else None
+        if not (isinstance(function, dict) and isinstance(function.get("name"), str)
+                and isinstance(function.get("arguments", ""), str) and call.get("type", "function") == "function"):
+            raise ApiError(400, f"{where}: expected {shape}", code="invalid_tool_calls", param=where)
+        out.append({"id": str(call.get("id", "")), "type": "function",
+                    "function": {"name": function["name"], "arguments": function.get("arguments", "")}})
+    return out
 
 
 def token_logprobs(tokens: list[str], logprobs: list[float]) -> dict[str, Any]:
@@ -110,14 +142,29 @@ def token_logprobs(tokens: list[str], logprobs: list[float]) -> dict[str, Any]:
                         for t, lp in zip(tokens, logprobs, strict=True)], "refusal": None}
 
 
-def completion_body(agent: str, text: str, finished: bool, prompt_tokens: int, completion_tokens: int,
+@dataclass
+class Answer:
+    """What one choice says: its text (None when it only calls tools), tool calls and finish reason."""
+
+    content: str | None
+    finish_reason: str  # stop | length | tool_calls
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)  # [{"id", "type": "function", "function"}]
+
+    def message(self) -> dict[str, Any]:
+        message: dict[str, Any] = {"role": "assistant", "content": self.content}
+        if self.tool_calls:
+            message["tool_calls"] = self.tool_calls
+        return message
+
+
+def completion_body(agent: str, answer: Answer, prompt_tokens: int, completion_tokens: int,
                     logprobs: dict[str, Any] | None = None) -> dict[str, Any]:
     """A non-streamed chat.completion object (`logprobs`: a `token_logprobs` object, when asked)."""
     return {
         "id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion", "created": int(time.time()),
         "model": agent,
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "logprobs": logprobs,
-                     "finish_reason": "stop" if finished else "length"}],
+        "choices": [{"index": 0, "message": answer.message(), "logprobs": logprobs,
+                     "finish_reason": answer.finish_reason}],
         "usage": usage(prompt_tokens, completion_tokens),
     }
 
@@ -127,12 +174,13 @@ def usage(prompt_tokens: int, completion_tokens: int) -> dict[str, int]:
             "total_tokens": prompt_tokens + completion_tokens}
 
 
-def stream_events(agent: str, text: str, finished: bool, prompt_tokens: int, completion_tokens: int,
+def stream_events(agent: str, answer: Answer, prompt_tokens: int, completion_tokens: int,
                   include_usage: bool, logprobs: dict[str, Any] | None = None) -> list[str]:
-    """The server-sent events of a streamed answer: role, content, finish reason, [usage], [DONE].
+    """The server-sent events of a streamed answer: role, content, tool calls, finish reason, [usage], [DONE].
 
     The response is sampled in one batched call before the first event, so its text comes in one
-    content chunk; clients that concatenate deltas see the same text as without streaming.
+    content chunk and each tool call in one chunk (`delta.tool_calls[i]` with its `index`, the arguments
+    whole); clients that join the deltas see the same message as without streaming.
     """
     ident, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
 
@@ -141,9 +189,13 @@ def stream_events(agent: str, text: str, finished: bool, prompt_tokens: int, com
                 "choices": choices, **extra}
         return f"data: {json.dumps(body)}\n\n"
 
-    events = [chunk([{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]),
-              chunk([{"index": 0, "delta": {"content": text}, "logprobs": logprobs, "finish_reason": None}]),
-              chunk([{"index": 0, "delta": {}, "finish_reason": "stop" if finished else "length"}])]
+    events = [chunk([{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}])]
+    if answer.content or logprobs is not None:
+        events.append(chunk([{"index": 0, "delta": {"content": answer.content or ""}, "logprobs": logprobs,
+                              "finish_reason": None}]))
+    for i, call in enumerate(answer.tool_calls):
+        events.append(chunk([{"index": 0, "delta": {"tool_calls": [{"index": i, **call}]}, "finish_reason": None}]))
+    events.append(chunk([{"index": 0, "delta": {}, "finish_reason": answer.finish_reason}]))
     if include_usage:
         events.append(chunk([], usage=usage(prompt_tokens, completion_tokens)))
     events.append("data: [DONE]\n\n")

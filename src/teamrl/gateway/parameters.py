@@ -44,13 +44,14 @@ def _zero(value: Any) -> bool:
 
 PARAMETERS: dict[str, Parameter] = {
     "model": Parameter(HONOURED, "names the agent (or the `X-Teamrl-Agent` header); an unknown one is a 404"),
-    "messages": Parameter(HONOURED, "system, developer (as system), user and assistant text; tool messages, tool "
-                                    "calls and non-text parts are refused"),
+    "messages": Parameter(HONOURED, "system, developer (as system), user, assistant (with `tool_calls`) and tool "
+                                    "messages, text only; non-text parts and legacy `function_call` are refused"),
     "max_tokens": Parameter(HONOURED, "capped by the agent's `rollout.max_new_tokens`"),
     "max_completion_tokens": Parameter(HONOURED, "as `max_tokens` (wins over it, as in OpenAI)"),
     "stop": Parameter(HONOURED, f"up to {MAX_STOP_STRINGS} strings of at most {MAX_STOP_CHARS} characters; "
                                 "kept at the end of the text"),
-    "stream": Parameter(HONOURED, "OpenAI chunks; the whole text comes in one content chunk"),
+    "stream": Parameter(HONOURED, "OpenAI chunks; the whole text comes in one content chunk, each tool call in one "
+                                  "`delta.tool_calls` chunk"),
     "stream_options": Parameter(HONOURED, "`include_usage` (true or false; no other key)",
                                 lambda v: isinstance(v, dict) and set(v) <= {"include_usage"}
                                 and all(isinstance(x, bool) for x in v.values())),
@@ -69,11 +70,16 @@ PARAMETERS: dict[str, Parameter] = {
     "logit_bias": Parameter(REFUSED, "`{}` only: not applied by the engines", _is({})),
     "frequency_penalty": Parameter(REFUSED, "0 only: not applied by the engines", _zero),
     "presence_penalty": Parameter(REFUSED, "0 only: not applied by the engines", _zero),
-    "tools": Parameter(REFUSED, "tool calls are not built: the policies answer in text", _is([])),
-    "tool_choice": Parameter(REFUSED, "`\"none\"` only (no tool is ever called)", _is("none")),
-    "functions": Parameter(REFUSED, "as `tools`", _is([])),
-    "function_call": Parameter(REFUSED, "`\"none\"` only, as `tool_choice`", _is("none")),
-    "parallel_tool_calls": Parameter(NO_OP, "no tools, so no tool calls to run in parallel"),
+    "tools": Parameter(HONOURED, "function tools, rendered by the policy's chat template or the Hermes-style "
+                                 "fallback; calls read by the agent's tool-call parser",
+                       lambda v: isinstance(v, list)),
+    "tool_choice": Parameter(HONOURED, "`auto`, `none` (tools not shown, answer not parsed), `required` or a named "
+                                       "function (only it shown); no call written: the text, finish `stop`"),
+    "functions": Parameter(REFUSED, "the legacy form: send `tools`", _is([])),
+    "function_call": Parameter(REFUSED, "the legacy form: send `tool_choice`", _is("none")),
+    "parallel_tool_calls": Parameter(HONOURED, "`false`: an answer with several calls is returned as text "
+                                               "(counted malformed); the fallback prompt asks for one",
+                                     lambda v: isinstance(v, bool)),
     "modalities": Parameter(REFUSED, "`[\"text\"]` only", _is(["text"])),
     "audio": Parameter(REFUSED, "text only"),
     "prediction": Parameter(REFUSED, "predicted outputs are not built"),

@@ -48,6 +48,7 @@ from teamrl.gateway.replay_tree import CommittedLine, finished_runs, runs_by_ins
 from teamrl.gateway.runs import Endpoint, Program, RunOutcome, call_program, command_program, load_callable
 from teamrl.gateway.server import AgentRoute, Gateway, GatewayLimits
 from teamrl.gateway.sessions import Call, EpisodeSession
+from teamrl.gateway.tool_calls import tool_call_parser
 from teamrl.policies.loading import Policy
 from teamrl.rollout.builtin_engine import SamplingParams
 from teamrl.rollout.tree import Episode, RewardWeights, Sample
@@ -86,6 +87,9 @@ class ProgramSettings:
     policy.model a model folder."""
     check_determinism: bool = True
     """Replay one run per instance per step and report programs whose prompts then differ."""
+    tool_parser: str = "hermes"
+    """Reads the tool calls out of the policies' answers to requests with `tools` (`teamrl.gateway.tool_calls`:
+    hermes reads `<tool_call>{"name": ..., "arguments": {...}}</tool_call>` blocks)."""
     branching: str = "replay"
     """With algorithm.grouping: tree. replay: AT-GRPO tree sampling (level by level, K runs that replay the
     committed calls and sample anew from the next one; the best of them is committed); independent: K
@@ -102,6 +106,10 @@ class ProgramSettings:
             raise ValueError(f"task.roles names agents {', '.join(unknown)} missing from task.agents {self.agents}")
         if self.branching not in ("replay", "independent"):
             raise ValueError(f"task.branching = {self.branching!r}: use replay or independent")
+        try:
+            tool_call_parser(self.tool_parser)
+        except ValueError as err:
+            raise ValueError(f"task.tool_parser: {err}") from None
         if self.timeout_s <= 0 or self.max_concurrent < 1 or self.batch_window_ms < 0:
             raise ValueError("task.timeout_s must be > 0, task.max_concurrent >= 1, task.batch_window_ms >= 0")
 
@@ -149,7 +157,8 @@ class ProgramWorkflow(Workflow):
     def serve(self, policies: dict[str, Policy], agent_to_policy: dict[str, str],
               params_of: dict[str, SamplingParams], generator: torch.Generator) -> Gateway:
         """The gateway serving these policies (started on first use, re-pointed on later calls)."""
-        routes = {a.name: AgentRoute(policies[agent_to_policy[a.name]], params_of[a.name]) for a in self.agents}
+        routes = {a.name: AgentRoute(policies[agent_to_policy[a.name]], params_of[a.name],
+                                     tool_parser=self.settings.tool_parser) for a in self.agents}
         if self.gateway is None:
             worker = SamplingWorker(generator, self.settings.batch_window_ms / 1000)
             self.gateway = Gateway(routes, worker, GatewayLimits(self.settings.max_message_chars)).start()
@@ -166,7 +175,7 @@ class ProgramWorkflow(Workflow):
         rng, commit_rule: which tree-sampling candidate is committed (`algorithm.commit`; greedy ties by `rng`).
         """
         gateway = self.serve(policies, agent_to_policy, params_of, generator)
-        calls_before = len(gateway.worker.batch_sizes)
+        calls_before, tools_before = len(gateway.worker.batch_sizes), dict(gateway.tool_counts)
         roles = {a.name: a.role for a in self.agents}
         if branches > 1 and self.settings.branching == "replay" and split == "train":
             samples, episodes, metrics = self._play_tree(gateway, instances, branches, roles, agent_to_policy, weights,
@@ -183,6 +192,8 @@ class ProgramWorkflow(Workflow):
         batches = gateway.worker.batch_sizes[calls_before:]  # this rollout's engine calls and their sizes
         metrics["gateway/engine_calls"] = float(len(batches))
         metrics["gateway/mean_batch"] = sum(batches) / max(len(batches), 1)
+        for outcome, count in gateway.tool_counts.items():  # answers to requests with tools, by what they held
+            metrics[f"gateway/tool_calls/{outcome}"] = float(count - tools_before.get(outcome, 0))
         self.last_metrics = metrics
         return samples, episodes
 

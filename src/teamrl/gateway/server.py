@@ -31,17 +31,19 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 
 from teamrl.gateway.batching import SamplingWorker
-from teamrl.gateway.openai_api import (ApiError, ChatRequest, completion_body, error_body, models_body,
+from teamrl.gateway.openai_api import (Answer, ApiError, ChatRequest, completion_body, error_body, models_body,
                                        plain_messages, stream_events, token_logprobs)
 from teamrl.gateway.parameters import (MAX_STOP_CHARS, MAX_STOP_STRINGS, MIN_TEMPERATURE, MIN_TOP_P,
                                        RefusedParameter, check_parameters)
 from teamrl.gateway.sessions import Call, EpisodeSession, SessionTable
+from teamrl.gateway.tool_calls import ToolRequest, read_answer, tool_call_parser, tool_request
+from teamrl.gateway.tool_prompt import prompt_messages, template_supports_tools
 from teamrl.policies.loading import Policy
 from teamrl.rollout.builtin_engine import Generation, SamplingParams
 
 log = logging.getLogger("teamrl.gateway")
 
-Responder = Callable[[str, list[dict[str, str]]], str]
+Responder = Callable[[str, list[dict]], str]
 """(agent, chat messages) -> the agent's answer: a scripted teammate."""
 
 
@@ -53,6 +55,10 @@ class AgentRoute:
     params: SamplingParams  # the agent's configured sampling; max_new_tokens caps a request's max_tokens
     request_sampling: bool = False  # honour the request's temperature / top_p (serving, not training:
     # the trained log-probs must come from the configured temperature)
+    tool_parser: str = "hermes"  # reads tool calls out of the sampled text (`tool_calls.TOOL_CALL_PARSERS`)
+
+    def __post_init__(self) -> None:
+        tool_call_parser(self.tool_parser)  # an unknown name fails here, listing the registered ones
 
 
 @dataclass(frozen=True)
@@ -75,6 +81,7 @@ class Gateway:
         self.host, self.port = host, port
         self.token = token or secrets.token_urlsafe(24)  # random per run: only this run's programs get it
         self.sessions = SessionTable()
+        self.tool_counts: dict[str, int] = {}  # answers to requests with tools, by `ToolAnswer.outcome`
         self.app = self._build_app()
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
@@ -182,7 +189,8 @@ class Gateway:
                                     "(name the agent in `model` or the X-Teamrl-Agent header)",
                                "invalid_request_error", "model_not_found", "model")
             messages = plain_messages(chat, self.limits.max_message_chars)
-            prompt = None if self.responder is not None else self._prompt(agent, chat, messages)
+            tools = tool_request(chat.model_extra or {})
+            prompt = None if self.responder is not None else self._prompt(agent, chat, messages, tools)
         except ApiError as err:
             return JSONResponse(err.body(), status_code=err.status)
         except ClientDisconnect:  # left while sending its body: nothing to answer, nothing went wrong
@@ -200,15 +208,24 @@ class Gateway:
             return JSONResponse(err.body(), status_code=err.status)
         except ClientGone:
             return Response(status_code=499)  # nobody reads it: the client closed the connection
-        text, finished = generation.text, generation.finished
+        answer = self._answer_of(agent, generation, tools)
         logprobs = self._logprobs(agent, generation) if chat.logprobs else None
         if chat.stream:
             include = bool((chat.stream_options or {}).get("include_usage"))
-            events = stream_events(agent, text, finished, prompt_tokens, len(generation.response_ids), include,
-                                   logprobs)
+            events = stream_events(agent, answer, prompt_tokens, len(generation.response_ids), include, logprobs)
             return StreamingResponse(iter(events), media_type="text/event-stream")
-        return JSONResponse(completion_body(agent, text, finished, prompt_tokens, len(generation.response_ids),
-                                            logprobs))
+        return JSONResponse(completion_body(agent, answer, prompt_tokens, len(generation.response_ids), logprobs))
+
+    def _answer_of(self, agent: str, generation: Generation, tools: ToolRequest | None) -> Answer:
+        """The choice a sampled text makes: its tool calls when the request offered tools and it wrote valid
+        ones, else the text. Only the response changes: the session keeps the sampled ids as they were."""
+        if tools is None or not tools.parsed:
+            return Answer(generation.text, "stop" if generation.finished else "length")
+        seed = repr((generation.prompt_ids, generation.response_ids, generation.text))
+        parser = tool_call_parser(self.routes[agent].tool_parser)
+        read = read_answer(generation.text, generation.finished, tools, parser, seed)
+        self.tool_counts[read.outcome] = self.tool_counts.get(read.outcome, 0) + 1
+        return Answer(read.content, read.finish_reason, read.tool_calls)
 
     async def _read_request(self, request: Request) -> ChatRequest:
         """The body as a vetted ChatRequest; ApiError 413 past max_body_bytes (counted while reading, so an
@@ -250,19 +267,23 @@ class Gateway:
                                 f"got {len(stops)} of up to {max(map(len, stops))}", code="invalid_stop", param="stop")
         return chat
 
-    def _prompt(self, agent: str, chat: ChatRequest, messages: list[dict[str, str]]
+    def _prompt(self, agent: str, chat: ChatRequest, messages: list[dict], tools: ToolRequest | None
                 ) -> tuple[AgentRoute, SamplingParams, list[int]]:
         """(the agent's route, the request's sampling settings, its prompt token ids)."""
         route = self.routes[agent]
+        policy = route.policy
+        native = template_supports_tools(policy.tokenizer, policy.use_chat_template)
+        rendered, template_tools = prompt_messages(messages, tools, native, policy.system_prompt)
         try:
-            prompt_ids = route.policy.encode_prompt(messages)
+            prompt_ids = (policy.encode_prompt(rendered, tools=template_tools) if template_tools
+                          else policy.encode_prompt(rendered))
         except ValueError as err:
             raise ApiError(400, f"the messages cannot be rendered: {err}", code="invalid_messages",
                            param="messages") from None
         return route, self._params(route, chat, len(prompt_ids)), prompt_ids
 
     async def _generate(self, request: Request, session: EpisodeSession | None, agent: str,
-                        messages: list[dict[str, str]], route: AgentRoute, params: SamplingParams,
+                        messages: list[dict], route: AgentRoute, params: SamplingParams,
                         prompt_ids: list[int]) -> tuple[Generation, int]:
         """Sample (or replay) the agent's answer and record it in the session. ClientGone when the client
         disconnects first: the request is cancelled (skipped if not yet sampled), not recorded, and its
@@ -299,7 +320,7 @@ class Gateway:
         tokens = [route.policy.tokenizer.decode([i]) for i in ids] if route is not None and ids else []
         return token_logprobs(tokens, generation.logprobs[:len(tokens)])
 
-    def _scripted(self, session: EpisodeSession | None, agent: str, messages: list[dict[str, str]]) -> Generation:
+    def _scripted(self, session: EpisodeSession | None, agent: str, messages: list[dict]) -> Generation:
         text = self.responder(agent, messages)
         generation = Generation([], [], [], [], text, True)
         if session is not None:

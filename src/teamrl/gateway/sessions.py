@@ -25,7 +25,7 @@ class Call:
 
     agent: str
     index: int  # this agent's call count in the session before this call
-    messages: list[dict[str, str]]
+    messages: list[dict]  # as the request sent them (tool calls and results included)
     generation: Generation  # prompt_ids, response_ids [T], logprobs [T]: exactly what was sampled
     replayed: bool = False  # answered from the replay set, not sampled in this run
 

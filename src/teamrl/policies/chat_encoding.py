@@ -7,16 +7,22 @@ turn in the next agent's prompt. So the template is rendered around placeholders
 tokenized with special tokens parsed, and every piece of content with `split_special_tokens=True`
 (special-token strings stay plain text). For content without such strings the ids equal those of
 tokenizing the whole rendered template (tested on ChatML and Gemma tokenizers).
+
+Tool definitions and the arguments of earlier tool calls, which a template that supports tools renders
+itself (as JSON, inside its markup), cannot be placeheld the same way; a tokenizer's special-token text
+in them is refused (ValueError) rather than parsed. Tool results are message content, placeheld as any.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 
 from transformers import PreTrainedTokenizerBase
 
 Messages = Sequence[dict]
-"""Chat messages: {"role": "system" | "user" | "assistant", "content": str}."""
+"""Chat messages: {"role": "system" | "user" | "assistant" | "tool", "content": str}, an assistant message
+with optional `tool_calls`, a tool message with its `tool_call_id`."""
 
 # Private-use code points: no tokenizer's template or text contains them.
 _OPEN, _CLOSE = "\ue000", "\ue001"
@@ -29,8 +35,9 @@ def as_messages(prompt: str | Messages, system_prompt: str = "") -> list[dict]:
     else:
         messages = [dict(m) for m in prompt]
         for m in messages:
-            if m.get("role") not in ("system", "user", "assistant") or not isinstance(m.get("content"), str):
-                raise ValueError(f"a chat message needs role system/user/assistant and a string content, got {m!r}")
+            if m.get("role") not in ("system", "user", "assistant", "tool") or not isinstance(m.get("content"), str):
+                raise ValueError("a chat message needs role system/user/assistant/tool and a string content, "
+                                 f"got {m!r}")
     if system_prompt and not (messages and messages[0]["role"] == "system"):
         messages.insert(0, {"role": "system", "content": system_prompt})
     return messages
@@ -78,21 +85,32 @@ def plain_transcript(messages: Messages) -> str:
 
 
 def encode_chat(tokenizer: PreTrainedTokenizerBase, prompt: str | Messages, *, use_template: bool,
-                system_prompt: str = "") -> list[int]:
+                system_prompt: str = "", tools: list[dict] | None = None) -> list[int]:
     """Token ids of a role prompt ready for the model to answer.
 
-    With a chat template: the messages rendered with a generation prompt (Qwen3's thinking off).
+    With a chat template: the messages rendered with a generation prompt (Qwen3's thinking off), and
+    `tools` (OpenAI function tools) passed to the template, which must support them.
     Without one: `plain_transcript` of the messages, after the tokenizer's BOS when it uses one.
     """
     messages = as_messages(prompt, system_prompt)
+    structured = bool(tools) or any(m["role"] == "tool" or m.get("tool_calls") for m in messages)
     if not use_template:
+        if structured:
+            raise ValueError("tools, tool calls and tool results need a chat template; render them as text first")
         return leading_bos(tokenizer) + text_ids(tokenizer, plain_transcript(messages))
-    placeheld = [dict(m, content=f"{_OPEN}{i}{_CLOSE}") for i, m in enumerate(messages)]
+    if structured:
+        _refuse_special_text(tokenizer, {"tools": tools or [], "calls": [m.get("tool_calls") for m in messages]})
+    # An assistant message that only made tool calls keeps its empty content: templates test it.
+    placeheld = [m if m.get("tool_calls") and not m["content"] else dict(m, content=f"{_OPEN}{i}{_CLOSE}")
+                 for i, m in enumerate(messages)]
+    extra = {"tools": tools} if tools else {}
     rendered = tokenizer.apply_chat_template(placeheld, tokenize=False, add_generation_prompt=True,
-                                             enable_thinking=False)
+                                             enable_thinking=False, **extra)
     ids: list[int] = []
     rest = rendered
     for i, message in enumerate(messages):
+        if placeheld[i] is message:
+            continue
         marker = f"{_OPEN}{i}{_CLOSE}"
         if rest.count(marker) != 1:
             raise ValueError(f"the chat template of {type(tokenizer).__name__} did not place message {i} exactly "
@@ -101,3 +119,13 @@ def encode_chat(tokenizer: PreTrainedTokenizerBase, prompt: str | Messages, *, u
         # Templates that trim content (Gemma's) would have trimmed it here too.
         ids += tokenizer(markup, add_special_tokens=False)["input_ids"] + text_ids(tokenizer, message["content"])
     return ids + tokenizer(rest, add_special_tokens=False)["input_ids"]
+
+
+def _refuse_special_text(tokenizer: PreTrainedTokenizerBase, rendered_by_template: object) -> None:
+    """ValueError when JSON the template renders as markup holds one of the tokenizer's special-token strings."""
+    text = json.dumps(rendered_by_template, ensure_ascii=False)
+    special = set(tokenizer.all_special_tokens) | {t for t in tokenizer.get_added_vocab() if len(t) > 1}
+    found = sorted(t for t in special if t and t in text)
+    if found:
+        raise ValueError(f"the tool definitions or tool-call arguments hold the special-token text {found[0]!r}, "
+                         "which the chat template would turn into a real token; remove it")

@@ -46,12 +46,13 @@ class Policy:
     def device(self) -> torch.device:
         return next(self.model.parameters()).device
 
-    def encode_prompt(self, prompt: str | Messages) -> list[int]:
+    def encode_prompt(self, prompt: str | Messages, tools: list[dict] | None = None) -> list[int]:
         """Token ids of a role prompt (text, or chat messages for a multi-turn history), wrapped in the
         chat template when the tokenizer has one; message content is always tokenized as plain text
-        (`teamrl.policies.chat_encoding`), so no agent can write special tokens into another's prompt."""
+        (`teamrl.policies.chat_encoding`), so no agent can write special tokens into another's prompt.
+        tools: OpenAI function tools for a template that renders them."""
         return encode_chat(self.tokenizer, prompt, use_template=self.use_chat_template,
-                           system_prompt=self.system_prompt)
+                           system_prompt=self.system_prompt, tools=tools)
 
     def stop_token_ids(self) -> list[int]:
         """Token ids that end a response: EOS, plus the chat template's end-of-turn token."""
