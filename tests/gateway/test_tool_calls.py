@@ -16,7 +16,7 @@ from teamrl.gateway import AgentRoute, Gateway, SamplingWorker
 from teamrl.gateway.grouping import EpisodeResult, call_sample
 from teamrl.gateway.tool_calls import parse_hermes, tool_call_parser
 from teamrl.policies.scoring import shared_prefix_logprobs
-from teamrl.rollout.engine import SamplingParams
+from teamrl.rollout.builtin_engine import SamplingParams
 from teamrl.rollout.tree import RewardWeights
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))

@@ -7,7 +7,7 @@ import torch
 from teamrl.policies.chat_encoding import text_ids
 from teamrl.policies.loading import Policy
 from teamrl.policies.scoring import pack_responses, response_logprobs
-from teamrl.rollout.engine import Generation
+from teamrl.rollout.builtin_engine import Generation
 
 WEATHER = {"type": "function", "function": {
     "name": "get_weather", "description": "Current weather of a city",

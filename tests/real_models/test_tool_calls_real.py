@@ -18,7 +18,7 @@ from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 from teamrl.gateway import AgentRoute, Gateway, SamplingWorker
 from teamrl.policies.chat_encoding import text_ids
 from teamrl.policies.loading import Policy
-from teamrl.rollout.engine import SamplingParams
+from teamrl.rollout.builtin_engine import SamplingParams
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "gateway"))
 from tool_kit import WEATHER, ScriptedSampler  # noqa: E402
