@@ -10,6 +10,7 @@ import tempfile
 import time
 import traceback
 from pathlib import Path
+from typing import Any
 
 from teamrl import __version__
 from teamrl.config import ConfigError, RunConfig, load_config
@@ -105,7 +106,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
             time.sleep(3600)
     finally:
         gateway.close()
-        gateway.worker.close()
+        if gateway.worker is not None:
+            gateway.worker.close()
 
 
 def cmd_export(args: argparse.Namespace) -> int:
@@ -213,8 +215,9 @@ def _with_parents(*parents: argparse.ArgumentParser) -> type[argparse.ArgumentPa
     """An ArgumentParser class whose instances (the subcommands) inherit `parents`' options."""
 
     class Parser(argparse.ArgumentParser):
-        def __init__(self, *args, **kwargs) -> None:
-            super().__init__(*args, parents=[*parents, *kwargs.pop("parents", [])], **kwargs)
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            kwargs["parents"] = [*parents, *kwargs.get("parents", [])]
+            super().__init__(*args, **kwargs)
 
     return Parser
 

@@ -130,7 +130,7 @@ class ShiftedSampler:
 @pytest.fixture
 def served_toy(tmp_path, random_model_dir, monkeypatch):
     """run(mode, shift, name): a 3-step toy-team run whose policies a ShiftedSampler(shift) serves."""
-    from teamrl.workflows import registry
+    from teamrl.config import tasks as registry
     from toy import ToyWorkflow
 
     monkeypatch.setattr(registry, "TASKS", dict(registry.TASKS))

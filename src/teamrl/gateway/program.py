@@ -163,7 +163,7 @@ class ProgramWorkflow(Workflow):
             worker = SamplingWorker(generator, self.settings.batch_window_ms / 1000)
             self.gateway = Gateway(routes, worker, GatewayLimits(self.settings.max_message_chars)).start()
         self.gateway.routes = routes
-        self.gateway.worker.generator = generator  # only the worker thread draws from it
+        _sampling_worker(self.gateway).generator = generator  # only the worker thread draws from it
         return self.gateway
 
     def play_episodes(self, instances: list[int], split: str, policies: dict[str, Policy],
@@ -175,7 +175,7 @@ class ProgramWorkflow(Workflow):
         rng, commit_rule: which tree-sampling candidate is committed (`algorithm.commit`; greedy ties by `rng`).
         """
         gateway = self.serve(policies, agent_to_policy, params_of, generator)
-        calls_before, tools_before = len(gateway.worker.batch_sizes), dict(gateway.tool_counts)
+        calls_before, tools_before = len(_sampling_worker(gateway).batch_sizes), dict(gateway.tool_counts)
         roles = {a.name: a.role for a in self.agents}
         if branches > 1 and self.settings.branching == "replay" and split == "train":
             samples, episodes, metrics = self._play_tree(gateway, instances, branches, roles, agent_to_policy, weights,
@@ -189,7 +189,7 @@ class ProgramWorkflow(Workflow):
                 metrics.update(self._check_determinism(gateway, finished, split)[0])
             samples, episodes = to_records(finished, roles, agent_to_policy, weights)
         metrics.update(group_checks(samples))
-        batches = gateway.worker.batch_sizes[calls_before:]  # this rollout's engine calls and their sizes
+        batches = _sampling_worker(gateway).batch_sizes[calls_before:]  # this rollout's engine calls and their sizes
         metrics["gateway/engine_calls"] = float(len(batches))
         metrics["gateway/mean_batch"] = sum(batches) / max(len(batches), 1)
         for outcome, count in gateway.tool_counts.items():  # answers to requests with tools, by what they held
@@ -246,7 +246,7 @@ class ProgramWorkflow(Workflow):
         for session, earlier in zip(sessions, replay or []):
             session.replay = {(c.agent, c.index): c for c in earlier}
         # Sample as soon as every running program has asked: K lock-step runs cost one call per turn.
-        gateway.worker.flush_at = min(limit, len(plan))
+        _sampling_worker(gateway).flush_at = min(limit, len(plan))
 
         def run(i: int) -> RunOutcome:
             session = sessions[i]
@@ -255,11 +255,11 @@ class ProgramWorkflow(Workflow):
                 return call_program(self.program, self.instances(split, plan[i]), endpoint, self.settings.timeout_s)
             finally:
                 gateway.sessions.close(session)
-                gateway.worker.flush_at = max(1, min(limit, gateway.sessions.live()))
+                _sampling_worker(gateway).flush_at = max(1, min(limit, gateway.sessions.live()))
 
         with ThreadPoolExecutor(max_workers=limit, thread_name_prefix="teamrl-run") as pool:
             outcomes = list(pool.map(run, range(len(plan))))
-        gateway.worker.wait_idle(timeout_s=60)  # no sampling may overlap the update that follows
+        _sampling_worker(gateway).wait_idle(timeout_s=60)  # no sampling may overlap the update that follows
         return list(zip(sessions, outcomes))
 
     def _drop_report(self, played: list[tuple[EpisodeSession, RunOutcome]], split: str) -> dict[str, float]:
@@ -293,16 +293,18 @@ class ProgramWorkflow(Workflow):
     def close(self) -> None:
         if self.gateway is not None:
             self.gateway.close()
-            self.gateway.worker.close()
+            _sampling_worker(self.gateway).close()
             self.gateway = None
 
 
-def scripted_demos(workflow: ProgramWorkflow, seed: int) -> Iterator[tuple[str, str, str]]:
+def scripted_demos(workflow: Workflow, seed: int) -> Iterator[tuple[str, str, str]]:
     """(agent, prompt, response) demonstrations, forever: the program played against `task.script`.
 
     The prompt is the messages' text as the tiny default model reads them (no chat template: the
     contents joined by blank lines, `teamrl.policies.chat_encoding.encode_chat`).
     """
+    if not isinstance(workflow, ProgramWorkflow):
+        raise TypeError(f"scripted demonstrations play a program task's workflow, not {type(workflow).__name__}")
     if not workflow.settings.script:
         raise ValueError("the program task warms the tiny default model up on scripted teammates: set "
                          "task.script (module:function, script(agent, messages) -> str), or set policy.model "
@@ -326,3 +328,9 @@ def scripted_demos(workflow: ProgramWorkflow, seed: int) -> Iterator[tuple[str, 
                 yield call.agent, "\n\n".join(m["content"] for m in call.messages), call.generation.text
     finally:
         gateway.close()
+
+
+def _sampling_worker(gateway: Gateway) -> SamplingWorker:
+    """The sampling worker of a program task's gateway (made with one; only a responder gateway has none)."""
+    assert gateway.worker is not None
+    return gateway.worker

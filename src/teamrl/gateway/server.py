@@ -107,7 +107,8 @@ class Gateway:
     def close(self) -> None:
         if self._server is not None:
             self._server.should_exit = True
-            self._thread.join(timeout=10)
+            if self._thread is not None:
+                self._thread.join(timeout=10)
             self._server = None
 
     @property
@@ -288,26 +289,28 @@ class Gateway:
         """Sample (or replay) the agent's answer and record it in the session. ClientGone when the client
         disconnects first: the request is cancelled (skipped if not yet sampled), not recorded, and its
         call index is given back."""
-        index = None
+        index: int | None = None
         if session is not None:
             index = _reserve(session, agent)
             replayed = session.replayed(agent, index, prompt_ids)
             if replayed is not None:
                 session.record(Call(agent, index, messages, replayed, replayed=True))
                 return replayed, len(prompt_ids)
-        future = self.worker.submit(route.policy, params, prompt_ids)
+        worker = self.worker
+        assert worker is not None  # only a gateway with a responder has no worker, and it never samples
+        future = worker.submit(route.policy, params, prompt_ids)
         try:
             generation = await _unless_disconnected(request, asyncio.wrap_future(future))
         except ClientGone:
             future.cancel()
-            if session is not None:
+            if session is not None and index is not None:
                 session.release(agent, index)
             raise
         except Exception as err:  # noqa: BLE001 - any sampling failure is the server's, answered as such
             raise ApiError(500, f"sampling failed: {err}", "server_error", "sampling_failed") from None
         finally:
-            self.worker.delivered()  # the batching window waits while answers are still going out
-        if session is not None:
+            worker.delivered()  # the batching window waits while answers are still going out
+        if session is not None and index is not None:
             if session.closed:  # timed out or dropped while waiting: its calls no longer count
                 raise ApiError(410, "this episode was closed (timed out or dropped)", code="episode_closed")
             session.record(Call(agent, index, messages, generation))
@@ -321,6 +324,7 @@ class Gateway:
         return token_logprobs(tokens, generation.logprobs[:len(tokens)])
 
     def _scripted(self, session: EpisodeSession | None, agent: str, messages: list[dict]) -> Generation:
+        assert self.responder is not None  # called only when the gateway answers with a responder
         text = self.responder(agent, messages)
         generation = Generation([], [], [], [], text, True)
         if session is not None:

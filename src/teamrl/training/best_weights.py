@@ -55,6 +55,7 @@ class BestWeights:
             return root  # written at its step, as it happened
         with torch.no_grad():  # the best weights in place for one save, then the final ones back
             current = {name: [p.detach().clone() for p in params] for name, params in self.trained.items()}
+            assert self.snapshot is not None  # a best step not on disk was recorded in memory
             self._load(self.snapshot)
             try:
                 self.run.save_checkpoint("best", self.policies)

@@ -34,7 +34,8 @@ from typing import Any
 import torch
 
 from teamrl.policies.loading import Policy
-from teamrl.policies.storage import CHECKPOINT_MARKER as MARKER, save_policy
+from teamrl.policies.storage import CHECKPOINT_MARKER as MARKER
+from teamrl.policies.storage import save_policy
 from teamrl.training.disk_full import DiskFullError, is_disk_full
 from teamrl.training.run_files import check_real_folder
 
@@ -181,7 +182,10 @@ def damage(folder: Path) -> str | None:
     reason = incomplete_reason(folder)
     if reason is not None:
         return reason
-    for rel, (_, digest) in read_manifest(folder)["files"].items():
+    manifest = read_manifest(folder)
+    if manifest is None:
+        return f"its manifest {MARKER} cannot be read"
+    for rel, (_, digest) in manifest["files"].items():
         if _sha256(folder / rel) != digest:
             return f"{rel} differs from the manifest (its sha256 does not match: corrupt)"
     return None

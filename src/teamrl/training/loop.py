@@ -21,21 +21,22 @@ from teamrl.diagnostics.transcripts import training_transcripts
 from teamrl.policies.cpu_linear import onednn_layer_count
 from teamrl.policies.loading import Policy
 from teamrl.rollout.agent_params import agent_sampling, check_context
-from teamrl.rollout.sampler import release as release_engines, served_by
+from teamrl.rollout.evaluation import evaluate
 from teamrl.rollout.logprob_gap import gap_metrics
+from teamrl.rollout.sampler import release as release_engines
+from teamrl.rollout.sampler import served_by
 from teamrl.rollout.tree import Episode, RewardWeights, Sample, run_episodes
+from teamrl.setup.team import build_policies, build_workflow
+from teamrl.setup.threads import ThreadGovernor
 from teamrl.training.backends import make_backend
 from teamrl.training.backends.base import UpdateSettings
 from teamrl.training.backends.rollout_workers import RolloutPool
 from teamrl.training.best_weights import BestWeights
-from teamrl.setup.team import build_policies, build_workflow
 from teamrl.training.credit import assign_advantages, trainable
 from teamrl.training.disk_full import DiskFullError, is_disk_full, what_was_written
-from teamrl.rollout.evaluation import evaluate
 from teamrl.training.freed_memory import keep_freed_memory
 from teamrl.training.resume import LoopState, TrackerStates, restore_training_state, save_training_state
 from teamrl.training.run_dir import RunDirectory, TrainingInterrupted, claim_run
-from teamrl.setup.threads import ThreadGovernor
 from teamrl.training.update import make_optimizer
 from teamrl.workflows.base import Workflow
 

@@ -95,7 +95,8 @@ def prompt_groups(prompts: list[tuple[int, ...]], response_lens: list[int], toke
         if token_budget <= 0 or p + sum(response_lens[m] for m in members) <= token_budget:
             groups.append(PromptGroup(p, members, p + sum(response_lens[m] for m in members)))
             continue
-        run, tokens = [], p
+        run: list[int] = []
+        tokens = p
         for m in sorted(members, key=lambda m: response_lens[m]):
             if run and tokens + response_lens[m] > token_budget:
                 groups.append(PromptGroup(p, run, tokens))
@@ -119,7 +120,9 @@ def plan_micro_batches(prompts: list[tuple[int, ...]], response_lens: list[int],
         raise ValueError(f"need one response length per prompt, got {len(response_lens)} for {len(prompts)}")
     groups = prompt_groups(prompts, response_lens, token_budget)
     if call_cost is None:
-        batches, current, tokens = [], [], 0
+        batches: list[list[int]] = []
+        current: list[int] = []
+        tokens = 0
         for group in groups:
             if current and token_budget > 0 and tokens + group.tokens > token_budget:
                 batches.append(current)

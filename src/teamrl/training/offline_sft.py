@@ -15,6 +15,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from teamrl.config import ConfigError, RunConfig
 from teamrl.setup.sft import Demo, SFTSettings, heldout_loss, supervised_finetune
@@ -76,7 +77,7 @@ def shuffled_batches(demos: list[Demo], batch_size: int, seed: int) -> Iterator[
     rng = random.Random(seed)
     order: list[int] = []
     while True:
-        batch = []
+        batch: list[Demo] = []
         while len(batch) < batch_size:
             if not order:
                 order = rng.sample(range(len(demos)), len(demos))
@@ -96,7 +97,8 @@ def offline_sft(config: RunConfig, records: list[TurnRecord], options: OfflineSF
     path = Path(config.output_dir) / (config.run_name or default_run_name(config))
     refuse_existing_run(path)
     run = RunDirectory(config, None, RunLock(path))
-    started, summary = time.time(), {"transcript_turns": len(records), "policies": {}}
+    started = time.time()
+    summary: dict[str, Any] = {"transcript_turns": len(records), "policies": {}}
     try:
         for offset, (name, own) in enumerate(demos.items()):
             scored = own[:SCORED_DEMOS]

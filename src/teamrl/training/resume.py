@@ -26,10 +26,23 @@ import yaml
 from teamrl.config import ConfigError, RunConfig, config_to_dict, load_config
 from teamrl.policies.loading import Policy
 from teamrl.policies.storage import load_policy_weights
-from teamrl.training.checkpoint import (MARKER, TRAINER_JSON, TRAINER_STATE, CheckpointError,
-                                        check_checkpoint_folders, damage, load_optimizer, recover,
-                                        rotate, save_optimizer, save_torch, step_folders, step_tag, verify,
-                                        write_checkpoint)
+from teamrl.training.checkpoint import (
+    MARKER,
+    TRAINER_JSON,
+    TRAINER_STATE,
+    CheckpointError,
+    check_checkpoint_folders,
+    damage,
+    load_optimizer,
+    recover,
+    rotate,
+    save_optimizer,
+    save_torch,
+    step_folders,
+    step_tag,
+    verify,
+    write_checkpoint,
+)
 from teamrl.training.run_files import CONFIG_FILE, RUN_LOGS, SUMMARY_FILE, check_regular_file
 
 # Config keys a resumed run may change; any other difference would make it a different run.

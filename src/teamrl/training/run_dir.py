@@ -29,8 +29,17 @@ from teamrl.policies.loading import Policy
 from teamrl.training.checkpoint import CheckpointError, discard_after, step_checkpoints, write_checkpoint
 from teamrl.training.disk_full import DiskFullError, is_disk_full, what_was_written
 from teamrl.training.resume import ResumePoint, find_resume_point
-from teamrl.training.run_files import (CONFIG_FILE, RUN_LOGS, SUMMARY_FILE, check_real_folder,
-                                       check_regular_file, open_append, remove, truncate, write_text)
+from teamrl.training.run_files import (
+    CONFIG_FILE,
+    RUN_LOGS,
+    SUMMARY_FILE,
+    check_real_folder,
+    check_regular_file,
+    open_append,
+    remove,
+    truncate,
+    write_text,
+)
 from teamrl.training.run_log import RunLog
 from teamrl.training.trackers import open_trackers, resolve_report_to
 

@@ -52,7 +52,7 @@ class TurnRecord:
         return json.dumps({"format": FORMAT, "version": VERSION, **asdict(self)})
 
 
-_TYPES = {"instance": int, "episode": int, "turn": int, "reward": (int, float), "success": bool}
+_TYPES: dict[str, type | tuple[type, ...]] = {"instance": int, "episode": int, "turn": int, "reward": (int, float), "success": bool}
 
 
 def parse_line(text: str, where: str) -> TurnRecord:

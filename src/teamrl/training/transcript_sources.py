@@ -45,7 +45,7 @@ def record_episode(config: RunConfig, workflow: Workflow, instance: int, episode
     """Play training instance `instance` with `respond`; one record per turn."""
     recording = _Recording(workflow, RewardWeights(config.algorithm.team_weight, config.algorithm.local_weight))
     state = workflow.new_state("train", instance)
-    played = list(play_episode(recording, state, respond, rng))  # type: ignore[arg-type]
+    played = list(play_episode(recording, state, respond, rng))
     success = bool(workflow.success(state))
     roles = {a.name: a.role for a in workflow.agents}
     turns: dict[str, int] = {}

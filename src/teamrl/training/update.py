@@ -20,8 +20,7 @@ from teamrl.rollout.tree import Sample
 from teamrl.training.data_parallel import GradSync
 from teamrl.training.memory import PeakMemory
 from teamrl.training.micro_batches import length_buckets, plan_micro_batches
-from teamrl.training.proximal import (ProximalLogprobs, correction_metrics, padded, proximal_logprobs,
-                                      scoring_layout)
+from teamrl.training.proximal import ProximalLogprobs, correction_metrics, padded, proximal_logprobs, scoring_layout
 
 
 @dataclass
@@ -131,7 +130,8 @@ def _minibatches(samples: list[Sample], size: int, rng: random.Random) -> list[l
         by_prompt.setdefault(tuple(s.generation.prompt_ids), []).append(s)
     groups = list(by_prompt.values())
     rng.shuffle(groups)
-    batches, current = [], []
+    batches: list[list[Sample]] = []
+    current: list[Sample] = []
     for group in groups:
         if current and len(current) + len(group) > size:
             batches.append(current)
@@ -206,8 +206,10 @@ def _minibatch_step(state: PolicyOptimizer, chunk: list[Sample], algo: Algorithm
                 sums[key] = sums.get(key, 0.0) + value * n
             tokens += n
             if tracker is not None:
+                assert role is not None and agent is not None  # a tracker splits the chunk by role and agent
                 tracker.agent_done(role, agent, metrics, n, len(part))
         if tracker is not None:
+            assert role is not None
             tracker.role_done(role)
     if tracker is not None:
         tracker.finish_minibatch()
@@ -237,14 +239,15 @@ def _backward_part(state: PolicyOptimizer, part: list[Sample], algo: AlgorithmCo
     plan = plan_micro_batches([tuple(s.generation.prompt_ids) for s in part],
                               [len(s.generation.response_ids) for s in part], algo.micro_batch_tokens,
                               algo.bucket_call_tokens if algo.length_buckets else None)
-    loss_value, sums, tokens, ratio_max = 0.0, {}, 0.0, 0.0
+    loss_value, tokens, ratio_max = 0.0, 0.0, 0.0
+    sums: dict[str, float] = {}
     for rows in plan:
         micro = [part[i] for i in rows]
         share = _units(micro, algo.aggregation) / total if total else len(micro) / len(part)
         loss, metrics = _part_loss(state, micro, algo, temperature, pad_id, weight * share, kl_coef, proximal)
         loss.backward()
         n = metrics.pop("tokens")
-        ratio_max = max(ratio_max, metrics.pop("ratio_max"))
+        ratio_max = max(ratio_max, float(metrics.pop("ratio_max")))
         loss_value += float(loss.detach())
         for key, value in metrics.items():
             sums[key] = sums.get(key, 0.0) + value * n
@@ -261,13 +264,14 @@ def _part_loss(state: PolicyOptimizer, part: list[Sample], algo: AlgorithmConfig
     taken against pi_prox and each token weighted by pi_prox / mu; None: against the sampler's mu.
     """
     layout = scoring_layout(part, temperature)
-    prompts, responses, index, temperature = layout.prompts, layout.responses, layout.index, layout.temperature
+    prompts, responses, index = layout.prompts, layout.responses, layout.index
+    row_temperature = layout.temperature  # the part's temperature, or one per row where rows differ
     buckets = (length_buckets([len(r) for r in responses], algo.bucket_call_tokens)
                if algo.length_buckets else None)
     bf16 = algo.autocast == "bf16"
     with bf16_body(state.policy.model, bf16):
         logp, mask, entropy = shared_prefix_logprobs(state.policy.model, prompts, responses, index, pad_id,
-                                                     temperature, with_entropy=True, response_buckets=buckets,
+                                                     row_temperature, with_entropy=True, response_buckets=buckets,
                                                      entropy_grad=bool(algo.entropy_coef))
     old = padded([s.generation.logprobs for s in part], mask)  # mu: the sampler's log-probs
     is_weights = None
@@ -288,7 +292,7 @@ def _part_loss(state: PolicyOptimizer, part: list[Sample], algo: AlgorithmConfig
     if state.reference is not None:
         with torch.no_grad(), bf16_body(state.reference, bf16):  # the same precision as the policy's
             ref_logp, _, _ = shared_prefix_logprobs(state.reference, prompts, responses, index, pad_id,
-                                                    temperature, response_buckets=buckets)
+                                                    row_temperature, response_buckets=buckets)
         kl = aggregate(kl_k3(logp, ref_logp, algo.kl_clamp), mask)
         loss = loss + kl_coef * kl
         metrics["kl_ref"] = float(kl.detach())

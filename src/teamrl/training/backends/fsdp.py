@@ -111,7 +111,8 @@ def _rebuild_optimizer(state: PolicyOptimizer, names: list[list[str]], full: dic
     old = state.optimizer
     groups = [{**{k: v for k, v in g.items() if k != "params"}, "params": [params[n] for n in group_names]}
               for g, group_names in zip(old.param_groups, names)]
-    optimizer = type(old)(groups)  # each group carries all its settings (lr, betas, weight decay, ...)
+    optimizer_class: Any = type(old)  # AdamW and friends take (params, **defaults)
+    optimizer = optimizer_class(groups)  # each group carries all its settings (lr, betas, weight decay, ...)
     if not isinstance(state.scheduler, torch.optim.lr_scheduler.LambdaLR):
         raise TypeError(f"policy {state.policy.name}: FSDP rebuilds LambdaLR schedules (make_optimizer's), "
                         f"not {type(state.scheduler).__name__}")

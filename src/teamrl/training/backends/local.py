@@ -5,8 +5,14 @@ from __future__ import annotations
 import random
 
 from teamrl.rollout.tree import Sample
-from teamrl.training.backends.base import (PolicyUpdate, UpdateSettings, load_tracker_states, run_update,
-                                          tracker_states, update_seeds)
+from teamrl.training.backends.base import (
+    PolicyUpdate,
+    UpdateSettings,
+    load_tracker_states,
+    run_update,
+    tracker_states,
+    update_seeds,
+)
 from teamrl.training.update import PolicyOptimizer
 
 

@@ -18,6 +18,7 @@ every actor, put into Ray's object store once and shared.
 from __future__ import annotations
 
 import random
+from collections.abc import Mapping
 from typing import Any
 
 import torch
@@ -26,8 +27,8 @@ from teamrl.config import ConfigError, RunConfig
 from teamrl.policies.loading import Policy
 from teamrl.rollout.builtin_engine import SamplingParams
 from teamrl.rollout.tree import Episode, RewardWeights, Sample, run_episodes
-from teamrl.training.backends.worker import load_weights, pack, trained_weights, unpack
 from teamrl.setup.threads import set_threads
+from teamrl.training.backends.worker import load_weights, pack, trained_weights, unpack
 from teamrl.training.update import PolicyOptimizer
 
 # (samples, episodes, generator state, random.Random state) of one shard.
@@ -52,7 +53,7 @@ class RolloutWorker:
         for name, tensors in weights.items():
             load_weights(self.policies[name].network, tensors)
 
-    def play(self, instances: list[int], split: str, params: SamplingParams, branches: int,
+    def play(self, instances: list[int], split: str, params: SamplingParams | Mapping[str, SamplingParams], branches: int,
              weights: RewardWeights, generator_state: torch.Tensor, rng_state: Any,
              commit_rule: str) -> ShardResult:
         """`run_episodes` on `instances` from the given sampling states; returns the advanced states too."""
@@ -107,7 +108,7 @@ class RolloutPool:
         self.workers = [actor.remote(config, payload, mapping, int(max(1, cpus)))
                         for _ in range(trainer.rollout_workers)]
 
-    def run_episodes(self, instances: list[int], split: str, params: SamplingParams, branches: int,
+    def run_episodes(self, instances: list[int], split: str, params: SamplingParams | Mapping[str, SamplingParams], branches: int,
                      weights: RewardWeights, generator: torch.Generator, rng: random.Random,
                      commit_rule: str = "greedy") -> tuple[list[Sample], list[Episode]]:
         """Play `instances` on the workers, one contiguous shard each; results in instance order.

@@ -13,9 +13,9 @@ from typing import Any
 import torch
 
 from teamrl.rollout.tree import Sample
+from teamrl.setup.threads import set_threads
 from teamrl.training.backends.base import PolicyUpdate, UpdateSettings, load_tracker_states, run_update, tracker_states
 from teamrl.training.data_parallel import init_group
-from teamrl.setup.threads import set_threads
 from teamrl.training.update import PolicyOptimizer
 
 
