@@ -98,7 +98,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
 def cmd_serve(args: argparse.Namespace) -> int:
     from teamrl.gateway.serve import serve_run
 
-    gateway = serve_run(Path(args.run), args.host, args.port, os.environ.get("TEAMRL_GATEWAY_TOKEN"))
+    gateway = serve_run(Path(args.run), args.host, args.port, os.environ.get("TEAMRL_GATEWAY_TOKEN"),
+                        threads=args.threads)
     print(f"teamrl: serving agents {', '.join(gateway.routes)} at {gateway.base_url}\n"
           f"OPENAI_BASE_URL={gateway.base_url} OPENAI_API_KEY={gateway.token}  (Ctrl-C stops)", flush=True)
     try:
@@ -201,6 +202,17 @@ def cmd_sft(args: argparse.Namespace) -> int:
     return 0
 
 
+def _thread_setting(text: str) -> int | str:
+    """--threads: 'auto' or a whole number >= 1."""
+    from teamrl.setup.threads import check_threads
+
+    value: int | str = text if text == "auto" else (int(text) if text.isdigit() else text)
+    problem = check_threads(value)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(problem)
+    return value
+
+
 def _positive(text: str) -> int:
     try:
         value = int(text)
@@ -281,6 +293,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run", metavar="RUN_DIR", help="a run directory (its final, else best checkpoint) or checkpoints/<tag>")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
     p.add_argument("--port", type=int, default=0, help="port (default: a free one, printed)")
+    p.add_argument("--threads", type=_thread_setting, default=None, metavar="N|auto",
+                   help="torch threads for sampling: a number or auto (default: the run's train.threads)")
     p.set_defaults(func=cmd_serve)
     p = sub.add_parser("export", help="write a checkpoint's policies as plain HF models (LoRA adapters merged)")
     p.add_argument("checkpoint", help="checkpoints/<tag> of a run, or one policy's folder in it")

@@ -67,6 +67,14 @@ def test_serve_answers_with_the_trained_per_role_policies(model_dir, tmp_path, m
                                                               "train.eval_instances=1"])
     run = train(config, model_path=str(model_dir), progress=False)
     assert build_parser().parse_args(["serve", str(run), "--port", "0"]).func.__name__ == "cmd_serve"
+    assert build_parser().parse_args(["serve", str(run), "--threads", "auto"]).threads == "auto"
+    with pytest.raises(SystemExit):  # one clear argparse error
+        build_parser().parse_args(["serve", str(run), "--threads", "0"])
+    torch.set_num_threads(2)
+    threaded = serve_run(run / "checkpoints" / "final", threads=1)  # the thread setting reaches torch
+    threaded.close()
+    threaded.worker.close()
+    assert torch.get_num_threads() == 1
     used = []
     original = engine_routing.sample
     monkeypatch.setattr(batching.engine_routing, "sample", lambda p, prompts, n, params, g: used.append(

@@ -76,3 +76,16 @@ def test_a_base_model_gets_a_stop_and_worked_examples_where_its_task_has_them():
     assert base_model_settings("split_calc") == ('rollout.stop=["\\n\\n"]',)
     assert is_named_base_model("gemma-3-270m") and not is_named_base_model("smollm2-135m-instruct")
     assert not is_named_base_model("/some/folder")
+
+
+def test_a_program_task_gets_no_prompt_style_warning():
+    """A program writes its own prompts: workflow.prompt_style does nothing there, so nothing is said of it."""
+    config = load_config(None, ["task.name=program", "task.module=teamrl.gateway",
+                                "task.entry=examples/gateway/openai_team.py:run_episode",
+                                "task.agents=[planner, solver]", "rollout.temperature=0.6",
+                                "rollout.max_new_tokens=64"])
+    assert config.workflow.prompt_style == "compact"
+    mapping = {"planner": "shared", "solver": "shared"}
+    text = " ".join(real_model_warnings(config, {"shared": fake_policy(49_152, True)}, mapping,
+                                        {"planner": "planner", "solver": "solver"}))
+    assert "prompt_style" not in text

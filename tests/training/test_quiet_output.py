@@ -41,6 +41,21 @@ def test_warnings_and_library_records_go_to_the_run_log_not_the_terminal(tmp_pat
     assert log._handler not in logging.getLogger().handlers  # closed: later records stay out of this file
 
 
+def test_http_client_request_records_stay_out_of_the_run_log(tmp_path):
+    """An agent program's openai / httpx INFO lines ("HTTP Request: POST ...") are not written; their warnings are."""
+    log = RunLog(tmp_path)
+    try:
+        logging.getLogger("httpx").info("HTTP Request: POST http://127.0.0.1/v1/chat/completions")
+        logging.getLogger("openai._base_client").info("Retrying request")
+        logging.getLogger("httpx").warning("an HTTP client's warning")
+        logging.getLogger("teamrl").info("step 1/1: train success 0.500")
+    finally:
+        log.close()
+    text = (tmp_path / "train.log").read_text()
+    assert "HTTP Request" not in text and "Retrying request" not in text
+    assert "an HTTP client's warning" in text and "step 1/1: train success 0.500" in text
+
+
 def test_quiet_third_party_turns_off_the_transformers_bars(quiet):
     assert not quiet.is_progress_bar_enabled()
 
@@ -70,7 +85,7 @@ def test_train_from_the_cli_prints_no_library_bars(tmp_path, random_model_dir):
     for noise in ("Loading weights", "Writing model shards", "FutureWarning"):
         assert noise not in done.stdout + done.stderr, f"{noise!r} reached the terminal"
     assert "held-out success" in done.stdout
-    assert (tmp_path / "quiet" / "train.log").is_file()
+    assert "step 1/1: train success" in (tmp_path / "quiet" / "train.log").read_text()  # teamrl's own progress
 
 
 if __name__ == "__main__":

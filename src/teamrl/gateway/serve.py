@@ -17,12 +17,17 @@ from teamrl.rollout.agent_params import agent_sampling
 from teamrl.rollout.tree import params_by_agent
 from teamrl.setup.loaded_team import locate
 from teamrl.setup.team import build_workflow, policies_from_checkpoint
+from teamrl.setup.threads import set_threads
 
 
 def serve_run(path: Path, host: str = "127.0.0.1", port: int = 0, token: str | None = None,
-              batch_window_ms: float = 20.0) -> Gateway:
-    """A started gateway over the run's trained policies (close it with `.close()` and `.worker.close()`)."""
+              batch_window_ms: float = 20.0, threads: int | str | None = None) -> Gateway:
+    """A started gateway over the run's trained policies (close it with `.close()` and `.worker.close()`).
+
+    threads: torch's thread count for sampling, an int or "auto" (None: the run's `train.threads`).
+    """
     config, checkpoint = locate(path)
+    set_threads(config.train.threads if threads is None else threads)
     workflow = build_workflow(config)
     policies, mapping = policies_from_checkpoint(config, workflow, checkpoint)
     names = [a.name for a in workflow.agents]

@@ -56,7 +56,8 @@ def real_model_warnings(config: RunConfig, policies: dict[str, Policy], mapping:
     real = [name for name, p in policies.items() if is_pretrained_llm(p)]
     if real:
         names = ", ".join(real)
-        if config.workflow.prompt_style == "compact":
+        # a program task's prompts are the user's own messages: prompt_style does not apply there
+        if config.workflow.prompt_style == "compact" and config.task.get("name") != "program":
             warnings.append(f"policies {names} are pretrained LLMs but workflow.prompt_style is compact (prompts for "
                             "the tiny character model, on which a real model scores about 0%); set "
                             "workflow.prompt_style=chat")

@@ -196,6 +196,10 @@ def train(config: RunConfig, model_path: str | None = None, progress: bool = Tru
             metrics.update(_report_alerts(run.path, diagnostics.alerts(step, metrics | evaluated) + engine_alerts,
                                           progress))
             run.log(step, metrics)
+            logging.getLogger("teamrl").info(
+                "step %d/%d: train success %.3f, team return %.3f, %.1f s%s", step, tcfg.steps,
+                metrics["train/success"], metrics["train/team_return"], metrics["time/rollout_s"] + metrics["time/update_s"],
+                f", held-out success {evaluated['eval/success']:.3f}" if "eval/success" in evaluated else "")
             bar.set_postfix(success=f"{metrics['train/success']:.2f}", best=f"{best:.2f}")
             if tcfg.checkpoint_every and step % tcfg.checkpoint_every == 0:
                 state = LoopState(step, history["initial"], best, best_step, time.time() - started)

@@ -8,6 +8,16 @@ import logging
 from pathlib import Path
 
 _FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+# HTTP clients log one INFO record per request ("HTTP Request: POST ..."): an agent program's calls to the
+# gateway would fill train.log with thousands of them. Their warnings and errors are kept.
+_CHATTY_CLIENTS = ("httpx", "httpcore", "openai", "urllib3")
+
+
+def _not_client_chatter(record: logging.LogRecord) -> bool:
+    """False for an HTTP client's record below WARNING (kept out of train.log)."""
+    if record.levelno >= logging.WARNING:
+        return True
+    return not any(record.name == name or record.name.startswith(name + ".") for name in _CHATTY_CLIENTS)
 _open_logs = 0  # RunLogs open in this process; warnings are captured while any is
 
 
@@ -40,6 +50,7 @@ class RunLog:
         self._handler = logging.FileHandler(self.path, encoding="utf-8")
         self._handler.setFormatter(logging.Formatter(_FORMAT))
         self._handler.setLevel(logging.INFO)
+        self._handler.addFilter(_not_client_chatter)
         root = logging.getLogger()
         self._root_level = root.level
         root.addHandler(self._handler)
