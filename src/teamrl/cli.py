@@ -83,12 +83,16 @@ def cmd_models(args: argparse.Namespace) -> int:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from teamrl.setup.loaded_team import Team
+    from teamrl.setup.loaded_team import Team, check_results_folder
 
+    if args.out:
+        check_results_folder(args.out)  # before the models load: a bad folder costs nothing
     config = _load(args)
     _set_threads(config)
     with Team.from_config(config, checkpoint=args.checkpoint) as team:
         result = team.evaluate(args.instances or config.train.eval_instances, seed=config.seed)
+    if args.out:
+        print(f"per-instance results and transcripts: {result.write(args.out) / 'episodes.jsonl'}", file=sys.stderr)
     metrics = {"success": result.success, "team_return": result.team_return, "turns": result.turns,
                **{f"reward/{agent}": value for agent, value in result.reward_by_agent.items()}}
     print(json.dumps(metrics, indent=2))
@@ -273,6 +277,8 @@ def build_parser() -> argparse.ArgumentParser:
     with_config(p)
     p.add_argument("--checkpoint", help="a checkpoint folder (checkpoints/<tag>) or a model folder")
     p.add_argument("--instances", type=_positive, default=0, help="held-out instances (default: train.eval_instances)")
+    p.add_argument("--out", metavar="DIR", help="also write DIR/eval.json and DIR/episodes.jsonl (each instance's "
+                   "result and transcript); DIR must be new or empty")
     p.set_defaults(func=cmd_eval)
     p = sub.add_parser("transcripts", help="write a collaboration-transcript file (JSONL) for `teamrl sft`")
     with_config(p)

@@ -104,3 +104,22 @@ def test_readme_python_example_runs(random_model_dir, tmp_path):
     assert out.returncode == 0, out.stderr[-3000:]
     lines = out.stdout.strip().splitlines()
     assert len(lines) == 3 and "->" in lines[0] and 0.0 <= float(lines[1]) <= 1.0
+
+
+def test_eval_writes_per_instance_results_and_transcripts(random_model_dir, tmp_path, capsys):
+    from teamrl.cli import main
+
+    out = tmp_path / "eval"
+    args = ["eval", "src/teamrl/configs/plan_path_team.yaml", f"policy.model={random_model_dir}", "task.size=4",
+            "task.min_distance=2", "workflow.max_turns=2", "--instances", "3", "--out", str(out)]
+    assert main(args) == 0
+    import json
+
+    printed = json.loads(capsys.readouterr().out)
+    rows = [json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()]
+    assert [row["instance"] for row in rows] == [0, 1, 2] and all(row["transcript"] for row in rows)
+    assert sum(row["success"] for row in rows) / 3 == pytest.approx(printed["success"])
+    assert json.loads((out / "eval.json").read_text())["instances"] == 3
+    assert main(args) == 2  # a folder that holds files is refused, and kept as it was
+    assert "not an empty folder" in capsys.readouterr().err
+    assert len((out / "episodes.jsonl").read_text().splitlines()) == 3

@@ -20,6 +20,15 @@ if TYPE_CHECKING:
     from teamrl.workflows.base import Workflow
 
 
+def check_results_folder(folder: str | Path) -> Path:
+    """`folder` as a Path when it is new or an empty folder; else ConfigError (nothing is written over)."""
+    folder = Path(folder)
+    if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
+        raise ConfigError(f"{folder} exists and is not an empty folder; give a new folder for the results "
+                          "(teamrl does not write over files it did not make)")
+    return folder
+
+
 def _load(config: str | Path | Mapping[str, Any]) -> RunConfig:
     """A RunConfig from a YAML file or a mapping (the Python API's `teamrl.load_config` takes more forms)."""
     if isinstance(config, Mapping):
@@ -58,6 +67,24 @@ class EvalResult:
     reward_by_agent: dict[str, float]  # mean reward of each agent
     instances: int
     episodes: list[Episode] = field(default_factory=list, repr=False)
+
+    def write(self, folder: str | Path) -> Path:
+        """Write `eval.json` (the aggregate metrics) and `episodes.jsonl` (one line per instance: its index,
+        success, team return, per-agent rewards and transcript) into `folder`, a new or empty folder."""
+        import json
+
+        folder = check_results_folder(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        summary = {"success": self.success, "team_return": self.team_return, "turns": self.turns,
+                   "reward_by_agent": self.reward_by_agent, "instances": self.instances}
+        (folder / "eval.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+        with open(folder / "episodes.jsonl", "w", encoding="utf-8") as handle:
+            for episode in self.episodes:
+                row = {"instance": episode.instance, "success": bool(episode.success),
+                       "team_return": episode.team_return, "turns": episode.turns,
+                       "rewards_by_agent": episode.rewards_by_agent, "transcript": episode.transcript}
+                handle.write(json.dumps(row, default=str) + "\n")
+        return folder
 
     @classmethod
     def from_metrics(cls, metrics: Mapping[str, float], episodes: list[Episode]) -> EvalResult:
