@@ -32,7 +32,8 @@ def build_dataclass(cls: type, data: dict[str, Any], where: str) -> Any:
                 raise ConfigError(f"{where}{name} must be a mapping, got {type(value).__name__}")
             factory = next(f for f in dataclasses.fields(cls) if f.name == name).default_factory
             if factory is dataclasses.MISSING:
-                raise TypeError(f"{cls.__name__}.{name}: a dict field needs default_factory=dict (or a factory of its defaults)")
+                raise TypeError(f"{cls.__name__}.{name}: a dict field needs default_factory=dict "
+                                "(or a factory of its defaults)")
             default = factory()
             value = {**default, **value}  # e.g. `task.size=5` keeps the default task name
         if isinstance(hint, type) and dataclasses.is_dataclass(hint):

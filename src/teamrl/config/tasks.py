@@ -50,7 +50,8 @@ def demos_of(kind: type[W], play: Callable[[W, int], Iterator[tuple[str, Prompt,
     demos the workflow its task built; any other workflow is refused with a clear error."""
     def demos(workflow: Workflow, seed: int) -> Iterator[tuple[str, Prompt, str]]:
         if not isinstance(workflow, kind):
-            raise TypeError(f"these scripted demonstrations play {kind.__name__} workflows, got {type(workflow).__name__}")
+            raise TypeError(f"these scripted demonstrations play {kind.__name__} workflows, "
+                            f"got {type(workflow).__name__}")
         return play(workflow, seed)
     return demos
 
@@ -88,31 +89,36 @@ class TaskEntry:
 TASKS: dict[str, TaskEntry] = {
     "plan_path": TaskEntry(
         PlanPathConfig, PlanPathWorkflow,
-        demos_of(PlanPathWorkflow, lambda wf, seed: plan_path_demos.demonstrations(wf, seed, plan_path_demos.ScriptedSkill())),
+        demos_of(PlanPathWorkflow,
+                 lambda wf, seed: plan_path_demos.demonstrations(wf, seed, plan_path_demos.ScriptedSkill())),
         sources=("teamrl.demos.plan_path", "teamrl.workflows.plan_path_team", "teamrl.workflows.tool_plan",
                  "teamrl.tasks.plan_path", "teamrl.tasks.plan_parsing", "teamrl.tasks.code_blocks")),
     "sokoban": TaskEntry(
         SokobanConfig, SokobanWorkflow,
-        demos_of(ToolPlanWorkflow, lambda wf, seed: planning_demos.demonstrations(wf, seed, planning_demos.PlanningSkill())),
+        demos_of(ToolPlanWorkflow,
+                 lambda wf, seed: planning_demos.demonstrations(wf, seed, planning_demos.PlanningSkill())),
         sources=("teamrl.demos.planning", "teamrl.workflows.sokoban_team", "teamrl.workflows.tool_plan",
                  "teamrl.tasks.sokoban", "teamrl.tasks.sokoban_rooms", "teamrl.tasks.plan_parsing",
                  "teamrl.tasks.code_blocks")),
     "sudoku": TaskEntry(
         SudokuConfig, SudokuWorkflow,
-        demos_of(ToolPlanWorkflow, lambda wf, seed: planning_demos.demonstrations(wf, seed, planning_demos.PlanningSkill())),
+        demos_of(ToolPlanWorkflow,
+                 lambda wf, seed: planning_demos.demonstrations(wf, seed, planning_demos.PlanningSkill())),
         sources=("teamrl.demos.planning", "teamrl.workflows.sudoku_team", "teamrl.workflows.tool_plan",
                  "teamrl.tasks.sudoku", "teamrl.tasks.sudoku_grid", "teamrl.tasks.plan_parsing", "teamrl.tasks.code_blocks")),
     # The scripted math / code agents play procedural sources only (arithmetic; procedural
     # add,sub,mul,affine); other sources train a model given by path (policy.model).
     "math": TaskEntry(
         MathTaskConfig, MathWorkflow,
-        with_flow_demos(demos_of(MathWorkflow, lambda wf, seed: math_demos.demonstrations(wf, seed, math_demos.MathSkill()))),
+        with_flow_demos(demos_of(MathWorkflow,
+                                 lambda wf, seed: math_demos.demonstrations(wf, seed, math_demos.MathSkill()))),
         sources=("teamrl.demos.math", "teamrl.demos.driver", "teamrl.workflows.math_team",
                  "teamrl.tasks.math_data", "teamrl.tasks.math_answers") + FLOW_SOURCES,
         workflows=dict(FLOW_KINDS)),
     "code": TaskEntry(
         CodeTaskConfig, code_demos.code_workflow,
-        with_flow_demos(demos_of(CodeWorkflow, lambda wf, seed: code_demos.demonstrations(wf, seed, code_demos.CodeSkill()))),
+        with_flow_demos(demos_of(CodeWorkflow,
+                                 lambda wf, seed: code_demos.demonstrations(wf, seed, code_demos.CodeSkill()))),
         sources=("teamrl.demos.code", "teamrl.demos.driver", "teamrl.workflows.code_team",
                  "teamrl.workflows.code_parsing", "teamrl.workflows.code_sources",
                  "teamrl.tasks.code_procedural") + FLOW_SOURCES,
@@ -239,7 +245,8 @@ def load_task_module(spec: str) -> None:
             return  # imported already: its register_task calls ran once
         module_spec = importlib.util.spec_from_file_location(module_name, path)
         if module_spec is None or module_spec.loader is None:  # a file Python cannot import (not .py)
-            raise ValueError(f"task.module {spec!r}: {path} is not a Python module; give a .py file or a dotted module name")
+            raise ValueError(f"task.module {spec!r}: {path} is not a Python module; give a .py file or a dotted "
+                             "module name")
         module = importlib.util.module_from_spec(module_spec)
         sys.modules[module_name] = module
         try:

@@ -214,7 +214,8 @@ def can_sample_together(policies: Sequence[Policy], prompts: Sequence[list[list[
     if not every or any(len(p) == 0 for p in every):
         return False
     longest = max(map(len, every)) + params.max_new_tokens
-    if not shares_one_call(first.network, longest, [p.adapter for p in policies if p.adapter is not None]):  # all are
+    adapters = [p.adapter for p in policies if p.adapter is not None]  # all of them: none is None (above)
+    if not shares_one_call(first.network, longest, adapters):
         return False
     return prompts_per_call(first.network, every, num_samples, params) >= len(every)
 

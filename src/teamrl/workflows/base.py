@@ -44,7 +44,6 @@ from dataclasses import dataclass, field
 from types import MethodType
 from typing import Any, Protocol, runtime_checkable
 
-
 Prompt = str | list[dict[str, str]]
 """What an agent sees: prompt text, or chat messages ({"role": ..., "content": ...}) for a chat model."""
 
