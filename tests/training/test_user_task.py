@@ -114,6 +114,13 @@ def test_task_module_that_cannot_be_loaded_says_so(module, message):
         load_config(None, [f"task.module={module}", "task.name=x"])
 
 
+def test_task_module_that_is_no_python_file_says_so(tmp_path):
+    module = tmp_path / "tasks.txt"
+    module.write_text("register_task('echo_txt', workflow=Echo)\n")
+    with pytest.raises(ConfigError, match="is not a Python module; give a .py file"):
+        load_config(None, [f"task.module={module}", "task.name=echo_txt"])
+
+
 def test_task_module_that_registers_another_name_lists_what_it_registered(tmp_path):
     module = tmp_path / "other.py"
     module.write_text("from teamrl.config.tasks import register_task\n"

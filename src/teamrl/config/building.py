@@ -30,9 +30,13 @@ def build_dataclass(cls: type, data: dict[str, Any], where: str) -> Any:
         if hint is dict:
             if not isinstance(value, dict):
                 raise ConfigError(f"{where}{name} must be a mapping, got {type(value).__name__}")
-            default = next(f for f in dataclasses.fields(cls) if f.name == name).default_factory()
+            factory = next(f for f in dataclasses.fields(cls) if f.name == name).default_factory
+            if factory is dataclasses.MISSING:
+                raise TypeError(f"{cls.__name__}.{name}: a dict field needs default_factory=dict "
+                                "(or a factory of its defaults)")
+            default = factory()
             value = {**default, **value}  # e.g. `task.size=5` keeps the default task name
-        if dataclasses.is_dataclass(hint):
+        if isinstance(hint, type) and dataclasses.is_dataclass(hint):
             kwargs[name] = build_dataclass(hint, value or {}, f"{where}{name}.")
         else:
             kwargs[name] = coerce(value, hint, where + name)

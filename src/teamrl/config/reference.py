@@ -14,6 +14,7 @@ import inspect
 import textwrap
 import types
 import typing
+from collections.abc import Sequence
 from typing import Any
 
 from teamrl.config.options import choices
@@ -79,7 +80,7 @@ def section_table(cls: type, prefix: str) -> str:
     return "\n".join(rows)
 
 
-def config_reference(root: type, extra_sections: list[tuple[str, type, str]] = ()) -> str:
+def config_reference(root: type, extra_sections: Sequence[tuple[str, type, str]] = ()) -> str:
     """The whole reference: the root's own fields, each nested section, then `extra_sections`
     ((title, dataclass, key prefix), e.g. each task's settings under `task.`)."""
     doc = inspect.getdoc(root) or ""
@@ -87,7 +88,7 @@ def config_reference(root: type, extra_sections: list[tuple[str, type, str]] = (
     for f in dataclasses.fields(root):
         default = field_default(f)
         if dataclasses.is_dataclass(default):
-            cls = type(default)
+            cls: type = type(default)
             parts.append(f"## `{f.name}`\n\n{inspect.getdoc(cls) or ''}\n\n{section_table(cls, f.name + '.')}")
             for inner in dataclasses.fields(cls):
                 sub = field_default(inner)

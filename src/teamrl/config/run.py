@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -104,7 +105,7 @@ class RunConfig:
         return task_settings(self.task)
 
 
-def load_config(path: str | Path | None, overrides: list[str] = ()) -> RunConfig:
+def load_config(path: str | Path | None, overrides: Sequence[str] = ()) -> RunConfig:
     """Read a YAML file (or start from defaults) and apply `key.sub=value` overrides."""
     data: dict[str, Any] = {}
     if path is not None:
@@ -128,7 +129,7 @@ def load_config(path: str | Path | None, overrides: list[str] = ()) -> RunConfig
     return config_from_mapping(data, overrides)
 
 
-def config_from_mapping(data: dict[str, Any], overrides: list[str] = ()) -> RunConfig:
+def config_from_mapping(data: dict[str, Any], overrides: Sequence[str] = ()) -> RunConfig:
     """A validated RunConfig from a mapping of settings (as a YAML file holds them) and `key.sub=value`
     overrides; `data` is changed in place by the overrides."""
     for item in overrides:

@@ -16,20 +16,21 @@ import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from teamrl.tasks.plan_path import PlanPathConfig
 from teamrl.tasks.sokoban import SokobanConfig
 from teamrl.tasks.sudoku import SudokuConfig
 from teamrl.demos import code as code_demos, driver as demo_driver, math as math_demos, planning as planning_demos
 from teamrl.demos import plan_path as plan_path_demos
-from teamrl.workflows.base import Workflow, with_hook_defaults
+from teamrl.workflows.base import Prompt, Workflow, with_hook_defaults
 from teamrl.demos.driver import Respond
-from teamrl.workflows.code_team import CodeTaskConfig
+from teamrl.workflows.code_team import CodeTaskConfig, CodeWorkflow
 from teamrl.workflows.math_team import MathTaskConfig, MathWorkflow
 from teamrl.workflows.plan_path_team import PlanPathWorkflow
 from teamrl.workflows.sokoban_team import SokobanWorkflow
 from teamrl.workflows.sudoku_team import SudokuWorkflow
+from teamrl.workflows.tool_plan import ToolPlanWorkflow
 from teamrl.workflows.flow_kinds import FLOW_SOURCES, FLOW_KINDS
 from teamrl.demos.flows import with_flow_demos
 from teamrl.demos import split_calc as split_calc_demos, split_nav as split_nav_demos
@@ -40,7 +41,19 @@ from teamrl.workflows.split_nav_team import SplitNavWorkflow
 from teamrl.demos import calc_flows as calc_flows_demos
 from teamrl.workflows.calc_flows import CALC_FLOWS, CalcFlowsConfig
 
-Demos = Callable[[Workflow, int], Iterator[tuple[str, str, str]]]
+Demos = Callable[[Workflow, int], Iterator[tuple[str, Prompt, str]]]
+W = TypeVar("W", bound=Workflow)
+
+
+def demos_of(kind: type[W], play: Callable[[W, int], Iterator[tuple[str, Prompt, str]]]) -> Demos:
+    """`play`, scripted demonstrations of `kind` workflows, as a task's `Demos`: the registry hands
+    demos the workflow its task built; any other workflow is refused with a clear error."""
+    def demos(workflow: Workflow, seed: int) -> Iterator[tuple[str, Prompt, str]]:
+        if not isinstance(workflow, kind):
+            raise TypeError(f"these scripted demonstrations play {kind.__name__} workflows, "
+                            f"got {type(workflow).__name__}")
+        return play(workflow, seed)
+    return demos
 
 
 @dataclass(frozen=True)
@@ -76,42 +89,47 @@ class TaskEntry:
 TASKS: dict[str, TaskEntry] = {
     "plan_path": TaskEntry(
         PlanPathConfig, PlanPathWorkflow,
-        lambda wf, seed: plan_path_demos.demonstrations(wf, seed, plan_path_demos.ScriptedSkill()),
+        demos_of(PlanPathWorkflow,
+                 lambda wf, seed: plan_path_demos.demonstrations(wf, seed, plan_path_demos.ScriptedSkill())),
         sources=("teamrl.demos.plan_path", "teamrl.workflows.plan_path_team", "teamrl.workflows.tool_plan",
                  "teamrl.tasks.plan_path", "teamrl.tasks.plan_parsing", "teamrl.tasks.code_blocks")),
     "sokoban": TaskEntry(
         SokobanConfig, SokobanWorkflow,
-        lambda wf, seed: planning_demos.demonstrations(wf, seed, planning_demos.PlanningSkill()),
+        demos_of(ToolPlanWorkflow,
+                 lambda wf, seed: planning_demos.demonstrations(wf, seed, planning_demos.PlanningSkill())),
         sources=("teamrl.demos.planning", "teamrl.workflows.sokoban_team", "teamrl.workflows.tool_plan",
                  "teamrl.tasks.sokoban", "teamrl.tasks.sokoban_rooms", "teamrl.tasks.plan_parsing",
                  "teamrl.tasks.code_blocks")),
     "sudoku": TaskEntry(
         SudokuConfig, SudokuWorkflow,
-        lambda wf, seed: planning_demos.demonstrations(wf, seed, planning_demos.PlanningSkill()),
+        demos_of(ToolPlanWorkflow,
+                 lambda wf, seed: planning_demos.demonstrations(wf, seed, planning_demos.PlanningSkill())),
         sources=("teamrl.demos.planning", "teamrl.workflows.sudoku_team", "teamrl.workflows.tool_plan",
                  "teamrl.tasks.sudoku", "teamrl.tasks.sudoku_grid", "teamrl.tasks.plan_parsing", "teamrl.tasks.code_blocks")),
     # The scripted math / code agents play procedural sources only (arithmetic; procedural
     # add,sub,mul,affine); other sources train a model given by path (policy.model).
     "math": TaskEntry(
         MathTaskConfig, MathWorkflow,
-        with_flow_demos(lambda wf, seed: math_demos.demonstrations(wf, seed, math_demos.MathSkill())),
+        with_flow_demos(demos_of(MathWorkflow,
+                                 lambda wf, seed: math_demos.demonstrations(wf, seed, math_demos.MathSkill()))),
         sources=("teamrl.demos.math", "teamrl.demos.driver", "teamrl.workflows.math_team",
                  "teamrl.tasks.math_data", "teamrl.tasks.math_answers") + FLOW_SOURCES,
         workflows=dict(FLOW_KINDS)),
     "code": TaskEntry(
         CodeTaskConfig, code_demos.code_workflow,
-        with_flow_demos(lambda wf, seed: code_demos.demonstrations(wf, seed, code_demos.CodeSkill())),
+        with_flow_demos(demos_of(CodeWorkflow,
+                                 lambda wf, seed: code_demos.demonstrations(wf, seed, code_demos.CodeSkill()))),
         sources=("teamrl.demos.code", "teamrl.demos.driver", "teamrl.workflows.code_team",
                  "teamrl.workflows.code_parsing", "teamrl.workflows.code_sources",
                  "teamrl.tasks.code_procedural") + FLOW_SOURCES,
         workflows=dict(FLOW_KINDS)),
     # The study's tasks (docs/study/index.md): each role sees half of the state; broad scripted priors.
     "split_nav": TaskEntry(
-        SplitNavConfig, SplitNavWorkflow, split_nav_demos.demonstrations,
+        SplitNavConfig, SplitNavWorkflow, demos_of(SplitNavWorkflow, split_nav_demos.demonstrations),
         sources=("teamrl.demos.split_nav", "teamrl.demos.driver", "teamrl.workflows.split_nav_team",
                  "teamrl.tasks.split_nav", "teamrl.tasks.content_splits", "teamrl.tasks.plan_path")),
     "split_calc": TaskEntry(
-        SplitCalcConfig, SplitCalcWorkflow, split_calc_demos.demonstrations,
+        SplitCalcConfig, SplitCalcWorkflow, demos_of(SplitCalcWorkflow, split_calc_demos.demonstrations),
         sources=("teamrl.demos.split_calc", "teamrl.demos.driver", "teamrl.workflows.split_calc_team",
                  "teamrl.tasks.split_calc", "teamrl.tasks.content_splits")),
     # The study workflows on Split-Calc content (docs/howto/study-workflows.md); `team` is voting.
@@ -226,6 +244,9 @@ def load_task_module(spec: str) -> None:
         if module_name in sys.modules:
             return  # imported already: its register_task calls ran once
         module_spec = importlib.util.spec_from_file_location(module_name, path)
+        if module_spec is None or module_spec.loader is None:  # a file Python cannot import (not .py)
+            raise ValueError(f"task.module {spec!r}: {path} is not a Python module; give a .py file or a dotted "
+                             "module name")
         module = importlib.util.module_from_spec(module_spec)
         sys.modules[module_name] = module
         try:

@@ -33,7 +33,7 @@ from teamrl.demos.driver import check_probabilities, demonstrations as drive
 from teamrl.demos.split_calc import CalcSkill, write_formula, write_value
 from teamrl.tasks.split_calc import OPERATIONS
 from teamrl.tasks.split_calc import gold_value
-from teamrl.workflows.base import Workflow
+from teamrl.workflows.base import Prompt, Workflow
 from teamrl.workflows.calc_flows import CalcDomain, parse_answer
 from teamrl.workflows.flow_common import FlowWorkflow
 
@@ -121,7 +121,7 @@ def _check(workflow: Workflow) -> None:
                          f"{type(workflow).__name__}")
 
 
-def demonstrations(workflow: Workflow, seed: int, skill: FlowSkill | None = None) -> Iterator[tuple[str, str, str]]:
+def demonstrations(workflow: Workflow, seed: int, skill: FlowSkill | None = None) -> Iterator[tuple[str, Prompt, str]]:
     """Endless (agent, prompt, response) triples from scripted episodes on training instances."""
     _check(workflow)
     skill = skill or FlowSkill()

@@ -30,6 +30,7 @@ from typing import Any
 
 from teamrl.tasks.code_data import CodeProblem
 from teamrl.demos import driver as demo_driver
+from teamrl.workflows.base import Prompt
 from teamrl.workflows.code_parsing import Steps
 from teamrl.workflows.code_runner import CodeRunner, UnitRun
 from teamrl.workflows.code_team import CodeState, CodeWorkflow
@@ -100,7 +101,7 @@ def responder(skill: CodeSkill) -> demo_driver.Respond:
     return demo_driver.scripted_team({"coder": scripted_coder, "tester": scripted_tester}, skill)
 
 
-def demonstrations(workflow: CodeWorkflow, seed: int, skill: CodeSkill) -> Iterator[tuple[str, str, str]]:
+def demonstrations(workflow: CodeWorkflow, seed: int, skill: CodeSkill) -> Iterator[tuple[str, Prompt, str]]:
     """Endless (agent, prompt, response) triples from scripted episodes on training problems."""
     return demo_driver.demonstrations(workflow, seed, responder(skill))
 

@@ -31,7 +31,7 @@ def count_behaviours(workflow: Workflow, respond: RecordingRespond, episodes: in
         state = workflow.new_state("train", index)
         collections.deque(play_episode(workflow, state, lambda a, s, r: respond(a, s, r, record), rng), maxlen=0)
         solved += bool(workflow.success(state))
-    per_agent = collections.Counter()
+    per_agent: collections.Counter[str] = collections.Counter()
     for key, count in record.items():
         per_agent[key.split("/")[0]] += count
     shares = {key: count / per_agent[key.split("/")[0]] for key, count in sorted(record.items())}

@@ -15,7 +15,7 @@ import random
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from teamrl.workflows.base import Workflow
+from teamrl.workflows.base import Prompt, Workflow
 
 Respond = Callable[[str, Any, random.Random], str]
 """(agent name, episode state, rng) -> the scripted agent's response."""
@@ -23,7 +23,7 @@ Respond = Callable[[str, Any, random.Random], str]
 
 def play_episode(
     workflow: Workflow, state: Any, respond: Respond, rng: random.Random
-) -> Iterator[tuple[str, str, str]]:
+) -> Iterator[tuple[str, Prompt, str]]:
     """Play `state` to its end, yielding (agent, prompt, response) for every response made."""
     for _ in range(workflow.max_turns):
         if workflow.is_done(state):
@@ -53,7 +53,7 @@ def scripted_team(scripts: dict[str, Callable[[Any, random.Random, Any], str]], 
     return respond
 
 
-def demonstrations(workflow: Workflow, seed: int, respond: Respond) -> Iterator[tuple[str, str, str]]:
+def demonstrations(workflow: Workflow, seed: int, respond: Respond) -> Iterator[tuple[str, Prompt, str]]:
     """Endless (agent, prompt, response) triples from scripted episodes on training instances.
 
     The scripted agents answer the compact prompts (the tiny model's) only.
@@ -63,7 +63,7 @@ def demonstrations(workflow: Workflow, seed: int, respond: Respond) -> Iterator[
     return _demonstrations(workflow, seed, respond)
 
 
-def _demonstrations(workflow: Workflow, seed: int, respond: Respond) -> Iterator[tuple[str, str, str]]:
+def _demonstrations(workflow: Workflow, seed: int, respond: Respond) -> Iterator[tuple[str, Prompt, str]]:
     rng = random.Random(seed)
     index = seed * 1_000_003 % 10_000_000
     while True:

@@ -31,13 +31,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from teamrl.demos import driver as demo_driver
-from teamrl.workflows.base import Workflow
+from teamrl.workflows.base import Prompt, Workflow
 from teamrl.workflows.flow_common import FlowWorkflow
 from teamrl.workflows.flow_domains import MathDomain
 
 _EXPRESSION_RE = re.compile(r"^(\d+)([-+*])(\d+)(?:([-+*])(\d+))?$")
 _STEP_RE = re.compile(r"(-?\d+)([-+*])(-?\d+)=(-?\d+)")
-Demos = Callable[[Workflow, int], Iterator[tuple[str, str, str]]]
+Demos = Callable[[Workflow, int], Iterator[tuple[str, Prompt, str]]]
 _OPS = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b}
 
 
@@ -107,7 +107,9 @@ def solve(question: str, truth: str, solver: int, rng: random.Random, skill: Ari
     mistaken = steps(question, right_to_left=True)
     if mistaken is not None and mistaken[1] != right[1]:
         return mistaken[0]
-    return steps(question, slip=True)[0]
+    slipped = steps(question, slip=True)
+    assert slipped is not None  # `question` is a bare expression: `right` above is not None
+    return slipped[0]
 
 
 def steps_hold(text: str) -> bool:
@@ -165,7 +167,7 @@ def scripted_response(workflow: Any, agent: str, state: Any, rng: random.Random,
 
 
 def demonstrations(workflow: Workflow, seed: int, skill: ArithmeticSkill = ArithmeticSkill()
-                   ) -> Iterator[tuple[str, str, str]]:
+                   ) -> Iterator[tuple[str, Prompt, str]]:
     """Endless (agent, prompt, response) triples from scripted episodes on training instances."""
     if not isinstance(workflow, FlowWorkflow) or not isinstance(workflow.domain, MathDomain):
         raise ValueError(f"the scripted flow agents play the flow workflows on the math task; got "
@@ -180,7 +182,7 @@ def demonstrations(workflow: Workflow, seed: int, skill: ArithmeticSkill = Arith
 def with_flow_demos(demos: Demos | None) -> Demos:
     """A task's demonstrations with the flow workflows' added: flow workflows get the scripted flow
     agents, every other workflow of the task gets `demos` (an error when the task has none)."""
-    def combined(workflow: Workflow, seed: int) -> Iterator[tuple[str, str, str]]:
+    def combined(workflow: Workflow, seed: int) -> Iterator[tuple[str, Prompt, str]]:
         if isinstance(workflow, FlowWorkflow):
             return demonstrations(workflow, seed)
         if demos is None:

@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from teamrl.demos import driver as demo_driver
+from teamrl.workflows.base import Prompt
 from teamrl.workflows.math_team import MathState, MathWorkflow
 
 NO_ANSWER = "need tool"
@@ -67,6 +68,6 @@ def responder(skill: MathSkill) -> demo_driver.Respond:
     return demo_driver.scripted_team({"tool": scripted_tool, "reasoner": scripted_reasoner}, skill)
 
 
-def demonstrations(workflow: MathWorkflow, seed: int, skill: MathSkill) -> Iterator[tuple[str, str, str]]:
+def demonstrations(workflow: MathWorkflow, seed: int, skill: MathSkill) -> Iterator[tuple[str, Prompt, str]]:
     """Endless (agent, prompt, response) triples from scripted episodes on training problems."""
     return demo_driver.demonstrations(workflow, seed, responder(skill))

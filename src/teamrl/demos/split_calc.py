@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from teamrl.demos.composition import count_behaviours
 from teamrl.demos.driver import check_probabilities, demonstrations as drive
 from teamrl.tasks.split_calc import OPERATIONS, evaluate_formula
+from teamrl.workflows.base import Prompt
 from teamrl.workflows.split_calc_team import SplitCalcState, SplitCalcWorkflow
 
 
@@ -78,6 +79,9 @@ def write_value(formula: str | None, x: int, y: int, rng: random.Random, skill: 
     """(behaviour kind, answer) for the value of `formula` at (x, y) (None or unparsable: a random number)."""
     usable = formula is not None and evaluate_formula(formula, x, y) is not None
     kind = _pick(skill.shares("value_"), rng) if usable else "random"
+    if kind == "random":
+        return kind, str(rng.randint(0, 2 * x * y + x + y))
+    assert formula is not None  # usable: any other kind has a formula
     if kind == "swapped":
         return kind, substitute(formula, y, x)
     if kind == "off_by_one":
@@ -91,8 +95,6 @@ def write_value(formula: str | None, x: int, y: int, rng: random.Random, skill: 
         i = rng.choice(spots)
         changed = formula[:i] + rng.choice([op for op in "+-*" if op != formula[i]]) + formula[i + 1:]
         return "operator", substitute(changed, x, y)
-    if kind == "random":
-        return kind, str(rng.randint(0, 2 * x * y + x + y))
     return "correct", substitute(formula, x, y)
 
 
@@ -114,7 +116,7 @@ def respond(agent: str, state: SplitCalcState, rng: random.Random, skill: CalcSk
 
 
 def demonstrations(workflow: SplitCalcWorkflow, seed: int, skill: CalcSkill | None = None
-                   ) -> Iterator[tuple[str, str, str]]:
+                   ) -> Iterator[tuple[str, Prompt, str]]:
     """Endless (agent, prompt, response) triples from scripted episodes on training instances."""
     skill = skill or CalcSkill()
     return drive(workflow, seed, lambda agent, state, rng: respond(agent, state, rng, skill))

@@ -25,6 +25,7 @@ from teamrl.demos.composition import count_behaviours
 from teamrl.demos.driver import check_probabilities, demonstrations as drive
 from teamrl.tasks.plan_path import MOVES, WALL, bfs_path
 from teamrl.tasks.split_nav import Cell, Offset, format_offset, offset_of, parse_offset, target_of
+from teamrl.workflows.base import Prompt
 from teamrl.workflows.split_nav_team import SplitNavState, SplitNavWorkflow
 
 _FLIP = {"U": "D", "D": "U", "L": "R", "R": "L"}
@@ -106,6 +107,8 @@ def walk(grid: tuple[str, ...], start: Cell, target: Cell | None, rng: random.Ra
     """(behaviour kind, moves) of a walk from `start` to the reported `target` (None: no usable report)."""
     path = canonical_walk(grid, start, target) if target is not None else None
     kind = _pick(skill.shares("walk_"), rng) if path else "random"
+    if not path:  # no usable report, or no walk to it: a random walk
+        return "random", "".join(rng.choice("UDLR") for _ in range(rng.randint(1, len(grid))))
     if kind == "correct":
         return kind, path
     if kind == "short_by_one" and len(path) > 1:
@@ -139,7 +142,7 @@ def respond(agent: str, state: SplitNavState, rng: random.Random, skill: NavSkil
 
 
 def demonstrations(workflow: SplitNavWorkflow, seed: int, skill: NavSkill | None = None
-                   ) -> Iterator[tuple[str, str, str]]:
+                   ) -> Iterator[tuple[str, Prompt, str]]:
     """Endless (agent, prompt, response) triples from scripted episodes on training instances."""
     skill = skill or NavSkill()
     size = workflow.task.size

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from teamrl.config import ConfigError, PolicyConfig
+from teamrl.config import ConfigError, LoraConfig, PolicyConfig
 from teamrl.policies.loading import (Policy, enable_activation_checkpointing, load_model, load_policy,
                                      load_tokenizer, uses_chat_template)
 from teamrl.policies.lora import attach_adapters, check_target_modules
@@ -43,9 +43,13 @@ def load_policies(settings: Mapping[str, PolicyConfig]) -> dict[str, Policy]:
     for base, names in lora_groups(settings).items():
         first = settings[names[0]]
         model = load_model(names[0], base, first.dtype, first.device, first.cpu_linear)
+        loras: dict[str, LoraConfig] = {}
         for name in names:
-            check_target_modules(model, settings[name].lora, name, base)
-        network = attach_adapters(model, {name: settings[name].lora for name in names})
+            lora = settings[name].lora
+            assert lora is not None  # lora_groups groups LoRA policies only
+            check_target_modules(model, lora, name, base)
+            loras[name] = lora
+        network = attach_adapters(model, loras)
         tokenizer = load_tokenizer(names[0], first.tokenizer or base)
         use_template = uses_chat_template(names[0], tokenizer, first.chat_template, first.tokenizer or base)
         for name in names:

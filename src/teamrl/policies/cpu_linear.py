@@ -166,14 +166,16 @@ def drop_stale_packs(model: nn.Module) -> int:
     number dropped. The decoder calls this once per call (~10 us a layer), not once per step."""
     dropped = 0
     for module in model.modules():
-        cached = _packs.get(module.weight) if isinstance(module, OneDnnLinear) else None
+        if not isinstance(module, OneDnnLinear):
+            continue
+        cached = _packs.get(module.weight)
         if cached is not None and not torch.equal(cached[1], _fingerprint(module.weight)):
             del _packs[module.weight]
             dropped += 1
     return dropped
 
 
-def packed_linear(x: torch.Tensor, module: nn.Module) -> torch.Tensor:
+def packed_linear(x: torch.Tensor, module: nn.Linear) -> torch.Tensor:
     """`layer_linear(x, module)` for a call without gradients (decoding): a `OneDnnLinear` reads its packed weight
     (`packed_weight`); anything else, or a call that records gradients, is `layer_linear`."""
     weight = module.weight

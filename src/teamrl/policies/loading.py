@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch.utils.checkpoint import checkpoint
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from teamrl.config import ConfigError
+from teamrl.config.options import CpuLinear
 from teamrl.policies.chat_encoding import Messages, encode_chat
 from teamrl.policies.cpu_linear import resolve_cpu_linear, use_onednn_linears
 
@@ -136,7 +138,7 @@ def load_tokenizer(name: str, path: str) -> PreTrainedTokenizerBase:
 
 
 def load_model(name: str, path: str, dtype: str = "float32", device: str = "cpu",
-               cpu_linear: str = "auto") -> PreTrainedModel:
+               cpu_linear: CpuLinear = "auto") -> PreTrainedModel:
     """AutoModelForCausalLM from a folder (or hub name) in `dtype` on `device`.
 
     cpu_linear: onednn turns a CPU model's large linear layers into `OneDnnLinear` (policies/cpu_linear.py); auto
@@ -180,7 +182,7 @@ def load_policy(
     chat_template: str = "auto",
     tokenizer_path: str = "",
     system_prompt: str = "",
-    cpu_linear: str = "auto",
+    cpu_linear: CpuLinear = "auto",
 ) -> Policy:
     """Load a full (every weight trainable) policy from `model_path`, a local folder or a hub name.
 
@@ -197,7 +199,9 @@ def load_policy(
 
 def decoder_layers(network: torch.nn.Module) -> list[torch.nn.Module]:
     """The transformer blocks of an HF model (its `_no_split_modules` classes), also under a PEFT wrapper."""
-    inner = network.get_base_model() if hasattr(network, "get_base_model") else network
+    # a PEFT wrapper's `get_base_model` and an HF model's `_no_split_modules` are attributes torch's typing cannot see
+    inner: Any = network
+    inner = inner.get_base_model() if hasattr(inner, "get_base_model") else inner
     names = set(getattr(inner, "_no_split_modules", None) or ())
     layers = [m for m in inner.modules() if type(m).__name__ in names]
     if not layers:

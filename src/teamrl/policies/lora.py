@@ -9,6 +9,7 @@ with every adapter switched off (`AdaptersDisabled`), so no copy of the base is 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 import peft
 import torch
@@ -82,6 +83,8 @@ class AdaptersDisabled(torch.nn.Module):
     Not a submodule holder on purpose: `.train()`, `.to()` or `.requires_grad_()` on the reference
     must not reach the live model.
     """
+
+    _peft: Any  # the peft.PeftModel, set through __dict__ so that it is no submodule
 
     def __init__(self, model: peft.PeftModel) -> None:
         super().__init__()

@@ -7,7 +7,7 @@ import functools
 import inspect
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Any, Iterator
 
 import torch
 from transformers import DynamicCache, PreTrainedModel
@@ -92,7 +92,7 @@ def left_pad(prompts: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch
 
 
 @functools.lru_cache(maxsize=None)
-def _forward_parameters(model_class: type) -> frozenset[str]:
+def _forward_parameters(model_class: type[Any]) -> frozenset[str]:
     """The keyword names a model class's `forward` takes (read once per class: the decode loop asks every step)."""
     return frozenset(inspect.signature(model_class.forward).parameters)
 
@@ -100,7 +100,8 @@ def _forward_parameters(model_class: type) -> frozenset[str]:
 def _inner_forward_parameters(model) -> frozenset[str]:
     # A PEFT wrapper forwards keyword arguments to the model it wraps: ask that model.
     inner = model.get_base_model() if hasattr(model, "get_base_model") else model
-    return _forward_parameters(type(inner))
+    # a class is hashable, but mypy checks type[X] against Hashable through X's instance-level __hash__
+    return _forward_parameters(type(inner))  # type: ignore[arg-type]
 
 
 def cache_keyword(model) -> str:
@@ -186,6 +187,7 @@ def shared_prefix_logprobs(
     t_width = max(max(len(r) for r in responses), 1)
     temps = temperature.to(device) if isinstance(temperature, torch.Tensor) else None
     pieces, order = [], []
+    entropy: torch.Tensor | None  # a bucket's in the loop; every row's (None without with_entropy) after it
     for rows in buckets:
         if not rows:
             continue
@@ -241,7 +243,9 @@ def bf16_body(model: torch.nn.Module, enabled: bool = True) -> Iterator[None]:
         yield
         return
     device_type = next(model.parameters()).device.type
-    inner = model.get_base_model() if hasattr(model, "get_base_model") else model
+    # a PEFT wrapper's `get_base_model` and an HF model's output head are attributes torch's typing cannot see
+    inner: Any = model
+    inner = inner.get_base_model() if hasattr(inner, "get_base_model") else inner
     head = inner.get_output_embeddings()
     if head is None:
         raise ValueError(f"{type(inner).__name__} has no output embeddings: bf16 autocast needs a causal LM head")

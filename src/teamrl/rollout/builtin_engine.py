@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import torch
 
@@ -122,7 +122,9 @@ def stop_cut(decode: Callable[[list[Token]], str], ids: list[Token], stops: Sequ
             low = mid
         else:
             high = mid
-    return high, first_end(decode(ids[:high]))
+    end = first_end(decode(ids[:high]))
+    assert end is not None  # decode(ids[:high]) holds a stop string
+    return high, end
 
 
 def trim_response(decode: Callable[[list[Token]], str], ids: list[Token], stop_ids: set[Token],
@@ -212,7 +214,8 @@ def can_sample_together(policies: Sequence[Policy], prompts: Sequence[list[list[
     if not every or any(len(p) == 0 for p in every):
         return False
     longest = max(map(len, every)) + params.max_new_tokens
-    if not shares_one_call(first.network, longest, [p.adapter for p in policies]):
+    adapters = [p.adapter for p in policies if p.adapter is not None]  # all of them: none is None (above)
+    if not shares_one_call(first.network, longest, adapters):
         return False
     return prompts_per_call(first.network, every, num_samples, params) >= len(every)
 
@@ -230,7 +233,9 @@ def sample_together(policies: Sequence[Policy], prompts: Sequence[list[list[int]
     if not can_sample_together(policies, prompts, num_samples, params):
         return [sample(p, group, num_samples, params, generator) for p, group in zip(policies, prompts)]
     every = [prompt for group in prompts for prompt in group]
-    blocks = ([p.adapter for p in policies], [len(group) for group in prompts])
+    names = [p.adapter for p in policies if p.adapter is not None]
+    assert len(names) == len(policies)  # can_sample_together: every policy is a LoRA adapter
+    blocks = (names, [len(group) for group in prompts])
     rows = _sample_rows(policies[0], every, num_samples, params, generator, adapter_blocks=blocks)
     out, start = [], 0
     for group in prompts:
@@ -290,6 +295,7 @@ def _sample_rows(policy: Policy, prompts: list[list[int]], num_samples: int, par
         if all_live:
             live, fed = ~done, chosen
         else:
+            assert in_batch is not None  # the live rows' batch positions, whenever not all are live
             live[in_batch[done]] = False
             fed[in_batch] = chosen
         n_live = int(live.sum())
@@ -312,11 +318,11 @@ def _sample_rows(policy: Policy, prompts: list[list[int]], num_samples: int, par
 def row_bytes(model, sequence_length: int) -> int:
     """Memory one sampled row holds: its keys and values for `sequence_length` positions (fp32, every layer)
     plus three vocabulary-wide float32 rows (logits, log-probs, probabilities)."""
-    config = getattr(model, "config", None)
+    config: Any = getattr(model, "config", None)  # an HF config (or None): its fields are dynamic attributes
     config = config.get_text_config() if hasattr(config, "get_text_config") else config
     layers = getattr(config, "num_hidden_layers", 0)
-    heads = getattr(config, "num_key_value_heads", None) or getattr(config, "num_attention_heads", 0)
-    head_dim = getattr(config, "head_dim", None) or (getattr(config, "hidden_size", 0) // max(1, heads))
+    heads = getattr(config, "num_key_value_heads", 0) or getattr(config, "num_attention_heads", 0)
+    head_dim = getattr(config, "head_dim", 0) or (getattr(config, "hidden_size", 0) // max(1, heads))
     vocab = getattr(config, "vocab_size", 0)
     return 2 * layers * heads * head_dim * 4 * sequence_length + 3 * 4 * vocab
 

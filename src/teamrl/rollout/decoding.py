@@ -13,7 +13,7 @@ several adapters share one call (`shares_one_call`).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 import torch
 from torch import nn
@@ -76,8 +76,9 @@ def _peft_parts(model: nn.Module) -> tuple[nn.Module, str | None]:
     """(the network to decode, its active LoRA adapter): a PEFT model's base and adapter (None when several
     adapters are active at once, whose deltas PEFT sums), else (model, None)."""
     if hasattr(model, "peft_config") and hasattr(model, "get_base_model"):
-        active = list(getattr(model, "active_adapters", None) or [model.active_adapter])
-        return model.get_base_model(), active[0] if len(active) == 1 and isinstance(active[0], str) else None
+        peft_model: Any = model  # a PeftModel: its adapters and base are attributes torch's typing cannot see
+        active = list(getattr(model, "active_adapters", None) or [peft_model.active_adapter])
+        return peft_model.get_base_model(), active[0] if len(active) == 1 and isinstance(active[0], str) else None
     return model, None
 
 
@@ -103,8 +104,13 @@ def open_decoder(model: nn.Module, ids: torch.Tensor, mask: torch.Tensor, repeat
         names, sizes = adapter_blocks
         if not (use_lean and shares_one_call(model, mask.shape[1] + reserve, names)):
             raise ValueError("rows of several adapters share a call only on the lean decode path (shares_one_call)")
+
+        def activate_block(name: str | None) -> None:
+            assert name is not None  # the blocks are those of `names`, adapters all
+            activate(model, name)
+
         return LeanDecoder(base, ids, mask, positions, repeats, reserve, RowAdapters.blocks(names, sizes),
-                           activate=lambda name: activate(model, name))
+                           activate=activate_block)
     several_active = base is not model and active is None  # PEFT with several adapters active at once
     if use_lean and not several_active and lean_unsupported(base, mask.shape[1] + reserve, (active,)) is None:
         return LeanDecoder(base, ids, mask, positions, repeats, reserve, RowAdapters.one(active, ids.shape[0]))

@@ -72,13 +72,16 @@ def sample_many(requests: Sequence[SampleRequest], generator: torch.Generator) -
                 for i, result in zip(together, outs):
                     results[i] = result
                 continue
-        if getattr(sampler, "sample_batch", None) is None:
+        sample_batch = getattr(sampler, "sample_batch", None)  # an optional hook of engines that batch
+        if sample_batch is None:
             results[j] = sample(request.policy, request.prompts, request.num_samples, request.params, generator)
             continue
         together = [i for i in range(j, len(requests)) if results[i] is None and served_by(requests[i].policy) is sampler]
-        for i, result in zip(together, sampler.sample_batch([requests[i] for i in together], generator)):
+        for i, result in zip(together, sample_batch([requests[i] for i in together], generator)):
             results[i] = result
-    return results
+    done = [result for result in results if result is not None]
+    assert len(done) == len(results)  # every request was sampled
+    return done
 
 
 def _same_builtin_call(first: SampleRequest, other: SampleRequest) -> bool:

@@ -49,7 +49,11 @@ _SERVED: dict[int, tuple[weakref.ReferenceType, Sampler]] = {}
 def serve(policy: Policy, sampler: Sampler) -> None:
     """From now on `sample(policy, ...)` runs on `sampler`."""
     key = id(policy)
-    _SERVED[key] = (weakref.ref(policy, lambda _ref, key=key: _SERVED.pop(key, None)), sampler)
+
+    def forget(_ref: object) -> None:
+        _SERVED.pop(key, None)
+
+    _SERVED[key] = (weakref.ref(policy, forget), sampler)
 
 
 def served_by(policy: Policy) -> Sampler | None:

@@ -177,7 +177,7 @@ def run_episodes(
         # Parallel agents' prompts are all known now: sampled together, one batch per engine that batches
         # (several agents' LoRA adapters on one base, built-in or vLLM); other policies are sampled in order.
         pre_sampled = _sample_phase(workflow, live, pre_turn, policies, agent_to_policy, params_of, branches,
-                                     generator) if workflow.parallel else {}
+                                     generator) if pre_turn is not None else {}
         commits: list[tuple[int, str, str]] = []
         for agent in workflow.agents:
             if not workflow.parallel:

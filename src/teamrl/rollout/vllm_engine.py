@@ -43,6 +43,7 @@ from teamrl.policies.loading import Policy
 from teamrl.policies.scoring import shared_prefix_logprobs
 from teamrl.policies.storage import save_policy
 from teamrl.rollout.builtin_engine import Generation, SamplingParams, trim_response
+from teamrl.rollout.lean_decode import HFModule
 from teamrl.rollout.sampler import SampleRequest as Request, updates_noted
 
 MAX_MODEL_LEN = 8192
@@ -85,7 +86,7 @@ def _weights_stamp(policy: Policy) -> int:
     return sum(t._version for t in _trained_tensors(policy)) + updates_noted(policy)
 
 
-def _trained_tensors(policy: Policy) -> list[torch.Tensor]:
+def _trained_tensors(policy: Policy) -> Sequence[torch.Tensor]:
     if policy.adapter is None:
         return list(policy.network.parameters())
     from teamrl.policies.lora import adapter_parameters
@@ -97,13 +98,14 @@ def base_state_dict(network: torch.nn.Module) -> dict[str, torch.Tensor]:
     """HF-named weights of the base model: a PEFT model's base without its adapters' tensors."""
     if not hasattr(network, "get_base_model"):
         return network.state_dict()
-    state = network.get_base_model().state_dict()
+    state = base_model(network).state_dict()
     return {name.replace(".base_layer.", "."): tensor for name, tensor in state.items() if ".lora_" not in name}
 
 
-def base_model(network: torch.nn.Module) -> torch.nn.Module:
+def base_model(network: torch.nn.Module) -> HFModule:
     """The HF model under a PEFT wrapper, or `network` itself."""
-    return network.get_base_model() if hasattr(network, "get_base_model") else network
+    inner: HFModule = network  # a PEFT wrapper's `get_base_model` is an attribute torch's typing cannot see
+    return inner.get_base_model() if hasattr(inner, "get_base_model") else inner
 
 
 def architectures(network: torch.nn.Module) -> list[str]:

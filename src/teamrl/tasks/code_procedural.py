@@ -190,6 +190,14 @@ def _negate(field: str) -> Edit:
     return lambda n: setattr(n, field, ast.UnaryOp(ast.Not(), getattr(n, field)))
 
 
+def _replace_comparison(table: dict[type[ast.cmpop], type[ast.cmpop]]) -> Edit:
+    """An edit replacing the first comparison operator of a Compare node by its entry in `table`."""
+    def edit(n: ast.AST) -> None:
+        assert isinstance(n, ast.Compare)  # applied to the same node, a Compare, of a fresh parse
+        n.ops[0] = table[type(n.ops[0])]()
+    return edit
+
+
 def _edits(node: ast.AST) -> list[Edit]:
     """In-place single-site changes to `node` (applied to the same node of a fresh parse)."""
     def set_attr(name: str, value: Any) -> Edit:
@@ -201,9 +209,9 @@ def _edits(node: ast.AST) -> list[Edit]:
             edits.append(_swap_operands)
         return edits
     if isinstance(node, ast.Compare) and type(node.ops[0]) in _CMP_SWAPS:
-        edits = [lambda n: n.ops.__setitem__(0, _CMP_SWAPS[type(n.ops[0])]())]
+        edits = [_replace_comparison(_CMP_SWAPS)]
         if type(node.ops[0]) in _CMP_FLIPS:  # the boundary swap alone is often equivalent
-            edits.append(lambda n: n.ops.__setitem__(0, _CMP_FLIPS[type(n.ops[0])]()))
+            edits.append(_replace_comparison(_CMP_FLIPS))
         return edits
     if isinstance(node, ast.BoolOp):
         return [set_attr("op", ast.Or() if isinstance(node.op, ast.And) else ast.And())]

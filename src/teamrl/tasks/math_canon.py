@@ -300,7 +300,7 @@ def _numeric(node: Node) -> bool:
     if node[0] == "^":
         return _numeric(node[1]) and _numeric(node[2])  # type: ignore[arg-type]
     if node[0] in ("+", "*"):
-        return all(_numeric(part) for part in node[1])  # type: ignore[union-attr]
+        return all(_numeric(part) for part in node[1])  # type: ignore[union-attr, arg-type]  # parts of a sum or product are nodes
     return False
 
 
@@ -342,9 +342,9 @@ def _power(base: Node, exponent: Node) -> Node:
     if exponent == _ONE or base == _ONE or (base == _NEGATIVE_ONE and exponent == _NEGATIVE_ONE):
         return base
     if base[0] == "^":
-        return _power(base[1], _product([base[2], exponent]))  # type: ignore[arg-type]
+        return _power(base[1], _product([base[2], exponent]))  # type: ignore[arg-type, list-item]  # the base and exponent of a power are nodes
     if base[0] == "*":
-        return _product([_power(factor, exponent) for factor in base[1]])  # type: ignore[union-attr]
+        return _product([_power(factor, exponent) for factor in base[1]])  # type: ignore[union-attr, arg-type]  # factors of a product are nodes
     return ("^", base, exponent)
 
 

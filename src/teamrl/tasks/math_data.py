@@ -71,7 +71,7 @@ def _field(record: Mapping[str, Any], names: tuple[str, ...], where: str, kind: 
             value = record[name]
             if kind is str and isinstance(value, (int, float)) and not isinstance(value, bool):
                 value = str(value)
-            if not isinstance(value, kind) or (kind is str and not value.strip()):
+            if not isinstance(value, kind) or (kind is str and isinstance(value, str) and not value.strip()):
                 raise DatasetFormatError(f"{where}: field {name!r} must be a non-empty {kind.__name__}, got {value!r}")
             return value
     raise DatasetFormatError(f"{where}: missing field {' / '.join(map(repr, names))} (has {sorted(record)})")

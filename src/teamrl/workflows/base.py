@@ -44,6 +44,9 @@ from dataclasses import dataclass, field
 from types import MethodType
 from typing import Any, Protocol, runtime_checkable
 
+Prompt = str | list[dict[str, str]]
+"""What an agent sees: prompt text, or chat messages ({"role": ..., "content": ...}) for a chat model."""
+
 
 @dataclass(frozen=True)
 class Agent:
@@ -88,8 +91,8 @@ class Workflow(Protocol):
         """A fresh episode on instance `index` of `split` ('train' or 'heldout')."""
 
     @abstractmethod
-    def render(self, agent: str, state: Any) -> str:
-        """The prompt text `agent` sees in `state`."""
+    def render(self, agent: str, state: Any) -> Prompt:
+        """The prompt `agent` sees in `state`: text, or chat messages."""
 
     @abstractmethod
     def apply(self, agent: str, state: Any, response: str) -> Outcome:
@@ -134,6 +137,7 @@ class Workflow(Protocol):
 
     def close(self) -> None:
         """Release what the workflow holds (sandbox workers, a gateway); default: nothing to release."""
+        return None  # a body, so that type checkers do not read the hook as abstract
 
 
 OPTIONAL_HOOKS = ("apply_many", "may_pass", "on_pass", "play_episodes", "metrics", "close")
@@ -190,4 +194,6 @@ def apply_many(workflow: Workflow, agent: str, states: list[Any], responses: lis
     for i, passed in enumerate(passes):
         if passed:
             outcomes[i] = pass_turn(workflow, agent, states[i])
-    return outcomes
+    done = [outcome for outcome in outcomes if outcome is not None]
+    assert len(done) == len(states)  # every state is either acting or passing
+    return done

@@ -255,7 +255,7 @@ def _swallows(node: ast.AST) -> bool:
     """Whether `node` contains a try that catches everything (or assertion failures) or a
     `suppress(...)` context: a test inside it can never fail."""
     for n in ast.walk(node):
-        if isinstance(n, ast.Try) or type(n).__name__ == "TryStar":
+        if isinstance(n, (ast.Try, ast.TryStar)):
             for handler in n.handlers:
                 kinds = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
                 if handler.type is None or any(

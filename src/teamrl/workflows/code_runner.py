@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from teamrl.tasks.code_data import CodeProblem
 from teamrl.workflows.code_parsing import Steps
+
+if TYPE_CHECKING:
+    from teamrl.sandbox import Sandbox
 
 
 @dataclass
@@ -47,6 +50,16 @@ class UnitRun:
         return f"{text}; first failure: {source} -> {self.errors[failed][:120]}"
 
 
+class UnitRunner(Protocol):
+    """What the code workflow runs programs with: `CodeRunner` (sandboxed), or an in-process stand-in."""
+
+    def ground_truth(self, jobs: list[tuple[str, CodeProblem]]) -> list[tuple[float, str]]: ...
+
+    def run_units(self, jobs: list[tuple[str, Steps]]) -> list[UnitRun]: ...
+
+    def close(self) -> None: ...
+
+
 class CodeRunner:
     """Runs programs in the sandbox, cached: ground-truth grading and model-written unit tests."""
 
@@ -58,7 +71,7 @@ class CodeRunner:
         self.cpu_time_s, self.wall_time_s = cpu_time_s, wall_time_s
         self.workers, self.cache_size = workers, cache_size
         self._cache: OrderedDict[Any, Any] = OrderedDict()
-        self._sandbox = None  # started on first use
+        self._sandbox: Sandbox | None = None  # started on first use
 
     def _box(self) -> Any:
         if self._sandbox is None:

@@ -61,7 +61,7 @@ from teamrl.tasks.code_data import CodeProblem
 from teamrl.tasks.code_procedural import mutate_program
 from teamrl.workflows.base import Agent, Outcome, Workflow
 from teamrl.workflows.code_parsing import Steps, parse_program, parse_tests, visible_prompt
-from teamrl.workflows.code_runner import CodeRunner, UnitRun
+from teamrl.workflows.code_runner import CodeRunner, UnitRun, UnitRunner
 from teamrl.workflows.code_sources import CodeProblemSource, code_problems
 
 _RERUN_STEP = ("pass", False)  # a helper step that does nothing (see CodeWorkflow._separation)
@@ -147,7 +147,7 @@ class CodeWorkflow(Workflow):
         max_turns: int = 3,
         prompt_style: str = "compact",
         format_bonus: float = 0.1,
-        runner: CodeRunner | None = None,
+        runner: UnitRunner | None = None,
         n_mutants: int = 6,
         max_units: int = 10,
         seed: int = 0,
@@ -171,7 +171,7 @@ class CodeWorkflow(Workflow):
         self.n_mutants, self.max_units, self.seed = n_mutants, max_units, seed
         self.agents = [Agent("coder", "coder")] if single_agent else [
             Agent("coder", "coder"), Agent("tester", "tester")]
-        self.runner = runner or CodeRunner()
+        self.runner: UnitRunner = runner or CodeRunner()
         self._mutants: OrderedDict[tuple[str, str], list[str]] = OrderedDict()
 
     def new_state(self, split: str, index: int) -> CodeState:

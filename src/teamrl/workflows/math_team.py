@@ -90,7 +90,8 @@ def hash_partition(items: Sequence[T], key: Callable[[T], str], heldout_fraction
     """
     if not 0.0 < heldout_fraction < 1.0:
         raise ValueError(f"heldout_fraction must be in (0, 1), got {heldout_fraction}")
-    train, heldout = [], []
+    train: list[T] = []
+    heldout: list[T] = []
     for item in items:
         digest = hashlib.sha256(f"teamrl-split:{seed}:{key(item)}".encode()).digest()
         (heldout if int.from_bytes(digest[:8], "big") / 2**64 < heldout_fraction else train).append(item)

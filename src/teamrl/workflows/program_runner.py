@@ -8,6 +8,10 @@ random numbers would be cached too: tool programs are expected to be determinist
 from __future__ import annotations
 
 from collections import OrderedDict
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from teamrl.sandbox import Sandbox
 
 
 
@@ -24,7 +28,7 @@ class ProgramRunner:
         self.workers = workers
         self.cache_size = cache_size
         self._cache: OrderedDict[str, tuple[str, bool]] = OrderedDict()
-        self._sandbox = None  # started on first use, so idle workflows cost nothing
+        self._sandbox: Sandbox | None = None  # started on first use, so idle workflows cost nothing
 
     def run(self, sources: list[str]) -> list[tuple[str, bool]]:
         for source in sources:

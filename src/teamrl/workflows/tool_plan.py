@@ -201,10 +201,10 @@ class ToolPlanWorkflow(Workflow):
         if agent == "plan":
             return [self._apply_plan(s, r) for s, r in zip(states, responses)]
         programs = [_program(r) for r in responses]
-        runnable = [i for i, (s, p) in enumerate(zip(states, programs))
-                    if p is not None and not s.env.done]
+        runnable = {i: p for i, (s, p) in enumerate(zip(states, programs))
+                    if p is not None and not s.env.done}
         results = dict(zip(runnable, self.runner.run(
-            [self.program_source(states[i], programs[i]) for i in runnable])))
+            [self.program_source(states[i], program) for i, program in runnable.items()])))
         return [self._apply_tool(s, p, *results.get(i, ("", False)))
                 for i, (s, p) in enumerate(zip(states, programs))]
 
