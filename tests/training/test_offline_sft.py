@@ -45,6 +45,18 @@ def test_round_trip_keeps_every_field(tmp_path):
     assert first["format"] == "teamrl-transcripts" and first["version"] == 1
 
 
+def test_chat_prompts_round_trip_and_malformed_messages_are_refused(tmp_path):
+    """A workflow with chat prompts records its messages; they are read back as written."""
+    chat = dataclasses.replace(RECORD, prompt=[{"role": "system", "content": "Be brief."},
+                                               {"role": "user", "content": "2+2?"}])
+    assert read_transcripts(write_transcripts(tmp_path / "chat.jsonl", [chat])) == [chat]
+    bad = json.loads(chat.to_json())
+    bad["prompt"] = [{"role": "user"}]
+    (tmp_path / "bad.jsonl").write_text(json.dumps(bad) + "\n")
+    with pytest.raises(TranscriptFormatError, match="neither text nor a list of"):
+        read_transcripts(tmp_path / "bad.jsonl")
+
+
 @pytest.mark.parametrize("line, message", [
     ('{"format": "teamrl-transcripts", "version": 2}', "version 2, this teamrl reads version 1"),
     ('{"format": "other"}', "not a teamrl-transcripts line"),

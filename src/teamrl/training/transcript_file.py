@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 from teamrl.config import ConfigError
+from teamrl.workflows.base import Prompt
 
 FORMAT = "teamrl-transcripts"
 VERSION = 1
@@ -43,7 +44,7 @@ class TurnRecord:
     agent: str
     role: str
     policy: str
-    prompt: str
+    prompt: Prompt  # the role's prompt: text, or chat messages (a workflow with chat prompts)
     response: str
     reward: float
     success: bool
@@ -53,6 +54,14 @@ class TurnRecord:
 
 
 _TYPES: dict[str, type | tuple[type, ...]] = {"instance": int, "episode": int, "turn": int, "reward": (int, float), "success": bool}
+
+
+def _is_prompt(value: object) -> bool:
+    """Text, or chat messages: a list of {"role": str, "content": str} objects."""
+    if isinstance(value, str):
+        return True
+    return isinstance(value, list) and all(
+        isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str) for m in value)
 
 
 def parse_line(text: str, where: str) -> TurnRecord:
@@ -74,6 +83,11 @@ def parse_line(text: str, where: str) -> TurnRecord:
     if missing:
         raise TranscriptFormatError(f"{where}: missing field(s) {', '.join(missing)}")
     for name in names:
+        if name == "prompt":
+            if not _is_prompt(raw[name]):
+                raise TranscriptFormatError(f"{where}: field 'prompt' = {raw[name]!r:.200} is neither text nor a "
+                                            "list of {\"role\": ..., \"content\": ...} messages")
+            continue
         want = _TYPES.get(name, str)
         # bool is an int in Python: a count given as true/false is still wrong.
         bad_bool = want is not bool and isinstance(raw[name], bool)
