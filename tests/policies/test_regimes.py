@@ -85,3 +85,18 @@ def test_roles_mapping_mixes_per_agent_entries_and_full_models(base):
     assert step.changes["lone"] and step.changes["lone"] <= owned(policies["lone"])
     assert step.changes["judge"] == set() and not step.trained["judge"]
     assert policies["lone"].network.config.vocab_size == policies["voters"].network.config.vocab_size
+
+
+def test_wrapping_a_model_in_lora_adapters_raises_no_deprecation_warning():
+    """transformers deprecates the attribute PEFT reads when wrapping (`is_gradient_checkpointing`): no
+    FutureWarning reaches the user's terminal for it."""
+    import warnings
+
+    from teamrl.config import LoraConfig
+    from teamrl.policies.lora import attach_adapters
+    from teamrl.policies.tiny_model import build_char_tokenizer, build_tiny_model
+
+    model = build_tiny_model(build_char_tokenizer(), hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)
+        attach_adapters(model, {"a": LoraConfig(r=2, target_modules=["q_proj", "v_proj"])})

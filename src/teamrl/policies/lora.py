@@ -8,7 +8,9 @@ with every adapter switched off (`AdaptersDisabled`), so no copy of the base is 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import warnings
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 import peft
@@ -36,12 +38,22 @@ def check_target_modules(model: torch.nn.Module, settings: LoraConfig, policy: s
             f"its linear layers are named {', '.join(sorted(linear))}")
 
 
+@contextmanager
+def peft_wrapping() -> Iterator[None]:
+    """PEFT reads `model.is_gradient_checkpointing` when it wraps a model, which transformers 5 deprecates
+    with a FutureWarning on every run; the attribute's value is all PEFT needs, so that one warning is dropped."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r".*is_gradient_checkpointing.*", category=FutureWarning)
+        yield
+
+
 def attach_adapters(base: PreTrainedModel, adapters: Mapping[str, LoraConfig]) -> peft.PeftModel:
     """Wrap `base` (frozen) with one LoRA adapter per entry (name -> settings); returns the PEFT model."""
     names = list(adapters)
     if not names:
         raise ValueError("attach_adapters needs at least one adapter")
-    model = peft.get_peft_model(base, peft_config(adapters[names[0]]), adapter_name=names[0])
+    with peft_wrapping():
+        model = peft.get_peft_model(base, peft_config(adapters[names[0]]), adapter_name=names[0])
     for name in names[1:]:
         model.add_adapter(name, peft_config(adapters[name]))
     for name in names:  # PEFT records the base only for the first adapter; export needs it for each

@@ -21,6 +21,7 @@ from peft import PeftModel, get_peft_model_state_dict, set_peft_model_state_dict
 from safetensors.torch import load_file, save_file
 
 from teamrl.policies.loading import Policy, load_model, load_tokenizer
+from teamrl.policies.lora import peft_wrapping
 
 CHECKPOINT_MARKER = "COMPLETE"
 """The file a checkpoint folder (checkpoints/<tag>/, one folder per policy) holds once it is complete:
@@ -97,7 +98,8 @@ def export_merged(folder: str | Path, out: str | Path, base: str | None = None,
     base = base or json.loads((folder / ADAPTER_CONFIG).read_text()).get("base_model_name_or_path")
     if not base:
         raise ValueError(f"{folder / ADAPTER_CONFIG} does not name its base model; pass base=")
-    model = PeftModel.from_pretrained(load_model(folder.name, base, dtype), str(folder))
+    with peft_wrapping():
+        model = PeftModel.from_pretrained(load_model(folder.name, base, dtype), str(folder))
     merged = model.merge_and_unload()
     merged.save_pretrained(out)
     tokenizer_source = folder if (folder / "tokenizer_config.json").exists() else Path(base)
