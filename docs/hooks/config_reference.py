@@ -15,6 +15,10 @@ def generated_reference() -> str:
     from teamrl.config.reference import config_reference
     from teamrl.config.tasks import TASKS
 
+    try:  # the gateway registers the `program` task (its server needs the gateway extra: fastapi, uvicorn)
+        import teamrl.gateway  # noqa: F401
+    except ImportError:
+        pass
     extra = [("`policy.lora` (and `policies.<name>.lora`)", LoraConfig, "policy.lora.")]
     extra += [(f"`task` with `name: {name}`", entry.settings, "task.") for name, entry in sorted(TASKS.items())]
     return config_reference(RunConfig, extra)

@@ -274,6 +274,8 @@ def test_evaluation_plays_one_run_per_instance(two_policies, per_role):
     wf = workflow("two_calls")
     _, episodes = play(wf, two_policies, per_role, [0, 1, 2], k=1, split="heldout")
     assert [e.instance for e in episodes] == [0, 1, 2]
+    assert [e.turns for e in episodes] == [len(e.transcript) for e in episodes]  # a program's turn is a call
+    assert all(len(e.transcript) >= 2 for e in episodes)
     assert "gateway/replayed_runs" not in wf.metrics()  # the determinism check is for training steps
 
 

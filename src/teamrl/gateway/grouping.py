@@ -107,8 +107,8 @@ def episode_record(run: FinishedRun, weights: RewardWeights) -> Episode:
         reward = weights.team * result.team + weights.local * result.agents.get(call.agent, 0.0)
         episode.transcript.append({"turn": call.index, "agent": call.agent, "text": call.generation.text,
                                    "reward": reward})
-        episode.turns = max(episode.turns, call.index + 1)
         episode.rewards_by_agent[call.agent] = reward
+    episode.turns = len(run.calls)  # a program's turn is one call: its agents need not take turns in rounds
     return episode
 
 
