@@ -103,7 +103,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from teamrl.gateway.serve import serve_run
 
     gateway = serve_run(Path(args.run), args.host, args.port, os.environ.get("TEAMRL_GATEWAY_TOKEN"),
-                        threads=args.threads)
+                        threads=args.threads, overrides=args.overrides)
     print(f"teamrl: serving agents {', '.join(gateway.routes)} at {gateway.base_url}\n"
           f"OPENAI_BASE_URL={gateway.base_url} OPENAI_API_KEY={gateway.token}  (Ctrl-C stops)", flush=True)
     try:
@@ -295,8 +295,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch-size", type=_positive, default=32, help="turns per step (default 32)")
     p.add_argument("--lr", type=float, default=1e-3, help="peak learning rate (default 1e-3)")
     p.set_defaults(func=cmd_sft)
-    p = sub.add_parser("serve", help="serve a run's trained agents over an OpenAI-compatible API (docs/howto/gateway.md)")
-    p.add_argument("run", metavar="RUN_DIR", help="a run directory (its final, else best checkpoint) or checkpoints/<tag>")
+    p = sub.add_parser("serve", help="serve a run's trained agents (or a config's base models) over an OpenAI-compatible "
+                       "API (docs/howto/gateway.md)")
+    p.add_argument("run", metavar="RUN_DIR|CONFIG", help="a run directory (its final, else best checkpoint), "
+                   "checkpoints/<tag>, or a config .yaml (its base, untrained models)")
+    p.add_argument("overrides", nargs="*", help="with a config: dotted overrides, e.g. policy.model=smollm2-135m-instruct")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
     p.add_argument("--port", type=int, default=0, help="port (default: a free one, printed)")
     p.add_argument("--threads", type=_thread_setting, default=None, metavar="N|auto",

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -112,3 +114,29 @@ def test_scripted_teammates_give_warm_up_demos_and_warm_the_tiny_default_up(tmp_
     folder = warm_up(WarmupRecipe.for_task(config.task, config.workflow.max_turns, steps=2, batch_size=4,
                                            heldout_demos=4), verbose=False)
     assert (folder / "config.json").is_file() and json.loads((folder / "warmup.json").read_text())["steps_done"] == 2
+
+
+def test_serve_takes_a_config_and_serves_its_base_models(model_dir, tmp_path):
+    """`teamrl serve CONFIG.yaml policy.model=...`: the untrained base behind the same API, no run needed."""
+    import openai
+
+    from teamrl.cli import build_parser
+    from teamrl.config import ConfigError
+    from teamrl.gateway.serve import serve_run
+
+    args = build_parser().parse_args(["serve", "examples/gateway/openai_team.yaml", f"policy.model={model_dir}"])
+    assert args.overrides == [f"policy.model={model_dir}"]
+    gateway = serve_run(Path(args.run), overrides=args.overrides)
+    try:
+        client = openai.OpenAI(base_url=gateway.base_url, api_key=gateway.token, max_retries=0)
+        reply = client.chat.completions.create(model="planner", max_tokens=4,
+                                               messages=[{"role": "user", "content": "2+2?"}])
+        assert reply.model == "planner" and reply.choices[0].message.content is not None
+    finally:
+        gateway.close()
+        gateway.worker.close()
+    base = load_policy("b", str(model_dir)).network.state_dict()
+    served = gateway.routes["planner"].policy.network.state_dict()
+    assert all(torch.equal(base[k], served[k]) for k in base)
+    with pytest.raises(ConfigError, match="overrides apply to a config file"):
+        serve_run(tmp_path, overrides=["seed=1"])

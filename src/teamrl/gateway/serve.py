@@ -1,4 +1,4 @@
-"""`teamrl serve RUN_DIR`: the trained team's policies behind the same OpenAI-compatible API.
+"""`teamrl serve RUN_DIR` (or `teamrl serve CONFIG.yaml`): a team's policies behind the OpenAI-compatible API.
 
 Each agent of the run's workflow is served by the policy the run mapped it to, from the run's final
 checkpoint (else its best), with the run's held-out sampling settings; a request's `temperature` and
@@ -11,25 +11,37 @@ from pathlib import Path
 
 import torch
 
+from teamrl.config import ConfigError, load_config
 from teamrl.gateway.batching import SamplingWorker
 from teamrl.gateway.server import AgentRoute, Gateway
 from teamrl.rollout.agent_params import agent_sampling
 from teamrl.rollout.tree import params_by_agent
 from teamrl.setup.loaded_team import locate
-from teamrl.setup.team import build_workflow, policies_from_checkpoint
+from teamrl.setup.team import build_policies, build_workflow, policies_from_checkpoint
 from teamrl.setup.threads import set_threads
 
 
 def serve_run(path: Path, host: str = "127.0.0.1", port: int = 0, token: str | None = None,
-              batch_window_ms: float = 20.0, threads: int | str | None = None) -> Gateway:
-    """A started gateway over the run's trained policies (close it with `.close()` and `.worker.close()`).
+              batch_window_ms: float = 20.0, threads: int | str | None = None,
+              overrides: list[str] | None = None) -> Gateway:
+    """A started gateway over a team's policies (close it with `.close()` and `.worker.close()`).
 
-    threads: torch's thread count for sampling, an int or "auto" (None: the run's `train.threads`).
+    path: a run directory or one of its `checkpoints/<tag>` folders (the trained policies), or a config
+    file (`.yaml`: its base, untrained policies; `overrides` apply to it, e.g. policy.model=NAME).
+    threads: torch's thread count for sampling, an int or "auto" (None: the config's `train.threads`).
     """
-    config, checkpoint = locate(path)
-    set_threads(config.train.threads if threads is None else threads)
-    workflow = build_workflow(config)
-    policies, mapping = policies_from_checkpoint(config, workflow, checkpoint)
+    if path.suffix in (".yaml", ".yml"):
+        config = load_config(path, overrides or [])
+        set_threads(config.train.threads if threads is None else threads)
+        workflow = build_workflow(config)
+        policies, mapping = build_policies(config, workflow, training=False)
+    else:
+        if overrides:
+            raise ConfigError("overrides apply to a config file; a run is served as it was trained")
+        config, checkpoint = locate(path)
+        set_threads(config.train.threads if threads is None else threads)
+        workflow = build_workflow(config)
+        policies, mapping = policies_from_checkpoint(config, workflow, checkpoint)
     names = [a.name for a in workflow.agents]
     params = params_by_agent(agent_sampling(config.rollout, workflow.agents, "eval"), names)
     routes = {name: AgentRoute(policies[mapping[name]], params[name], request_sampling=True) for name in names}
