@@ -10,7 +10,7 @@ from __future__ import annotations
 import html
 import math
 from pathlib import Path
-from typing import Any, Iterable
+from typing import AbstractSet, Any, Iterable
 
 CSS = """
 body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 0 auto;
@@ -76,7 +76,7 @@ def plot(src: str | None, alt: str, caption: str) -> str:
             f"<figcaption>{esc(caption)}</figcaption>\n</figure>\n")
 
 
-def table(headers: list[str], rows: list[list[str]], numeric: set[int] = frozenset()) -> str:
+def table(headers: list[str], rows: list[list[str]], numeric: AbstractSet[int] = frozenset()) -> str:
     """A table from already-escaped cell HTML; columns in `numeric` are right-aligned."""
     head = "".join(f"<th>{esc(h)}</th>" for h in headers)
     body = "".join(
