@@ -103,7 +103,10 @@ def demo_stream(recipe: VariantRecipe, workflow: Workflow, seed: int) -> Iterato
     entry = task_entry(dict(recipe.task)["name"])
     if recipe.skill:
         from teamrl.demos.split_calc import CalcSkill, demonstrations
+        from teamrl.workflows.split_calc_team import SplitCalcWorkflow
 
+        if not isinstance(workflow, SplitCalcWorkflow):
+            raise TypeError(f"a variant warm-up skill scripts the Split-Calc team; got a {type(workflow).__name__}")
         return demonstrations(workflow, seed, CalcSkill(**dict(recipe.skill)))
     if entry.demos is None:
         raise ValueError(f"task {dict(recipe.task)['name']!r} has no scripted demonstrations to warm up the variant")
