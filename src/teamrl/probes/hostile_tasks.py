@@ -19,8 +19,7 @@ from teamrl.workflows.split_calc_team import SplitCalcWorkflow
 
 def _hostile(agent: str) -> Any:
     def build(settings: SplitCalcConfig, max_turns: int = 1, prompt_style: str = "compact") -> WithAdversary:
-        # mypy reads Workflow.close's docstring-only default body as abstract; SplitCalcWorkflow is concrete
-        workflow = SplitCalcWorkflow(settings, max_turns=max_turns, prompt_style=prompt_style)  # type: ignore[abstract]
+        workflow = SplitCalcWorkflow(settings, max_turns=max_turns, prompt_style=prompt_style)
         return WithAdversary(workflow, agent, ADVERSARIES["split_calc"][agent])
     return build
 

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import html
 import math
+from collections.abc import Set as AbstractSet
 from pathlib import Path
-from typing import AbstractSet, Any, Iterable
+from typing import Any, Iterable
 
 CSS = """
 body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 0 auto;

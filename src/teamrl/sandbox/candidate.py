@@ -11,7 +11,8 @@ from __future__ import annotations
 import os
 import sys
 import types
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from . import child, protocol, values
 

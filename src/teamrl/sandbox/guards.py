@@ -20,7 +20,8 @@ import os
 import posix
 import stat
 import sys
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 _AF_UNIX = 1  # Linux value; `socket` itself is not imported here to keep the child lean
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
