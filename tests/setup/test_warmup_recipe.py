@@ -66,6 +66,12 @@ def test_heldout_demos_are_not_training_demos():
     assert not {d for d in held if d[0].startswith("plan")} & seen
 
 
+def test_a_demo_prompt_is_text_and_chat_messages_are_refused():
+    assert sft.demo_prompt("Q: 1+2\n") == "Q: 1+2\n"
+    with pytest.raises(ValueError, match="rendered chat messages; set workflow.prompt_style=compact"):
+        sft.demo_prompt([{"role": "user", "content": "1+2"}])
+
+
 def test_the_schedule_by_hand():
     s = SFTSettings(steps=10, lr=1.0, warmup_steps=4)
     assert s.lr_factor(0) == pytest.approx(0.25 * 0.5 * (1 + math.cos(0)))

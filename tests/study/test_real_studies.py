@@ -67,6 +67,15 @@ def test_each_table_plans_under_six_hours_and_quick_under_fifteen_minutes(name):
     assert chosen.budget.seeds >= 3
 
 
+def test_quick_run_of_a_planned_study_needs_its_quick_budget():
+    from dataclasses import replace
+
+    chosen = replace(study("real_split_calc"), quick_budget=None)
+    with pytest.raises(ValueError, match="plans a full budget but no quick_budget for --quick"):
+        planned(chosen, True)
+    assert planned(chosen, False)[1].seeds == tuple(range(chosen.budget.seeds))
+
+
 def test_the_main_budget_arithmetic():
     b = REAL_STUDIES["real_split_calc"].budget
     # 12 steps x 4 instances x K 4 x 70/16 s = 840 s; evaluations at steps 0, 6 and 12 of 32 instances and

@@ -64,6 +64,13 @@ def test_transfer_rows_need_a_study_with_a_variant():
     assert [r.key for r in select_rows(["shared_transfer"], study("split_calc"))] == ["shared", "shared_transfer"]
 
 
+def test_scale_rows_without_a_study_name_the_study_that_lists_them():
+    from teamrl.study.rows import select_rows
+
+    with pytest.raises(ValueError, match="row.s. scale_tiny run only in the study that lists them .real_scale_calc."):
+        select_rows(["scale_tiny"])
+
+
 def test_unknown_study_is_a_usage_error(capsys):
     with pytest.raises(SystemExit) as exit_info:
         main(["study", "no_such_study"])

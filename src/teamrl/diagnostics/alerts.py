@@ -79,11 +79,11 @@ class AlertMonitor:
     def _dominant(self, step: int) -> list[Alert]:
         c, out = self.config, []
         for policy, roles in self.shared.items():
-            shares = {r: self.windows.mean(f"diag/role/{r}/grad_share") for r in roles}
-            shares = {r: v for r, v in shares.items() if v is not None}
+            means = {r: self.windows.mean(f"diag/role/{r}/grad_share") for r in roles}
+            shares = {r: v for r, v in means.items() if v is not None}
             if not shares:
                 continue
-            top = max(shares, key=shares.get)
+            top = max(shares, key=shares.__getitem__)
             if shares[top] < c.dominant_share:
                 continue
             for other in roles:
@@ -104,14 +104,15 @@ class AlertMonitor:
         base_o = self.baselines.get(f"diag/role/{other}/response_len")
         base_t = self.baselines.get(f"diag/role/{top}/response_len")
         now_o = self.windows.mean(f"diag/role/{other}/response_len")
-        if None not in (base_o, base_t, now_o) and abs(base_t - base_o) >= c.min_length_gap:
+        if (base_o is not None and base_t is not None and now_o is not None
+                and abs(base_t - base_o) >= c.min_length_gap):
             moved = (now_o - base_o) / (base_t - base_o)
             if moved >= c.drift_toward:
                 reasons.append(f"its responses went from {base_o:.1f} to {now_o:.1f} tokens on average "
                                f"('{top}' started at {base_t:.1f})")
         fmt_base = self.baselines.get(f"diag/role/{other}/format_ok")
         fmt_now = self.windows.mean(f"diag/role/{other}/format_ok")
-        if None not in (fmt_base, fmt_now) and fmt_base - fmt_now >= c.format_drop:
+        if fmt_base is not None and fmt_now is not None and fmt_base - fmt_now >= c.format_drop:
             reasons.append(f"its well-formed answers fell from {fmt_base:.0%} to {fmt_now:.0%}")
         return "; ".join(reasons)
 
@@ -123,7 +124,7 @@ class AlertMonitor:
             cos = self.windows.peak(f"diag/role/{role}/dup_grad_cos")
             base = self.baselines.get(f"diag/role/{role}/diversity")
             now = self.windows.mean(f"diag/role/{role}/diversity")
-            if None in (cos, base, now) or cos < c.echo_cosine:
+            if cos is None or base is None or now is None or cos < c.echo_cosine:
                 continue
             if now <= max(c.diversity_floor, (1 - c.diversity_drop) * base):
                 out.append(Alert(step, "echo_chamber", role, (

@@ -89,8 +89,8 @@ class RoleGradients:
         """Close the role's part of the minibatch: record, damp, accumulate; returns the scale used."""
         step = self._roles.setdefault(role, _RoleStep())
         grads = [p.grad for p in self.params if p.grad is not None]
-        step.norms.append(float(torch.sqrt(sum((g.detach().float() ** 2).sum() for g in grads)))
-                          if grads else 0.0)
+        squares = [(g.detach().float() ** 2).sum() for g in grads]
+        step.norms.append(float(torch.sqrt(sum(squares[1:], squares[0]))) if grads else 0.0)
         scale = 1.0
         if self.needs_sketch:
             g = self._prev if self._prev is not None else self.sketch()

@@ -91,7 +91,7 @@ def score_attempts(task: str, workflow: Workflow, index: int, attempts: list[Att
     programs then run in one pool call), exactly as the rollout driver scores K candidates.
     """
     rows: list[ProbeRow | None] = [None] * len(attempts)
-    groups: dict[tuple[tuple[str, str], ...], list[int]] = {}
+    groups: dict[tuple[tuple[tuple[str, str], ...], tuple[str, str]], list[int]] = {}
     for i, attempt in enumerate(attempts):
         if not attempt.turns:
             raise ValueError(f"attempt {attempt.kind!r} has no turns; give at least the judged (agent, response)")

@@ -25,7 +25,8 @@ _BACK = {"U": "D", "D": "U", "L": "R", "R": "L"}
 def sweep(env: Any) -> str:
     """A depth-first walk over every free cell reachable from the current one, backing out of each
     dead end (valid moves only): it crosses the goal somewhere in the middle."""
-    seen, moves, came_by = {env.position}, [], {}
+    seen, moves = {env.position}, []
+    came_by: dict[tuple[int, int], str] = {}  # cell -> the move that first reached it
     stack = [(env.position, iter("UDLR"))]
     while stack:
         cell, options = stack[-1]

@@ -58,6 +58,9 @@ class WithAdversary(Workflow):
     def success(self, state: Any) -> bool:
         return self.inner.success(state)
 
+    def close(self) -> None:
+        self.inner.close()  # what the wrapped workflow holds (sandbox workers, a gateway) is its own to release
+
 
 def wrong_formula(workflow: Any, state: Any) -> str:
     """Another operation's formula, one whose value differs from the right one on this instance.

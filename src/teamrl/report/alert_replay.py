@@ -7,6 +7,7 @@ alerts that run would have raised with those settings (`teamrl alerts RUN_DIR ke
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from teamrl.config import load_config
@@ -36,7 +37,7 @@ def observations(rows: list[dict]) -> list[tuple[int, dict]]:
     return out
 
 
-def replay_alerts(run_dir: Path, overrides: list[str] = ()) -> list[Alert]:
+def replay_alerts(run_dir: Path, overrides: Sequence[str] = ()) -> list[Alert]:
     """The alerts of the run in `run_dir` under its own config plus `overrides` (dotted keys)."""
     for name in ("config.yaml", "metrics.jsonl"):
         if not (run_dir / name).is_file():

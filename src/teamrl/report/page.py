@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import html
 import math
+from collections.abc import Set as AbstractSet
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -76,7 +77,7 @@ def plot(src: str | None, alt: str, caption: str) -> str:
             f"<figcaption>{esc(caption)}</figcaption>\n</figure>\n")
 
 
-def table(headers: list[str], rows: list[list[str]], numeric: set[int] = frozenset()) -> str:
+def table(headers: list[str], rows: list[list[str]], numeric: AbstractSet[int] = frozenset()) -> str:
     """A table from already-escaped cell HTML; columns in `numeric` are right-aligned."""
     head = "".join(f"<th>{esc(h)}</th>" for h in headers)
     body = "".join(

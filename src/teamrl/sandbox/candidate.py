@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import sys
 import types
+from collections.abc import Callable
 from typing import Any
 
 from . import child, protocol, values
@@ -21,7 +22,7 @@ MODULE_NAME = "solution"  # not "__main__": `if __name__ == "__main__":` demo co
 
 # One-argument questions the judge may ask about an object of the program. Each answer is plain
 # data the program could as well have returned directly, so they give it no extra power.
-_UNARY = {"bool": bool, "len": len, "str": str}
+_UNARY: dict[str, Callable[[Any], Any]] = {"bool": bool, "len": len, "str": str}
 
 
 def _describe(namespace: dict[str, Any]) -> dict[str, str]:

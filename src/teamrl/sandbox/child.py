@@ -156,7 +156,8 @@ def prepare_interpreter(workdir: str, guard_config: dict[str, Any] | None, sourc
     main.__dict__["__builtins__"] = __builtins__ if isinstance(__builtins__, dict) else __builtins__.__dict__
     sys.modules["__main__"] = main
     sys.stdin, sys.stdout, sys.stderr = _STDIO
-    sys.__stdin__, sys.__stdout__, sys.__stderr__ = _STDIO
+    # typeshed marks these Final; a fresh interpreter's originals are the program's own pipes, so they are rebound too
+    sys.__stdin__, sys.__stdout__, sys.__stderr__ = _STDIO  # type: ignore[misc]
     lines = source.splitlines(keepends=True)
     linecache.cache[PROGRAM_FILENAME] = (len(source), None, lines, PROGRAM_FILENAME)
     if guard_config is not None:

@@ -20,6 +20,7 @@ import os
 import posix
 import stat
 import sys
+from collections.abc import Sequence
 from typing import Any
 
 _AF_UNIX = 1  # Linux value; `socket` itself is not imported here to keep the child lean
@@ -184,7 +185,7 @@ def _guard_stat_functions(allowed: AllowList, deny: Any) -> None:
 _PREPARED: dict[tuple[tuple[str, ...], tuple[str, ...]], AllowList] = {}
 
 
-def prepare(read_roots: list[str], hidden_paths: list[str]) -> AllowList:
+def prepare(read_roots: Sequence[str], hidden_paths: list[str]) -> AllowList:
     """The allow-list shared by every program of a worker (called once there before forking, so
     that each program starts with the roots resolved and the resolver's cache warm)."""
     key = (tuple(read_roots), tuple(hidden_paths))
@@ -195,7 +196,7 @@ def prepare(read_roots: list[str], hidden_paths: list[str]) -> AllowList:
 
 
 def install(workdir: str, block_network: bool, restrict_files: bool, block_processes: bool,
-            hidden_paths: list[str], read_roots: list[str] = (), block_host_shm: bool = False) -> None:
+            hidden_paths: list[str], read_roots: Sequence[str] = (), block_host_shm: bool = False) -> None:
     """Install the audit hook for this (forked, single-program) interpreter.
 
     read_roots: what the program may read besides its own directory, the device nodes and its

@@ -57,6 +57,8 @@ def _recorded(stmts: list[ast.stmt], index: int | None) -> ast.Try:
     """try/<stmts>/except: record(index, exc)/else: record(index, None); index None: failures are ignored."""
     call = lambda arg: ast.Expr(ast.Call(ast.Name(RECORD_NAME, ast.Load()),  # noqa: E731
                                          [ast.Constant(index), arg], []))
+    handler: list[ast.stmt]
+    orelse: list[ast.stmt]
     if index is None:
         handler, orelse = [ast.Pass()], []
     else:

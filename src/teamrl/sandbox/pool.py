@@ -154,7 +154,7 @@ class Sandbox:
         self._config = {
             "parent_pid": os.getpid(),
             "hide_paths": hide, "grant_paths": list(self.grant_paths),
-            "os_isolation": {True: "auto", False: "off"}.get(os_isolation, "userns"), "tmpfs_mb": int(tmpfs_mb),
+            "os_isolation": {True: "auto", False: "off", "userns": "userns"}[os_isolation], "tmpfs_mb": int(tmpfs_mb),
             "fallback_scratch": self._scratch, "preimport": list(preimport),
             "pid_namespace": self._pid_namespace, "new_root": self._new_root,
         }
@@ -352,6 +352,7 @@ class Sandbox:
             # Two processes writing to the same worker pipes would corrupt every request.
             raise SandboxError("this Sandbox was created in another process (before a fork); "
                                "create a new Sandbox in this process")
+        assert self.limits.wall_time_s is not None  # SandboxLimits.__post_init__ fills it in
         worker = self._idle.get()
         try:
             reply = worker.request(list(msgs), self.limits.wall_time_s + _REPLY_GRACE_S)

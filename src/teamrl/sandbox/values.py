@@ -36,6 +36,7 @@ def _convert_foreign(value: Any) -> Any:
     """
     if isinstance(value, bool):
         return bool(value)
+    base: type[Any]  # each entry converts `value` to exactly that builtin
     for base in (int, float, complex, str, bytes):
         if isinstance(value, base):
             return base(value)

@@ -150,6 +150,9 @@ def resolve_model_source(model: str) -> str:
     if checkpoint is not None:
         check_named_source("policy.model", model)
         spec = importlib.util.find_spec(checkpoint.module)
+        if spec is None or spec.origin is None:  # installed, yet no module file: a broken or partial install
+            raise ConfigError(f"package {checkpoint.package} has no module {checkpoint.module} to load {model!r} "
+                              f"from; reinstall it: {checkpoint.install_command()}")
         return str(converted_folder(checkpoint.locate(Path(spec.origin).parent), label=checkpoint.name))
     if is_gguf_path(model):
         check_named_source("policy.model", model)

@@ -84,14 +84,14 @@ def real_model_warnings(config: RunConfig, policies: dict[str, Policy], mapping:
                                 f"pretrained LLM's answers need more; set at least {SHORT_RESPONSE} (64-128 typical)")
     if training:
         bf16_units = cpu_has_bf16_matmul()
-        for name, policy in policies.items():
+        for name, loaded in policies.items():
             dtype = config.policy_config(name).dtype
-            if dtype != "float32" and policy.device.type == "cpu":
+            if dtype != "float32" and loaded.device.type == "cpu":
                 warnings.append(f"policy {name} trains with dtype {dtype} weights and no float32 master copy: most "
                                 "AdamW updates round away (1.9% of SmolLM2's weights changed per step at lr 1e-5); "
                                 "keep policy.dtype=float32" + (" and set algorithm.autocast=bf16 for bf16 arithmetic"
                                                                if bf16_units else ""))
-            if config.algorithm.autocast == "bf16" and policy.device.type == "cpu" and not bf16_units:
+            if config.algorithm.autocast == "bf16" and loaded.device.type == "cpu" and not bf16_units:
                 warnings.append(f"algorithm.autocast=bf16 on a CPU without bf16 matmul units (policy {name}): its "
                                 "bf16 products are emulated and slower than fp32 (" + AUTOCAST_WITHOUT_BF16 + "); "
                                 "set algorithm.autocast=off")

@@ -22,6 +22,14 @@ Demo = tuple[str, str]
 """(prompt text, response text)."""
 
 
+def demo_prompt(prompt: str | list[dict[str, str]]) -> str:
+    """A scripted demonstration's prompt as SFT text (a workflow may render chat messages instead)."""
+    if not isinstance(prompt, str):
+        raise ValueError("supervised warm-ups train on text prompts, and these demonstrations rendered chat messages; "
+                         "set workflow.prompt_style=compact for the scripted agents")
+    return prompt
+
+
 @dataclass(frozen=True)
 class SFTSettings:
     """How `supervised_finetune` trains: optimizer, schedule, batch layout, early stop."""

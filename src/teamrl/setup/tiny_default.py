@@ -25,7 +25,7 @@ from teamrl.policies.loading import Policy
 from teamrl.policies.tiny_model import build_char_tokenizer, build_tiny_model
 from teamrl.setup.cache_folder import publish
 from teamrl.setup.recipe_digest import recipe_digest, task_modules
-from teamrl.setup.sft import Demo, SFTSettings, supervised_finetune
+from teamrl.setup.sft import Demo, SFTSettings, demo_prompt, supervised_finetune
 
 
 @dataclass(frozen=True)
@@ -113,7 +113,7 @@ def _demo_streams(recipe: WarmupRecipe, seed: int) -> tuple[list[tuple[str, str]
         # An episode yields demos of every agent: keep the others' for their turn.
         while not buffers[kind]:
             agent, prompt, response = next(streams[kind[0]])
-            buffers[(kind[0], agent)].append((prompt, response))
+            buffers[(kind[0], agent)].append((demo_prompt(prompt), response))
         return buffers[kind].popleft()
 
     return [(stream, agent.name) for stream, wf in workflows.items() for agent in wf.agents], draw

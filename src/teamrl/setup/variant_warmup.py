@@ -26,7 +26,7 @@ from teamrl.policies.loading import Policy
 from teamrl.policies.tiny_variants import build_bpe_tokenizer, build_tiny_qwen2
 from teamrl.setup.cache_folder import publish
 from teamrl.setup.recipe_digest import recipe_digest, task_modules
-from teamrl.setup.sft import Demo, SFTSettings, supervised_finetune
+from teamrl.setup.sft import Demo, SFTSettings, demo_prompt, supervised_finetune
 from teamrl.setup.tiny_default import HELDOUT_SEED, cache_root, progress_bar
 from teamrl.workflows.base import Workflow
 
@@ -100,10 +100,19 @@ def team_workflow(recipe: VariantRecipe) -> Workflow:
 
 def demo_stream(recipe: VariantRecipe, workflow: Workflow, seed: int) -> Iterator[Triple]:
     """Endless scripted (agent, prompt, response) triples of the team on training instances."""
+    return ((agent, demo_prompt(prompt), response) for agent, prompt, response in _scripted(recipe, workflow, seed))
+
+
+def _scripted(recipe: VariantRecipe, workflow: Workflow, seed: int
+              ) -> Iterator[tuple[str, str | list[dict[str, str]], str]]:
+    """The task's scripted demonstrations (its prompts as the workflow renders them)."""
     entry = task_entry(dict(recipe.task)["name"])
     if recipe.skill:
         from teamrl.demos.split_calc import CalcSkill, demonstrations
+        from teamrl.workflows.split_calc_team import SplitCalcWorkflow
 
+        if not isinstance(workflow, SplitCalcWorkflow):
+            raise TypeError(f"a variant warm-up skill scripts the Split-Calc team; got a {type(workflow).__name__}")
         return demonstrations(workflow, seed, CalcSkill(**dict(recipe.skill)))
     if entry.demos is None:
         raise ValueError(f"task {dict(recipe.task)['name']!r} has no scripted demonstrations to warm up the variant")

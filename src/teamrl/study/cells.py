@@ -44,7 +44,9 @@ def code_digest() -> str:
     """sha256 over the source files of `CODE_PACKAGES` (path and content, in a fixed order)."""
     digest = hashlib.sha256()
     for package in CODE_PACKAGES:
-        folder = Path(importlib.import_module(package).__file__).parent
+        module_file = importlib.import_module(package).__file__
+        assert module_file is not None  # CODE_PACKAGES are regular packages, each with an __init__.py
+        folder = Path(module_file).parent
         for path in sorted(folder.rglob("*.py")):
             if package == "teamrl.study" and path.name in REPORT_ONLY:
                 continue

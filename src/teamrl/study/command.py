@@ -63,8 +63,12 @@ def planned(chosen: Study, quick: bool) -> tuple[Study, Protocol, tuple[str, ...
     if chosen.budget is None:
         return (chosen, QUICK, QUICK_OVERRIDES) if quick else (chosen, FULL, ())
     if quick:
+        if chosen.quick_budget is None:
+            raise ValueError(f"study {chosen.name!r} plans a full budget but no quick_budget for --quick; give it "
+                             "one (Study.quick_budget), or run without --quick")
         chosen = replace(chosen, budget=chosen.quick_budget)
     budget = chosen.budget
+    assert budget is not None  # the full budget, or the quick one in its place
     protocol = Protocol(seeds=tuple(range(budget.seeds)), validation_instances=budget.validation_instances,
                         test_instances=budget.test_instances, test_samples=1)
     return chosen, protocol, ()

@@ -82,14 +82,14 @@ def summarize_run(seed: int, cell: dict[str, Any], base: Path | None = None) -> 
     curve = [(int(s), float(v)) for s, v in cell["curve"]]
     roles = logged_roles(rows)
     shares = {r: m for r in roles if (m := series_mean(rows, f"diag/role/{r}/grad_share")) is not None}
-    top = max(shares, key=shares.get) if shares else None
+    top = max(shares, key=shares.__getitem__) if shares else None
     cos = [m for r in roles if (m := series_mean(rows, f"diag/role/{r}/dup_grad_cos")) is not None]
     diversity = [e for r in roles if (e := start_end(training_series(rows, f"diag/role/{r}/diversity")))]
     adherence = {r: e for r in roles if (e := start_end(training_series(rows, f"diag/role/{r}/format_ok")))}
     job = {r: e for r in roles for key in adherence_keys(rows, r)[-1:] if not key.endswith("/format_ok")
            if (e := start_end(training_series(rows, key)))}
     return RunSummary(seed, cell["test_success"], cell.get("test_final"), max(v for _, v in curve), curve[-1][1],
-                      int(cell["best_step"]), cliff(curve) is not None, shares.get(top), top,
+                      int(cell["best_step"]), cliff(curve) is not None, None if top is None else shares[top], top,
                       fmean(cos) if cos else None,
                       (fmean(d[0] for d in diversity), fmean(d[1] for d in diversity)) if diversity else None,
                       adherence, job, curve,
@@ -162,7 +162,7 @@ def matrix_table(trained: dict, untrained: dict, row: str) -> str:
 
 def _paired_text(result: Paired) -> str:
     d = result.diff
-    interval = "" if d.low is None else f" [{100 * d.low:+.1f}, {100 * d.high:+.1f}]"
+    interval = "" if d.low is None or d.high is None else f" [{100 * d.low:+.1f}, {100 * d.high:+.1f}]"
     return f"{100 * d.mean:+.1f} points{interval} (ahead on {result.wins}, behind on {result.losses}, tied {result.ties} of {d.n})"
 
 

@@ -25,6 +25,7 @@ from pathlib import Path
 from statistics import mean
 from typing import TYPE_CHECKING, Any
 
+from teamrl.config.options import Regime
 from teamrl.policies.mapping import preset_mapping
 from teamrl.rollout.agent_params import agent_sampling
 from teamrl.rollout.evaluation import evaluate
@@ -40,7 +41,7 @@ if TYPE_CHECKING:
     from teamrl.study.seed_run import SeedRun
 
 FLOW_WORKFLOWS = ("voting", "evaluator_optimizer", "orchestrator_workers", "debate")
-FLOW_REGIMES = ("shared", "per_role", "per_agent")
+FLOW_REGIMES: tuple[Regime, ...] = ("shared", "per_role", "per_agent")
 WORKFLOW_OVERRIDES = {"orchestrator_workers": ("rollout.by_role={orchestrator: {max_new_tokens: 24}}",)}
 """Config overrides of one workflow's cells (three formulas need more than the config's 10 characters)."""
 
@@ -76,7 +77,7 @@ ACCURACY_TERMS = ("verdict_correct", "correct")
 answerers: their answer; aggregator: the answer it picked)."""
 
 
-def distinct_regimes(workflow: Workflow) -> list[str]:
+def distinct_regimes(workflow: Workflow) -> list[Regime]:
     """The regimes of `FLOW_REGIMES` whose agent -> policy grouping differs from every earlier one's."""
     seen, kept = [], []
     for regime in FLOW_REGIMES:
@@ -158,6 +159,7 @@ def produce(seed_run: "SeedRun", row: "Row") -> dict[str, Any]:
         extra = workflow_overrides(name)
         model_path = workflow_base(seed_run, row, name)
         cells[name] = {"untrained": test_cell(seed_run, row, extra, model_path, None) | {"base": model_path}}
+        regimes: list[tuple[str, tuple[str, ...]]]  # (cell, its overrides); a mitigation has several
         regimes = [(r, (f"regime={r}",)) for r in distinct_regimes(build_workflow(seed_run.config(row, extra)))]
         if row.key in MITIGATED:
             regimes += list(MITIGATIONS.get(name, ()))

@@ -123,7 +123,7 @@ def base_stops(paths: dict[str, str], named: set[str]) -> dict[str, tuple[str, .
     without a chat template (Gemma-3-270M base: without a stop its Split-Calc formula ran on into the next
     worked example, "x+y Operation: x plus y", which no verifier accepts), none otherwise. Only named bases
     (`Study.base_b`): the tiny study's warmed-up base B keeps its own stopping."""
-    stops = {}
+    stops: dict[str, tuple[str, ...]] = {}
     for base, path in paths.items():
         plain = base in named and not load_tokenizer(base, resolve_model_source(path)).chat_template
         stops[base] = PLAIN_TRANSCRIPT_STOP if plain else ()

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from statistics import mean, stdev
+from typing import TypeVar
 
 # Two-sided 95% critical values of Student's t by degrees of freedom (1..30); past 30 the normal's
 # 1.96 is within 2% of the t value.
@@ -63,7 +64,7 @@ class Summary:
     low: float | None
     high: float | None
 
-    def to_json(self) -> dict[str, float | int | None]:
+    def to_json(self) -> dict[str, float | int | list[float | None] | None]:
         return {"n": self.n, "mean": self.mean, "std": self.std, "ci95": [self.low, self.high]}
 
 
@@ -98,8 +99,12 @@ class Paired:
         return {"diff": self.diff.to_json(), "wins": self.wins, "losses": self.losses, "ties": self.ties}
 
 
-def paired(a: dict[int, float], b: dict[int, float]) -> Paired:
-    """Per-seed differences a[s] - b[s] over the seeds in both (seed -> value maps).
+PairKey = TypeVar("PairKey", int, tuple[str, int])
+"""What `paired` matches a and b on: a seed, or (workflow, seed) when runs are pooled over workflows."""
+
+
+def paired(a: dict[PairKey, float], b: dict[PairKey, float]) -> Paired:
+    """Per-seed differences a[s] - b[s] over the seeds in both (seed -> value maps; or (workflow, seed) -> value).
 
     >>> p = paired({0: 0.5, 1: 0.7}, {0: 0.4, 1: 0.7, 2: 0.1}); round(p.diff.mean, 3), p.wins, p.ties
     (0.05, 1, 1)
@@ -128,6 +133,7 @@ def verdict(result: Paired, directed: bool = True, names: tuple[str, str] = ("a"
     if d.std is None:
         side = f"{a} > {b}" if d.mean > 0 else f"{a} < {b}" if d.mean < 0 else f"{a} = {b}"
         return f"one {unit.rstrip('s')}: {side}, no interval"
+    assert d.low is not None and d.high is not None  # summarize sets std, low and high together
     if d.low > 0:
         return f"agrees: {a} > {b} (interval above 0)" if directed else f"{a} > {b} (interval above 0)"
     if d.high < 0:

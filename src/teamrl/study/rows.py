@@ -230,7 +230,12 @@ def select_rows(names: list[str] | None, chosen: Study | None = None) -> list[Ro
     wanted = set(names) | ({"per_role"} if "swapped" in names else set())
     wanted |= {ROWS[n].source for n in names if ROWS[n].source}
     refused = sorted(n for n in wanted if ROWS[n].kind in missing)
+    if refused and chosen is None:  # only the scale rows: they exist only in the studies that list them
+        owners = sorted(s.name for s in STUDIES.values() if set(refused) & set(s.rows))
+        raise ValueError(f"row(s) {', '.join(refused)} run only in the study that lists them "
+                         f"({', '.join(owners)}); pass that study")
     if refused:
+        assert chosen is not None  # every kind in `missing` but "scale" is added for a chosen study only
         rows_of = {"transfer": "transfer variant", "bases": "heterogeneous pair", "flows": "workflow matrix",
                    "scale": "scale axis"}
         lacks = sorted({rows_of[ROWS[n].kind] for n in refused if ROWS[n].kind in rows_of})

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -78,7 +79,7 @@ def run_study(study: Study, protocol: Protocol, rows: list[Row], out: Path, over
                                  if r["seed"] == seed and r.get("run_dir")})
         for row in todo:
             record = seed_run.run(row) | {"digest": digests[(row.key, seed)]}
-            now = results_file.update(target, fresh, lambda results, record=record: results_file.add_record(results, record))
+            now = results_file.update(target, fresh, partial(results_file.add_record, record=record))
             todo_cells.remove((row.key, seed))
             if todo_cells:  # the ETA again, now with this cell's measured time
                 log(cells.remaining(todo_cells, now["results"], cells.planned_seconds(study))[0])

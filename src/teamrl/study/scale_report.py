@@ -56,7 +56,7 @@ def sharing_gains(results: dict[str, Any], row: str, workflow: str, last: bool =
 
 def _gain_text(shared: dict[int, float], separate: dict[int, float]) -> str:
     d = paired(shared, separate).diff
-    interval = "" if d.low is None else f" [{100 * d.low:+.1f}, {100 * d.high:+.1f}]"
+    interval = "" if d.low is None or d.high is None else f" [{100 * d.low:+.1f}, {100 * d.high:+.1f}]"
     return f"{100 * d.mean:+.1f}{interval}"
 
 

@@ -31,13 +31,14 @@ def cell(summary: Summary) -> str:
     """'41.0% ± 3.2 [33.1, 48.9]' (mean, std and 95% interval in points); one seed: the mean only."""
     if summary.std is None:
         return f"{summary.mean:.1%} (1 seed)"
+    assert summary.low is not None and summary.high is not None  # summarize sets std, low and high together
     return (f"{summary.mean:.1%} ± {100 * summary.std:.1f} "
             f"[{100 * summary.low:.1f}, {100 * summary.high:.1f}]")
 
 
 def paired_cell(result: Paired) -> str:
     d = result.diff
-    interval = "" if d.std is None else f" [{100 * d.low:+.1f}, {100 * d.high:+.1f}]"
+    interval = "" if d.low is None or d.high is None else f" [{100 * d.low:+.1f}, {100 * d.high:+.1f}]"
     return f"{100 * d.mean:+.1f} pts{interval}; {result.wins} wins, {result.losses} losses, {result.ties} ties"
 
 
