@@ -17,9 +17,10 @@ import torch
 from teamrl.policies.loading import Policy
 from teamrl.policies.scoring import pack_responses, response_logprobs
 from teamrl.setup.sft_packing import pack_rows, packed_nll
+from teamrl.workflows.base import Prompt
 
-Demo = tuple[str, str]
-"""(prompt text, response text)."""
+Demo = tuple[Prompt, str]
+"""(prompt: text or chat messages, response text); `Policy.encode_prompt` renders either."""
 
 
 def demo_prompt(prompt: str | list[dict[str, str]]) -> str:
