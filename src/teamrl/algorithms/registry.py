@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Callable, Generic, TypeVar
+from collections.abc import Callable
+from typing import Generic, TypeVar
 
 F = TypeVar("F", bound=Callable)
 
@@ -18,6 +19,7 @@ class Registry(Generic[F]):
                 raise ValueError(f"{self.kind} {name!r} is already registered")
             self._items[name] = fn
             return fn
+
         return add
 
     def get(self, name: str) -> F:

@@ -119,9 +119,16 @@ class _OneDnnLinearFunction(torch.autograd.Function):
 
 def onednn_applies(x: torch.Tensor, weight: torch.Tensor) -> bool:
     """True where `linear` takes the oneDNN path (CPU, float32 on both sides, autocast off, op present)."""
-    return (x.device.type == "cpu" and weight.device.type == "cpu" and x.dtype == torch.float32
-            and weight.dtype == torch.float32 and x.shape[-1] > 0 and x.numel() > 0
-            and not torch.is_autocast_enabled("cpu") and onednn_available())
+    return (
+        x.device.type == "cpu"
+        and weight.device.type == "cpu"
+        and x.dtype == torch.float32
+        and weight.dtype == torch.float32
+        and x.shape[-1] > 0
+        and x.numel() > 0
+        and not torch.is_autocast_enabled("cpu")
+        and onednn_available()
+    )
 
 
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:

@@ -26,9 +26,20 @@ import os
 import select
 import signal
 
-from .linux import (CLONE_NEWNS, CLONE_NEWPID, MS_NODEV, MS_NOEXEC, MS_NOSUID, MS_PRIVATE, MS_REC, PR_SET_PDEATHSIG,
-                    mount, prctl, try_in_child, unshare)
-
+from .linux import (
+    CLONE_NEWNS,
+    CLONE_NEWPID,
+    MS_NODEV,
+    MS_NOEXEC,
+    MS_NOSUID,
+    MS_PRIVATE,
+    MS_REC,
+    PR_SET_PDEATHSIG,
+    mount,
+    prctl,
+    try_in_child,
+    unshare,
+)
 
 # Most private first: "invisible" (Linux 5.8+) hides other processes' /proc entries entirely, the
 # older "2" too; the worker needs none of them (it can ptrace its programs), so either will do.
@@ -56,6 +67,7 @@ def probe() -> str | None:
     *future* children for good (in a user namespace it cannot be undone), so the worker only
     calls it once it knows the whole sequence works.
     """
+
     def attempt() -> None:
         try:
             unshare(CLONE_NEWPID)

@@ -7,14 +7,14 @@ puzzle generator and the environment in `teamrl.tasks.sudoku`.
 from __future__ import annotations
 
 import random
-from functools import lru_cache
-from typing import Sequence
+from collections.abc import Sequence
+from functools import cache
 
 BOX = {4: 2, 9: 3}
 """Box side per grid size."""
 
 
-@lru_cache(maxsize=None)
+@cache
 def units(size: int) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
     """Row, column and box number of every flat cell index."""
     box = BOX[size]
@@ -24,13 +24,16 @@ def units(size: int) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]
     return rows, cols, boxes
 
 
-@lru_cache(maxsize=None)
+@cache
 def peers(size: int) -> tuple[tuple[int, ...], ...]:
     """For every cell, the other cells sharing its row, column or box."""
     rows, cols, boxes = units(size)
     return tuple(
-        tuple(j for j in range(size * size) if j != i and (
-            rows[i] == rows[j] or cols[i] == cols[j] or boxes[i] == boxes[j]))
+        tuple(
+            j
+            for j in range(size * size)
+            if j != i and (rows[i] == rows[j] or cols[i] == cols[j] or boxes[i] == boxes[j])
+        )
         for i in range(size * size)
     )
 
