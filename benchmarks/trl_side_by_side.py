@@ -65,7 +65,7 @@ DIFFERENCES = [
     "its rollout metrics; TRL its own metrics (both compute every token's entropy) and accelerate's wrappers "
     "and the Trainer's callbacks; both write one metrics line per step (TRL prints it, teamrl writes "
     "metrics.jsonl)",
-    "optimizer: torch.optim.AdamW as train.adamw sets it (fused by default since the update work of issue 15) "
+    "optimizer: torch.optim.AdamW as train.adamw sets it (fused by default) "
     "in teamrl, the Trainer's default optim in TRL (printed above; adamw_torch_fused here)",
     "prompts: teamrl takes train instances step*P..step*P+P-1 in order; TRL's RepeatSampler draws P of the "
     "same train instances per step in shuffled order (same distribution, other instances per step)",
@@ -472,7 +472,6 @@ def format_report(setup: Setup, rounds: list[dict[str, SideResult]], started: st
              "team_per_sample": "two-agent AT-GRPO team vs TRL single agent, per trained sample (wall)"}
     for key, (mid, low, high) in summarise(ratios).items():
         lines.append(f"- {names[key]}: {mid:.2f}x ({low:.2f}-{high:.2f})")
-    lines.append("- goal of issue 15: >= 8x per trained sample (single-agent GRPO)")
     if floor is not None:
         lines += format_floor(floor)
     lines += ["", "Differences of setup that remain:"] + [f"- {d}" for d in DIFFERENCES]

@@ -1,4 +1,4 @@
-"""The built-in engine's decode at 135M with and without each of issue 25's last two decode changes, side by side.
+"""The built-in engine's decode at 135M with and without each of two decode changes (packed weights, the fused draw), side by side.
 
     python -m benchmarks run experiments.decode_parts --out benchmarks/results/decode_parts/amd-avx512-full/decode_parts_135m.txt
 

@@ -1,4 +1,4 @@
-"""Echo refusal by meaning and the `answer_form` setting (issue 24, item 2), through the math team's own
+"""Echo refusal by meaning and the `answer_form` setting, through the math team's own
 `apply`, the path training uses.
 
 The questions below are MATH-500 "Compute / Evaluate / Simplify" problems, copied verbatim with their

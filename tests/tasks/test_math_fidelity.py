@@ -1,5 +1,5 @@
 """Right answers in the styles real instruct models write are paid, and the hacks those leniencies could
-let in are not (issue 24, item 3). Every case runs on both reward paths: `answers_match` and the math
+let in are not. Every case runs on both reward paths: `answers_match` and the math
 team's own `apply`. Needs math-verify; skipped with a reason without it."""
 
 from __future__ import annotations

@@ -34,7 +34,7 @@ def test_parse_choice_accepts(text: str) -> None:
     "I choose answer 0. On reflection I choose answer 1.", "I choose 2.\n\\boxed{1}\n\\boxed{2}",
     "I choose 0 or 1", "I pick answer 0 or answer 1.", "I choose 1/2", "Select #0, #1", "0\n1", "Answer: 0\n1",
     "The answer is 1", "\\boxed{3}", "\\boxed{20}", "-1", "one", "answer" + "9" * 5000, "\\boxed{" + "1" * 5000 + "}",
-    # a decision followed by another candidate offered as acceptable: a hedged vote (issue 24, item 7)
+    # a decision followed by another candidate offered as acceptable: a hedged vote
     "I pick 0, but answer 2 is also fine", "my choice is 2 (or 0)", "I choose answer 1; answer 2 would work too.",
     "I pick 1 (2 is also fine).", "My choice is 2, or maybe 0.", "I choose answer 0, though candidate 1 is equally good.",
     "I choose answer 1. Answer 0 is not wrong either.", "I select #2. Then again #0.",

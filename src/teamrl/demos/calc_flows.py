@@ -1,7 +1,7 @@
 """Scripted agents of the study workflows on Split-Calc content (task `calc_flows`): a broad prior.
 
 No wrong behaviour is a majority of any role's answers, so the warmed-up model is noisy, not
-systematically wrong (issue 12's rule), and RL's job is to make reliable what it does sometimes:
+systematically wrong (the study's rule for warm-up priors), and RL's job is to make reliable what it does sometimes:
 - an answerer (generator, debater in round 0, the evaluator-optimizer's generator on every turn)
   answers like Split-Calc's single agent (`teamrl.demos.split_calc`): a formula for the operation
   (right half the time; else another operation's, x and y swapped, or one operator changed), then the
