@@ -130,8 +130,9 @@ def choose(gflops: dict[str, dict[str, float]]) -> tuple[str, str]:
     return cpu_linear, sampler
 
 
-def measure(timer: Timer = time_matmul) -> ArithmeticProbe:
-    """Time every path at every shape on this host (no cache)."""
+def measure(timer: Timer | None = None) -> ArithmeticProbe:
+    """Time every path at every shape on this host (no cache); timer: `time_matmul` unless given."""
+    timer = timer or time_matmul
     host = host_description()
     gflops = {path: {name: float(timer(path, shape)) for name, shape in SHAPES.items()} for path in PATHS}
     cpu_linear, sampler = choose(gflops)
@@ -159,7 +160,7 @@ def _read(path: Path, key: str) -> ArithmeticProbe | None:
     return probe if probe.key == key else None
 
 
-def cached_probe(timer: Timer = time_matmul) -> ArithmeticProbe:
+def cached_probe(timer: Timer | None = None) -> ArithmeticProbe:
     """This host's probe: read from the cache when its key matches the host, else measured and written there."""
     key = host_key(host_description())
     path = cache_folder() / f"probe-{key}.json"
