@@ -23,14 +23,13 @@ from statistics import median
 
 import torch
 
+from benchmarks.autocast_real import QUESTIONS
+from benchmarks.harness import add_out_argument, write_result
 from teamrl.policies.arithmetic_probe import measure
 from teamrl.policies.loading import Policy, load_policy
 from teamrl.policies.scoring import shared_prefix_logprobs
 from teamrl.rollout.builtin_engine import Generation, SamplingParams, sample
 from teamrl.setup.model_sources import resolve_model_source
-
-from benchmarks.autocast_real import QUESTIONS
-from benchmarks.harness import add_out_argument, write_result
 
 TEMPERATURE = 0.5
 

@@ -6,8 +6,16 @@ import pytest
 import torch
 
 from teamrl.policies import arithmetic_probe as probe_module
-from teamrl.policies.arithmetic_probe import (BF16_MARGIN, PATHS, SHAPES, cached_probe, host_probe, measure,
-                                              resolve_sampler_dtype, time_matmul)
+from teamrl.policies.arithmetic_probe import (
+    BF16_MARGIN,
+    PATHS,
+    SHAPES,
+    cached_probe,
+    host_probe,
+    measure,
+    resolve_sampler_dtype,
+    time_matmul,
+)
 from teamrl.policies.cpu_linear import onednn_available, resolve_cpu_linear
 
 

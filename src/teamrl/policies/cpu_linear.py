@@ -24,6 +24,10 @@ made once per version of the weight and kept until the weight changes or a train
 At the 16-64 rows of a decode step the plain op re-blocks the weight on every call; with packed weights the
 135M decode ran 1.25-1.38x faster (`benchmarks/experiments/decode_parts.py`), at the price of a second copy of the decoded
 weights.
+
+`sampler_arithmetic("bfloat16")` is the bf16 sampler's (`rollout.sampler_dtype`): autocast, with the decode
+path's and `OneDnnLinear`'s matmuls reading a bf16 copy of the weight made once per weight version
+(`sampler_weight`, kept like the packs), while the fp32 weights stay the trainer's.
 """
 
 from __future__ import annotations
