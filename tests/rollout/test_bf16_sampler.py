@@ -1,8 +1,9 @@
 """The bf16 sampler: draws from bf16 copies of the weights, reports that model's log-probs, and follows updates."""
 
+import pytest
 import torch
 
-from teamrl.policies.cpu_linear import sampler_weight_version
+from teamrl.policies.cpu_linear import sampler_weight_version, use_onednn_linears
 from teamrl.rollout.builtin_engine import SamplingParams, sample
 from toy import tiny_policy
 
@@ -93,3 +94,15 @@ def test_a_lora_policy_copies_its_frozen_base_once_and_follows_its_adapter():
     # this base is sharper than tiny_policy's (larger logits): measured max 0.10-0.15 with the adapter and
     # without, mean 0.02
     assert gaps and max(gaps) < 0.3 and sum(gaps) / len(gaps) < 0.05
+
+
+def test_the_trainers_own_autocast_makes_no_sampler_copies():
+    """`algorithm.autocast: bf16` forwards without gradients (pi_prox, the reference) keep autocast's casts."""
+    policy = tiny_policy()
+    if use_onednn_linears(policy.model, min_weights=0) == 0:  # the layers whose forward reads `linear`
+        pytest.skip("this torch has no oneDNN linear")
+    ids = torch.tensor([policy.encode_prompt(PROMPTS[0])])
+    _draw(policy, "float32")  # a sampling call before: nothing of it stays switched on
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        policy.model(input_ids=ids)
+    assert all(sampler_weight_version(m.weight) is None for m in _linears(policy))

@@ -35,6 +35,7 @@ from __future__ import annotations
 import contextlib
 import functools
 from collections.abc import Iterator
+from contextvars import ContextVar
 
 import torch
 import torch.nn.functional as F
@@ -222,14 +223,23 @@ def sampler_arithmetic(dtype: str, device: str | torch.device = "cpu") -> Iterat
     softmax and the log-probs stay fp32 (autocast's rule); the log-probs are those of this bf16 model."""
     if dtype not in ("float32", "bfloat16"):
         raise ValueError(f"sampler dtype must be float32 or bfloat16, got {dtype!r}")
-    with torch.autocast(torch.device(device).type, dtype=torch.bfloat16, enabled=dtype == "bfloat16"):
-        yield
+    token = _sampling_bf16.set(dtype == "bfloat16")
+    try:
+        with torch.autocast(torch.device(device).type, dtype=torch.bfloat16, enabled=dtype == "bfloat16"):
+            yield
+    finally:
+        _sampling_bf16.reset(token)
+
+
+_sampling_bf16: ContextVar[bool] = ContextVar("sampling_bf16", default=False)
+"""Set by `sampler_arithmetic("bfloat16")` only: the trainer's own bf16 autocast (`algorithm.autocast`) keeps
+autocast's per-call casts and makes no copies."""
 
 
 def sampling_in_bf16(x: torch.Tensor, weight: torch.Tensor) -> bool:
     """True inside `sampler_arithmetic("bfloat16")` on the CPU for a call that records no gradients."""
     recording = torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad)
-    return (not recording and x.device.type == "cpu" and torch.is_autocast_enabled("cpu")
+    return (_sampling_bf16.get() and not recording and x.device.type == "cpu" and torch.is_autocast_enabled("cpu")
             and torch.get_autocast_dtype("cpu") == torch.bfloat16)
 
 
