@@ -55,5 +55,5 @@ def test_a_bf16_sampler_without_a_correction_is_warned(toy_task, tmp_path, rando
 
 
 def test_the_sampler_dtype_is_checked():
-    with pytest.raises(ConfigError, match="sampler_dtype"):
+    with pytest.raises(ConfigError, match="sampler_dtype = 'fp8' is invalid: expected float32, bfloat16 or auto"):
         load_config(None, ["rollout.sampler_dtype=fp8"])
