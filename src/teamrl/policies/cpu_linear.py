@@ -218,7 +218,7 @@ def sampler_weight_version(weight: torch.Tensor) -> int | None:
 def sampler_arithmetic(dtype: str, device: str | torch.device = "cpu") -> Iterator[None]:
     """Run the sampler's forward passes in `dtype` (float32 or bfloat16) on `device`.
 
-    bfloat16 is torch's autocast, with one difference on the decode path: the large linear layers read a bf16
+    bfloat16 is torch's autocast, with one difference on the decode path: its linear layers read a bf16
     copy of their weight made once per weight version (`sampler_weight`), not a cast made at every step. Norms,
     softmax and the log-probs stay fp32 (autocast's rule); the log-probs are those of this bf16 model."""
     if dtype not in ("float32", "bfloat16"):
