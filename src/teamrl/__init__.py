@@ -10,8 +10,17 @@ from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-__all__ = ["ConfigError", "EvalResult", "RunConfig", "Team", "TrainResult", "__version__", "evaluate",
-           "load_config", "train"]
+__all__ = [
+    "ConfigError",
+    "EvalResult",
+    "RunConfig",
+    "Team",
+    "TrainResult",
+    "__version__",
+    "evaluate",
+    "load_config",
+    "train",
+]
 
 if TYPE_CHECKING:
     from teamrl.api import EvalResult, Team, TrainResult, evaluate, load_config, train

@@ -32,8 +32,9 @@ __all__ = ["EvalResult", "Team", "TrainResult", "evaluate", "load_config", "trai
 PACKAGED_CONFIGS = Path(__file__).parent / "configs"
 
 
-def load_config(source: str | Path | Mapping[str, Any] | RunConfig | None = None,
-                overrides: Sequence[str] = (), **settings: Any) -> RunConfig:
+def load_config(
+    source: str | Path | Mapping[str, Any] | RunConfig | None = None, overrides: Sequence[str] = (), **settings: Any
+) -> RunConfig:
     """A validated run configuration.
 
     source: a YAML file, the name of a packaged config (`"plan_path_team"`, see `teamrl/configs/`), a
@@ -98,13 +99,21 @@ class TrainResult:
         run_dir = Path(run_dir)
         summary_file = run_dir / "summary.json"
         if not summary_file.is_file():
-            raise ConfigError(f"{run_dir} has no summary.json: the run did not finish (resume it with "
-                              f"`teamrl train --resume {run_dir}`)")
+            raise ConfigError(
+                f"{run_dir} has no summary.json: the run did not finish (resume it with "
+                f"`teamrl train --resume {run_dir}`)"
+            )
         summary = json.loads(summary_file.read_text(encoding="utf-8"))
-        return cls(run_dir=run_dir, initial_success=summary["initial_success"],
-                   final_success=summary["final_success"], best_success=summary["best_success"],
-                   best_step=summary["best_step"], steps=summary["steps"], seconds=summary["train_seconds"],
-                   agent_to_policy=dict(summary.get("agent_to_policy", {})))
+        return cls(
+            run_dir=run_dir,
+            initial_success=summary["initial_success"],
+            final_success=summary["final_success"],
+            best_success=summary["best_success"],
+            best_step=summary["best_step"],
+            steps=summary["steps"],
+            seconds=summary["train_seconds"],
+            agent_to_policy=dict(summary.get("agent_to_policy", {})),
+        )
 
 
 def train(config: RunConfig | str | Path | Mapping[str, Any], *, resume: str | Path | None = None) -> TrainResult:

@@ -50,13 +50,18 @@ def cmd_train(args: argparse.Namespace) -> int:
     config = _load(args)
     result = train(config, resume=getattr(args, "resume", None) or None)
     summary = json.loads((result.run_dir / "summary.json").read_text())
-    best = (f"best {result.best_success:.1%} at step {result.best_step}" if result.best_step else
-            f"best {result.best_success:.1%} at step 0: training never beat the initial model")
+    best = (
+        f"best {result.best_success:.1%} at step {result.best_step}"
+        if result.best_step
+        else f"best {result.best_success:.1%} at step 0: training never beat the initial model"
+    )
     eval_instances = config.train.eval_instances
     if summary.get("best_instances", eval_instances) < eval_instances:
         best += f", picked on the first {summary['best_instances']} instances"
-    print(f"held-out success: before {result.initial_success:.1%}, after "
-          f"{result.final_success:.1%} ({best}); {result.steps} steps in {result.seconds:.0f}s")
+    print(
+        f"held-out success: before {result.initial_success:.1%}, after "
+        f"{result.final_success:.1%} ({best}); {result.steps} steps in {result.seconds:.0f}s"
+    )
     print(f"run directory: {result.run_dir}")
     return 0
 
@@ -93,8 +98,12 @@ def cmd_eval(args: argparse.Namespace) -> int:
         result = team.evaluate(args.instances or config.train.eval_instances, seed=config.seed)
     if args.out:
         print(f"per-instance results and transcripts: {result.write(args.out) / 'episodes.jsonl'}", file=sys.stderr)
-    metrics = {"success": result.success, "team_return": result.team_return, "turns": result.turns,
-               **{f"reward/{agent}": value for agent, value in result.reward_by_agent.items()}}
+    metrics = {
+        "success": result.success,
+        "team_return": result.team_return,
+        "turns": result.turns,
+        **{f"reward/{agent}": value for agent, value in result.reward_by_agent.items()},
+    }
     print(json.dumps(metrics, indent=2))
     return 0
 
@@ -102,10 +111,19 @@ def cmd_eval(args: argparse.Namespace) -> int:
 def cmd_serve(args: argparse.Namespace) -> int:
     from teamrl.gateway.serve import serve_run
 
-    gateway = serve_run(Path(args.run), args.host, args.port, os.environ.get("TEAMRL_GATEWAY_TOKEN"),
-                        threads=args.threads, overrides=args.overrides)
-    print(f"teamrl: serving agents {', '.join(gateway.routes)} at {gateway.base_url}\n"
-          f"OPENAI_BASE_URL={gateway.base_url} OPENAI_API_KEY={gateway.token}  (Ctrl-C stops)", flush=True)
+    gateway = serve_run(
+        Path(args.run),
+        args.host,
+        args.port,
+        os.environ.get("TEAMRL_GATEWAY_TOKEN"),
+        threads=args.threads,
+        overrides=args.overrides,
+    )
+    print(
+        f"teamrl: serving agents {', '.join(gateway.routes)} at {gateway.base_url}\n"
+        f"OPENAI_BASE_URL={gateway.base_url} OPENAI_API_KEY={gateway.token}  (Ctrl-C stops)",
+        flush=True,
+    )
     try:
         while True:
             time.sleep(3600)
@@ -149,8 +167,7 @@ def cmd_probe(args: argparse.Namespace) -> int:
     from teamrl.probes.report import run_probe
 
     try:
-        return run_probe(args.task, args.instances, Path(args.out) if args.out else None, sys.stdout,
-                         args.task_option)
+        return run_probe(args.task, args.instances, Path(args.out) if args.out else None, sys.stdout, args.task_option)
     except ValueError as err:  # an unknown task, or one without a catalogue: the message names the fix
         print(f"teamrl: error: {err}", file=sys.stderr)
         return 2
@@ -166,8 +183,17 @@ def cmd_data(args: argparse.Namespace) -> int:
 def cmd_study(args: argparse.Namespace) -> int:
     from teamrl.study.command import run_command
 
-    page = run_command(args.name, args.quick, args.seeds, args.rows, args.out, args.overrides, args.instances,
-                       jobs=args.jobs, remaining_only=args.remaining)
+    page = run_command(
+        args.name,
+        args.quick,
+        args.seeds,
+        args.rows,
+        args.out,
+        args.overrides,
+        args.instances,
+        jobs=args.jobs,
+        remaining_only=args.remaining,
+    )
     if args.remaining:
         return 0
     print(f"study written: {page} (table: {page.parent / 'table.md'}, results: {page.parent / 'results.json'})")
@@ -241,24 +267,36 @@ def _with_parents(*parents: argparse.ArgumentParser) -> type[argparse.ArgumentPa
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="teamrl", description=__doc__)
     parser.add_argument("--version", action="version", version=f"teamrl {__version__}")
-    parser.add_argument("--debug", action="store_true",
-                        help="show the full traceback of an error (also: TEAMRL_DEBUG=1)")
+    parser.add_argument(
+        "--debug", action="store_true", help="show the full traceback of an error (also: TEAMRL_DEBUG=1)"
+    )
     # --debug also after the command (`teamrl train X.yaml --debug`); SUPPRESS keeps the top-level value.
     debug = argparse.ArgumentParser(add_help=False)
     debug.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_with_parents(debug))
 
     def with_config(p: argparse.ArgumentParser, required: bool = True) -> None:
-        p.add_argument("config", nargs=None if required else "?", default=None if required else str(DEFAULT_CONFIG),
-                       help="YAML run config")
+        p.add_argument(
+            "config",
+            nargs=None if required else "?",
+            default=None if required else str(DEFAULT_CONFIG),
+            help="YAML run config",
+        )
         p.add_argument("overrides", nargs="*", help="dotted overrides, e.g. train.steps=50 algorithm.k=4")
 
-    p = sub.add_parser("quickstart", help="warm up the tiny default (cached) and train the default team on Plan-Path; "
-                       "with --model, train a real model's two-role math team")
+    p = sub.add_parser(
+        "quickstart",
+        help="warm up the tiny default (cached) and train the default team on Plan-Path; "
+        "with --model, train a real model's two-role math team",
+    )
     p.add_argument("overrides", nargs="*", help="dotted overrides of the default config")
-    p.add_argument("--model", metavar="NAME", help="a shipped checkpoint (e.g. smollm2-135m-instruct; `teamrl models "
-                   "list`): train its reasoner + Python-tool team, a LoRA adapter per role "
-                   "(src/teamrl/configs/smollm2_math_team.yaml)")
+    p.add_argument(
+        "--model",
+        metavar="NAME",
+        help="a shipped checkpoint (e.g. smollm2-135m-instruct; `teamrl models "
+        "list`): train its reasoner + Python-tool team, a LoRA adapter per role "
+        "(src/teamrl/configs/smollm2_math_team.yaml)",
+    )
     p.set_defaults(func=cmd_quickstart, config=str(DEFAULT_CONFIG))
     p = sub.add_parser("models", help="the real checkpoints teamrl ships by name: list them, or install one")
     p.add_argument("action", choices=["list", "install"])
@@ -270,20 +308,33 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_warmup)
     p = sub.add_parser("train", help="train a team")
     with_config(p)
-    p.add_argument("--resume", metavar="DIR", help="continue a stopped run: its run directory (newest complete "
-                   "checkpoint), a checkpoints/stepN folder, or 'auto' (sets train.resume)")
+    p.add_argument(
+        "--resume",
+        metavar="DIR",
+        help="continue a stopped run: its run directory (newest complete "
+        "checkpoint), a checkpoints/stepN folder, or 'auto' (sets train.resume)",
+    )
     p.set_defaults(func=cmd_train)
     p = sub.add_parser("eval", help="score a checkpoint (or the untrained base) on the held-out split")
     with_config(p)
     p.add_argument("--checkpoint", help="a checkpoint folder (checkpoints/<tag>) or a model folder")
     p.add_argument("--instances", type=_positive, default=0, help="held-out instances (default: train.eval_instances)")
-    p.add_argument("--out", metavar="DIR", help="also write DIR/eval.json and DIR/episodes.jsonl (each instance's "
-                   "result and transcript); DIR must be new or empty")
+    p.add_argument(
+        "--out",
+        metavar="DIR",
+        help="also write DIR/eval.json and DIR/episodes.jsonl (each instance's "
+        "result and transcript); DIR must be new or empty",
+    )
     p.set_defaults(func=cmd_eval)
     p = sub.add_parser("transcripts", help="write a collaboration-transcript file (JSONL) for `teamrl sft`")
     with_config(p)
-    p.add_argument("--from", dest="source", required=True, metavar="SOURCE",
-                   help="'scripted' (the task's strong scripted team) or a trained run directory (its successes)")
+    p.add_argument(
+        "--from",
+        dest="source",
+        required=True,
+        metavar="SOURCE",
+        help="'scripted' (the task's strong scripted team) or a trained run directory (its successes)",
+    )
     p.add_argument("--out", required=True, metavar="FILE", help="the JSONL file to write")
     p.add_argument("--episodes", type=_positive, default=200, help="training-split episodes to play (default 200)")
     p.add_argument("--only-successes", action="store_true", help="keep the solved episodes only (scripted)")
@@ -295,15 +346,29 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch-size", type=_positive, default=32, help="turns per step (default 32)")
     p.add_argument("--lr", type=float, default=1e-3, help="peak learning rate (default 1e-3)")
     p.set_defaults(func=cmd_sft)
-    p = sub.add_parser("serve", help="serve a run's trained agents (or a config's base models) over an OpenAI-compatible "
-                       "API (docs/howto/gateway.md)")
-    p.add_argument("run", metavar="RUN_DIR|CONFIG", help="a run directory (its final, else best checkpoint), "
-                   "checkpoints/<tag>, or a config .yaml (its base, untrained models)")
-    p.add_argument("overrides", nargs="*", help="with a config: dotted overrides, e.g. policy.model=smollm2-135m-instruct")
+    p = sub.add_parser(
+        "serve",
+        help="serve a run's trained agents (or a config's base models) over an OpenAI-compatible "
+        "API (docs/howto/gateway.md)",
+    )
+    p.add_argument(
+        "run",
+        metavar="RUN_DIR|CONFIG",
+        help="a run directory (its final, else best checkpoint), "
+        "checkpoints/<tag>, or a config .yaml (its base, untrained models)",
+    )
+    p.add_argument(
+        "overrides", nargs="*", help="with a config: dotted overrides, e.g. policy.model=smollm2-135m-instruct"
+    )
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
     p.add_argument("--port", type=int, default=0, help="port (default: a free one, printed)")
-    p.add_argument("--threads", type=_thread_setting, default=None, metavar="N|auto",
-                   help="torch threads for sampling: a number or auto (default: the run's train.threads)")
+    p.add_argument(
+        "--threads",
+        type=_thread_setting,
+        default=None,
+        metavar="N|auto",
+        help="torch threads for sampling: a number or auto (default: the run's train.threads)",
+    )
     p.set_defaults(func=cmd_serve)
     p = sub.add_parser("export", help="write a checkpoint's policies as plain HF models (LoRA adapters merged)")
     p.add_argument("checkpoint", help="checkpoints/<tag> of a run, or one policy's folder in it")
@@ -314,22 +379,37 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="run directories written by train")
     p.add_argument("--out", help="output folder (default: RUN_DIR/report; ./teamrl-compare for several runs)")
     p.set_defaults(func=cmd_report)
-    p = sub.add_parser("alerts", help="the alerts a finished run raises under other diagnostics settings, "
-                       "replayed from its metrics (alerts never change training)")
+    p = sub.add_parser(
+        "alerts",
+        help="the alerts a finished run raises under other diagnostics settings, "
+        "replayed from its metrics (alerts never change training)",
+    )
     p.add_argument("run_dir", metavar="RUN_DIR", help="a run directory written by train")
-    p.add_argument("overrides", nargs="*", help="dotted overrides, e.g. diagnostics.window=1 diagnostics.echo_cosine=0.7")
+    p.add_argument(
+        "overrides", nargs="*", help="dotted overrides, e.g. diagnostics.window=1 diagnostics.echo_cosine=0.7"
+    )
     p.set_defaults(func=cmd_alerts)
-    p = sub.add_parser("probe", help="reward-hacking probe: hacks tried and rewarded per verifier (goal 0 rewarded; "
-                       "exit 1 if any)")
-    p.add_argument("--task", action="append", metavar="NAME", help="a task to probe (repeatable; default: every "
-                   "registered task)")
+    p = sub.add_parser(
+        "probe", help="reward-hacking probe: hacks tried and rewarded per verifier (goal 0 rewarded; exit 1 if any)"
+    )
+    p.add_argument(
+        "--task", action="append", metavar="NAME", help="a task to probe (repeatable; default: every registered task)"
+    )
     p.add_argument("--instances", type=_positive, default=4, help="held-out instances per task (default: 4)")
     p.add_argument("--out", metavar="FILE", help="write the counts and every rewarded attempt as JSON")
-    p.add_argument("--task-option", action="append", default=[], metavar="KEY=VALUE",
-                   help="a task setting for every probed task (repeatable), e.g. source=gsm8k")
+    p.add_argument(
+        "--task-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a task setting for every probed task (repeatable), e.g. source=gsm8k",
+    )
     p.set_defaults(func=cmd_probe)
-    p = sub.add_parser("data", help="where the benchmark data sets (GSM8K, MATH-500, AIME, HumanEval, MBPP) are "
-                       "found, and where to get the missing ones")
+    p = sub.add_parser(
+        "data",
+        help="where the benchmark data sets (GSM8K, MATH-500, AIME, HumanEval, MBPP) are "
+        "found, and where to get the missing ones",
+    )
     p.add_argument("--data-dir", metavar="DIR", help="a folder to look in first (as a task's data_dir)")
     p.set_defaults(func=cmd_data)
     p = sub.add_parser("study", help="run a named study's table (rows x seeds; docs/study/index.md)")
@@ -339,15 +419,32 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("overrides", nargs="*", help="dotted overrides for every run, e.g. train.steps=20")
     p.add_argument("--quick", action="store_true", help="one seed and a short budget: a smoke run of the table")
     p.add_argument("--seeds", type=int, nargs="+", metavar="S", help="run seeds (default: 0 1 2; --quick: 0)")
-    p.add_argument("--rows", nargs="+", choices=list(ROWS), metavar="ROW",
-                   help=f"a subset of the rows (default: all): {', '.join(ROWS)}")
-    p.add_argument("--instances", type=_positive, metavar="N",
-                   help="validation and test instances per evaluation (default: 100; --quick: 24)")
+    p.add_argument(
+        "--rows",
+        nargs="+",
+        choices=list(ROWS),
+        metavar="ROW",
+        help=f"a subset of the rows (default: all): {', '.join(ROWS)}",
+    )
+    p.add_argument(
+        "--instances",
+        type=_positive,
+        metavar="N",
+        help="validation and test instances per evaluation (default: 100; --quick: 24)",
+    )
     p.add_argument("--out", metavar="DIR", help="output folder (default: runs/study-NAME[-quick])")
-    p.add_argument("--jobs", type=_positive, default=1, metavar="N",
-                   help="run the seeds in N processes at once, one torch thread each (default 1)")
-    p.add_argument("--remaining", action="store_true",
-                   help="list the cells still to run with an ETA (from measured cell times) and stop")
+    p.add_argument(
+        "--jobs",
+        type=_positive,
+        default=1,
+        metavar="N",
+        help="run the seeds in N processes at once, one torch thread each (default 1)",
+    )
+    p.add_argument(
+        "--remaining",
+        action="store_true",
+        help="list the cells still to run with an ETA (from measured cell times) and stop",
+    )
     p.set_defaults(func=cmd_study)
     return parser
 
@@ -364,8 +461,11 @@ def main(argv: list[str] | None = None) -> int:
     quiet_third_party()  # library progress bars off; warnings go to the run's train.log
     args, extra = parser.parse_known_args(argv)
     # Overrides after an option (`train X.yaml --resume R train.steps=9`) land in `extra`: keep them.
-    if extra and isinstance(getattr(args, "overrides", None), list) and all(
-            "=" in item and not item.startswith("-") for item in extra):
+    if (
+        extra
+        and isinstance(getattr(args, "overrides", None), list)
+        and all("=" in item and not item.startswith("-") for item in extra)
+    ):
         args.overrides += extra
     elif extra:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
@@ -398,8 +498,20 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     from teamrl.training.run_dir import RunLockedError
     from teamrl.training.run_files import RunFileError
 
-    return (ConfigError, DatasetFormatError, CheckpointError, ReportError, RunLockedError, RunFileError,
-            FileNotFoundError, FileExistsError, NotADirectoryError, IsADirectoryError, PermissionError, ImportError)
+    return (
+        ConfigError,
+        DatasetFormatError,
+        CheckpointError,
+        ReportError,
+        RunLockedError,
+        RunFileError,
+        FileNotFoundError,
+        FileExistsError,
+        NotADirectoryError,
+        IsADirectoryError,
+        PermissionError,
+        ImportError,
+    )
 
 
 def _report_error(err: Exception) -> int:
@@ -419,8 +531,10 @@ def _report_error(err: Exception) -> int:
     fd, path = tempfile.mkstemp(prefix="teamrl-error-", suffix=".txt")
     with os.fdopen(fd, "w") as handle:
         handle.write("".join(traceback.format_exception(err)))
-    print(f"teamrl: error: {type(err).__name__}: {message} (traceback in {path}; --debug or TEAMRL_DEBUG=1 "
-          "prints it)", file=sys.stderr)
+    print(
+        f"teamrl: error: {type(err).__name__}: {message} (traceback in {path}; --debug or TEAMRL_DEBUG=1 prints it)",
+        file=sys.stderr,
+    )
     return 1
 
 

@@ -68,8 +68,7 @@ def ppo_clip_loss(
         clip_frac = ((clipped < unclipped) & real).float().sum() / n
         approx_kl = (-log_ratio * mask).sum() / n
         ratio_max = torch.where(real, ratio, torch.zeros_like(ratio)).max() if ratio.numel() else ratio.new_zeros(())
-    return loss, {"clip_frac": float(clip_frac), "approx_kl_old": float(approx_kl),
-                  "ratio_max": float(ratio_max)}
+    return loss, {"clip_frac": float(clip_frac), "approx_kl_old": float(approx_kl), "ratio_max": float(ratio_max)}
 
 
 def kl_k3(logp: torch.Tensor, ref_logp: torch.Tensor, clamp: float = 10.0) -> torch.Tensor:

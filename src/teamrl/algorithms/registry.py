@@ -18,6 +18,7 @@ class Registry(Generic[F]):
                 raise ValueError(f"{self.kind} {name!r} is already registered")
             self._items[name] = fn
             return fn
+
         return add
 
     def get(self, name: str) -> F:

@@ -130,10 +130,12 @@ def correction_metrics(made: CorrectionWeights, mask: torch.Tensor) -> dict[str,
     n = float(real.sum())
     if n == 0:
         return {"is_weight_mean": 1.0, "is_weight_max": 1.0, "truncated_frac": 0.0, "masked_frac": 0.0}
-    return {"is_weight_mean": float(made.weights[real].double().sum() / n),
-            "is_weight_max": float(made.weights[real].max()),
-            "truncated_frac": float(made.truncated.sum()) / n,
-            "masked_frac": float(made.masked.sum()) / n}
+    return {
+        "is_weight_mean": float(made.weights[real].double().sum() / n),
+        "is_weight_max": float(made.weights[real].max()),
+        "truncated_frac": float(made.truncated.sum()) / n,
+        "masked_frac": float(made.masked.sum()) / n,
+    }
 
 
 def decoupled_ppo_loss(
@@ -153,5 +155,6 @@ def decoupled_ppo_loss(
     around the sampler), w = `is_weights` [B, T] (e.g. `rollout_correction_weights`), a constant.
     With w = 1 everywhere this is `ppo_clip_loss(logp, prox_logp, ...)`, bit for bit, gradients included.
     """
-    return ppo_clip_loss(logp, prox_logp, advantages, mask, clip_low, clip_high, aggregation, log_ratio_clamp,
-                         token_weights=is_weights)
+    return ppo_clip_loss(
+        logp, prox_logp, advantages, mask, clip_low, clip_high, aggregation, log_ratio_clamp, token_weights=is_weights
+    )

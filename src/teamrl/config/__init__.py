@@ -8,9 +8,29 @@ fail at load time with a message that says which key and how to fix it (`buildin
 
 from teamrl.config.checks import ConfigError
 from teamrl.config.run import REGIMES, RunConfig, config_to_dict, load_config
-from teamrl.config.sections import (AlgorithmConfig, DiagnosticsConfig, LoraConfig, PolicyConfig, RolloutConfig,
-                                    TrainConfig, TrainerConfig, WorkflowConfig)
+from teamrl.config.sections import (
+    AlgorithmConfig,
+    DiagnosticsConfig,
+    LoraConfig,
+    PolicyConfig,
+    RolloutConfig,
+    TrainConfig,
+    TrainerConfig,
+    WorkflowConfig,
+)
 
-__all__ = ["REGIMES", "AlgorithmConfig", "ConfigError", "DiagnosticsConfig", "LoraConfig", "PolicyConfig",
-           "RolloutConfig", "RunConfig", "TrainConfig", "TrainerConfig", "WorkflowConfig", "config_to_dict",
-           "load_config"]
+__all__ = [
+    "REGIMES",
+    "AlgorithmConfig",
+    "ConfigError",
+    "DiagnosticsConfig",
+    "LoraConfig",
+    "PolicyConfig",
+    "RolloutConfig",
+    "RunConfig",
+    "TrainConfig",
+    "TrainerConfig",
+    "WorkflowConfig",
+    "config_to_dict",
+    "load_config",
+]

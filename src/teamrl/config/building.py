@@ -22,8 +22,10 @@ def build_dataclass(cls: type, data: dict[str, Any], where: str) -> Any:
     names = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(data) - names)
     if unknown:
-        raise ConfigError(f"unknown key(s) {', '.join(where + k for k in unknown)}; valid keys under "
-                          f"{where or 'the top level'}: {', '.join(sorted(names))}")
+        raise ConfigError(
+            f"unknown key(s) {', '.join(where + k for k in unknown)}; valid keys under "
+            f"{where or 'the top level'}: {', '.join(sorted(names))}"
+        )
     kwargs = {}
     for name, value in data.items():
         hint = optional_dataclass(hints[name], value)
@@ -32,8 +34,9 @@ def build_dataclass(cls: type, data: dict[str, Any], where: str) -> Any:
                 raise ConfigError(f"{where}{name} must be a mapping, got {type(value).__name__}")
             factory = next(f for f in dataclasses.fields(cls) if f.name == name).default_factory
             if factory is dataclasses.MISSING:
-                raise TypeError(f"{cls.__name__}.{name}: a dict field needs default_factory=dict "
-                                "(or a factory of its defaults)")
+                raise TypeError(
+                    f"{cls.__name__}.{name}: a dict field needs default_factory=dict (or a factory of its defaults)"
+                )
             default = factory()
             value = {**default, **value}  # e.g. `task.size=5` keeps the default task name
         if isinstance(hint, type) and dataclasses.is_dataclass(hint):
@@ -64,11 +67,14 @@ def check_values(data: Any) -> None:
         value, key, depth = stack.pop()
         seen += 1
         if seen > MAX_VALUES:
-            raise ConfigError(f"the config holds more than {MAX_VALUES} values (YAML aliases that repeat each "
-                              "other?); write each setting out once")
+            raise ConfigError(
+                f"the config holds more than {MAX_VALUES} values (YAML aliases that repeat each "
+                "other?); write each setting out once"
+            )
         if depth > MAX_DEPTH:
-            raise ConfigError(f"{key} nests more than {MAX_DEPTH} levels deep, and no setting nests that deep; "
-                              "check its brackets")
+            raise ConfigError(
+                f"{key} nests more than {MAX_DEPTH} levels deep, and no setting nests that deep; check its brackets"
+            )
         if isinstance(value, dict):
             stack.extend((item, f"{key}.{name}" if key else str(name), depth + 1) for name, item in value.items())
         elif isinstance(value, list):
@@ -82,11 +88,14 @@ def check_number(value: Any, key: str) -> None:
     if isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_INT:
         digits = int(value.bit_length() * math.log10(2)) + 1
         shown = str(value) if digits <= 40 else f"an integer of about {digits} digits"
-        raise ConfigError(f"{key} = {shown} is too large: settings are 64-bit integers (at most {MAX_INT}); "
-                          "use a smaller value")
+        raise ConfigError(
+            f"{key} = {shown} is too large: settings are 64-bit integers (at most {MAX_INT}); use a smaller value"
+        )
     if isinstance(value, float) and not math.isfinite(value):
-        raise ConfigError(f"{key} = {value!r} is invalid: expected a finite number (NaN and infinity are no "
-                          "setting's value); write a number, e.g. 0.001")
+        raise ConfigError(
+            f"{key} = {value!r} is invalid: expected a finite number (NaN and infinity are no "
+            "setting's value); write a number, e.g. 0.001"
+        )
 
 
 def coerce(value: Any, hint: Any, key: str) -> Any:

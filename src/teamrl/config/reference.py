@@ -29,8 +29,11 @@ def field_help(cls: type) -> dict[str, str]:
         if not (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)):
             continue
         text = ""
-        if (isinstance(following, ast.Expr) and isinstance(following.value, ast.Constant)
-                and isinstance(following.value.value, str)):
+        if (
+            isinstance(following, ast.Expr)
+            and isinstance(following.value, ast.Constant)
+            and isinstance(following.value.value, str)
+        ):
             text = " ".join(following.value.value.split())
         helps[node.target.id] = text
     return helps
@@ -57,8 +60,12 @@ def _type_name(f: dataclasses.Field, hint: Any) -> str:
     """The type column: a word option lists its words (`a` or `b`), other types read as annotated."""
     parts = typing.get_args(hint) if typing.get_origin(hint) in (typing.Union, types.UnionType) else (hint,)
     if any(choices(part) for part in parts):
-        return " or ".join(" or ".join(f"`{word}`" for word in choices(part)) if choices(part)
-                           else getattr(part, "__name__", str(part)) for part in parts)
+        return " or ".join(
+            " or ".join(f"`{word}`" for word in choices(part))
+            if choices(part)
+            else getattr(part, "__name__", str(part))
+            for part in parts
+        )
     kind = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type))
     return kind.replace("|", "or").replace("  ", " ")
 
@@ -75,8 +82,10 @@ def section_table(cls: type, prefix: str) -> str:
         default = field_default(f)
         if dataclasses.is_dataclass(default):
             continue  # nested sections get their own table
-        rows.append(f"| `{prefix}{f.name}` | {_cell(_type_name(f, hints[f.name]))} | {_cell(_show(default))} "
-                    f"| {_cell(helps.get(f.name, ''))} |")
+        rows.append(
+            f"| `{prefix}{f.name}` | {_cell(_type_name(f, hints[f.name]))} | {_cell(_show(default))} "
+            f"| {_cell(helps.get(f.name, ''))} |"
+        )
     return "\n".join(rows)
 
 
@@ -93,7 +102,9 @@ def config_reference(root: type, extra_sections: Sequence[tuple[str, type, str]]
             for inner in dataclasses.fields(cls):
                 sub = field_default(inner)
                 if dataclasses.is_dataclass(sub):
-                    parts.append(f"### `{f.name}.{inner.name}`\n\n{section_table(type(sub), f'{f.name}.{inner.name}.')}")
+                    parts.append(
+                        f"### `{f.name}.{inner.name}`\n\n{section_table(type(sub), f'{f.name}.{inner.name}.')}"
+                    )
     for title, cls, prefix in extra_sections:
         parts.append(f"## {title}\n\n{inspect.getdoc(cls) or ''}\n\n{section_table(cls, prefix)}")
     return "\n\n".join(parts) + "\n"

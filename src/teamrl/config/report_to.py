@@ -28,12 +28,17 @@ class Backend:
 
 
 BACKENDS: dict[str, Backend] = {
-    "tensorboard": Backend(("tensorboard",), "tensorboard", "tensorboard",
-                           "teamrl.training.trackers.tensorboard_backend"),
+    "tensorboard": Backend(
+        ("tensorboard",), "tensorboard", "tensorboard", "teamrl.training.trackers.tensorboard_backend"
+    ),
     "wandb": Backend(("wandb",), "wandb", "wandb", "teamrl.training.trackers.wandb_backend"),
     # The local sqlite store needs SQLAlchemy and Alembic; mlflow-skinny leaves them out, full mlflow has them.
-    "mlflow": Backend(("mlflow", "sqlalchemy", "alembic"), "mlflow", "mlflow-skinny sqlalchemy alembic",
-                      "teamrl.training.trackers.mlflow_backend"),
+    "mlflow": Backend(
+        ("mlflow", "sqlalchemy", "alembic"),
+        "mlflow",
+        "mlflow-skinny sqlalchemy alembic",
+        "teamrl.training.trackers.mlflow_backend",
+    ),
     "trackio": Backend(("trackio",), "trackio", "trackio", "teamrl.training.trackers.trackio_backend"),
 }
 KEYWORDS = ("auto", "all", "none")
@@ -59,17 +64,21 @@ def resolve_report_to(value: Any) -> list[str]:
         return []
     names = [value] if isinstance(value, str) else value
     if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
-        raise ConfigError(f"report_to = {value!r} is invalid: expected a list of tracker names ({valid}), "
-                          "or one of auto, all, none")
+        raise ConfigError(
+            f"report_to = {value!r} is invalid: expected a list of tracker names ({valid}), or one of auto, all, none"
+        )
     for name in names:
         if name not in BACKENDS:
-            raise ConfigError(f"report_to: unknown tracker {name!r}; valid trackers: {valid} "
-                              "(or report_to: auto, all or none)")
+            raise ConfigError(
+                f"report_to: unknown tracker {name!r}; valid trackers: {valid} (or report_to: auto, all or none)"
+            )
         if not installed(name):
             backend = BACKENDS[name]
-            raise ConfigError(f"report_to names {name}, but its packages are not installed: "
-                              f"pip install 'teamrl[{backend.extra}]' (or: pip install {backend.packages}), "
-                              f"or remove {name} from report_to")
+            raise ConfigError(
+                f"report_to names {name}, but its packages are not installed: "
+                f"pip install 'teamrl[{backend.extra}]' (or: pip install {backend.packages}), "
+                f"or remove {name} from report_to"
+            )
     if len(set(names)) != len(names):
         raise ConfigError(f"report_to = {value!r} names a tracker twice; list each once")
     return list(names)

@@ -14,8 +14,15 @@ from teamrl.config.building import build_dataclass, check_values, set_dotted
 from teamrl.config.checks import ConfigError, require
 from teamrl.config.cross_checks import check_rollout_workers_engine, check_sharding
 from teamrl.config.options import Regime, check_choice, choices
-from teamrl.config.sections import (AlgorithmConfig, DiagnosticsConfig, PolicyConfig, RolloutConfig, TrainConfig,
-                                    TrainerConfig, WorkflowConfig)
+from teamrl.config.sections import (
+    AlgorithmConfig,
+    DiagnosticsConfig,
+    PolicyConfig,
+    RolloutConfig,
+    TrainConfig,
+    TrainerConfig,
+    WorkflowConfig,
+)
 
 REGIMES = choices(Regime)
 
@@ -65,8 +72,12 @@ class RunConfig:
 
         entry = task_entry(self.task["name"])
         kinds = ("team", *(("single",) if entry.single else ()), *sorted(entry.workflows))
-        require(self.workflow.name in kinds, "workflow.name", self.workflow.name,
-                f"one of {', '.join(kinds)} for task {self.task['name']!r}")
+        require(
+            self.workflow.name in kinds,
+            "workflow.name",
+            self.workflow.name,
+            f"one of {', '.join(kinds)} for task {self.task['name']!r}",
+        )
         check_rollout_workers_engine(self.rollout, self.trainer)
         check_sharding(self.trainer, self.algorithm)
         from teamrl.config.report_to import resolve_report_to
@@ -86,9 +97,11 @@ class RunConfig:
             if not isinstance(value, str) or not value.isidentifier():
                 raise ConfigError(f"roles.{key} = {value!r} must be a policy name (an identifier)")
             if self.policies and value not in self.policies:
-                raise ConfigError(f"roles.{key} = {value!r} is not defined under `policies` "
-                                  f"(defined: {', '.join(sorted(self.policies))}); add policies.{value} "
-                                  "or map to a defined policy")
+                raise ConfigError(
+                    f"roles.{key} = {value!r} is not defined under `policies` "
+                    f"(defined: {', '.join(sorted(self.policies))}); add policies.{value} "
+                    "or map to a defined policy"
+                )
 
     def policy_config(self, name: str) -> PolicyConfig:
         """The settings of policy `name`: `policy` overridden by `policies[name]` (when present)."""
@@ -96,7 +109,9 @@ class RunConfig:
         entry = dict(self.policies.get(name) or {})
         if isinstance(entry.get("lora"), dict) and isinstance(base.get("lora"), dict):
             entry["lora"] = {**base["lora"], **entry["lora"]}  # a policy may change only the rank
-        return build_dataclass(PolicyConfig, {**base, **entry}, f"policies.{name}." if name in self.policies else "policy.")
+        return build_dataclass(
+            PolicyConfig, {**base, **entry}, f"policies.{name}." if name in self.policies else "policy."
+        )
 
     def task_settings(self) -> Any:
         """The task section as the task's typed, validated settings object."""
@@ -118,14 +133,18 @@ def load_config(path: str | Path | None, overrides: Sequence[str] = ()) -> RunCo
         try:
             text = path.read_text(encoding="utf-8")
         except UnicodeDecodeError as err:
-            raise ConfigError(f"config file {path} is not a text file (byte {err.object[err.start]:#04x} at offset "
-                              f"{err.start} is not UTF-8); pass a YAML config file") from None
+            raise ConfigError(
+                f"config file {path} is not a text file (byte {err.object[err.start]:#04x} at offset "
+                f"{err.start} is not UTF-8); pass a YAML config file"
+            ) from None
         data = _parse_yaml(text, f"config file {path}", "fix the file")
         if data is None:
             data = {}
         if not isinstance(data, dict):
-            raise ConfigError(f"config file {path} holds a YAML {type(data).__name__}, not a mapping of "
-                              "settings; write one `key: value` per line, e.g. `seed: 1` or `train: {steps: 50}`")
+            raise ConfigError(
+                f"config file {path} holds a YAML {type(data).__name__}, not a mapping of "
+                "settings; write one `key: value` per line, e.g. `seed: 1` or `train: {steps: 50}`"
+            )
     return config_from_mapping(data, overrides)
 
 
@@ -154,8 +173,9 @@ def _parse_yaml(text: str, what: str, fix: str) -> Any:
     except yaml.YAMLError as err:  # e.g. a control character: the reader's message names it
         raise ConfigError(f"{what} is not valid YAML: {str(err).splitlines()[0]}; {fix}") from None
     except RecursionError:  # the parser recurses once per bracket
-        raise ConfigError(f"{what} nests brackets too deeply to read, and no setting nests more than a few "
-                          "levels; check its brackets") from None
+        raise ConfigError(
+            f"{what} nests brackets too deeply to read, and no setting nests more than a few levels; check its brackets"
+        ) from None
     except ValueError as err:  # an integer of thousands of digits: Python's int() refuses to read it
         raise ConfigError(f"{what}: {err}; {fix}") from None
 

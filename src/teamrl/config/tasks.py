@@ -48,11 +48,14 @@ W = TypeVar("W", bound=Workflow)
 def demos_of(kind: type[W], play: Callable[[W, int], Iterator[tuple[str, Prompt, str]]]) -> Demos:
     """`play`, scripted demonstrations of `kind` workflows, as a task's `Demos`: the registry hands
     demos the workflow its task built; any other workflow is refused with a clear error."""
+
     def demos(workflow: Workflow, seed: int) -> Iterator[tuple[str, Prompt, str]]:
         if not isinstance(workflow, kind):
-            raise TypeError(f"these scripted demonstrations play {kind.__name__} workflows, "
-                            f"got {type(workflow).__name__}")
+            raise TypeError(
+                f"these scripted demonstrations play {kind.__name__} workflows, got {type(workflow).__name__}"
+            )
         return play(workflow, seed)
+
     return demos
 
 
@@ -88,63 +91,144 @@ class TaskEntry:
 
 TASKS: dict[str, TaskEntry] = {
     "plan_path": TaskEntry(
-        PlanPathConfig, PlanPathWorkflow,
-        demos_of(PlanPathWorkflow,
-                 lambda wf, seed: plan_path_demos.demonstrations(wf, seed, plan_path_demos.ScriptedSkill())),
-        sources=("teamrl.demos.plan_path", "teamrl.workflows.plan_path_team", "teamrl.workflows.tool_plan",
-                 "teamrl.tasks.plan_path", "teamrl.tasks.plan_parsing", "teamrl.tasks.code_blocks")),
+        PlanPathConfig,
+        PlanPathWorkflow,
+        demos_of(
+            PlanPathWorkflow, lambda wf, seed: plan_path_demos.demonstrations(wf, seed, plan_path_demos.ScriptedSkill())
+        ),
+        sources=(
+            "teamrl.demos.plan_path",
+            "teamrl.workflows.plan_path_team",
+            "teamrl.workflows.tool_plan",
+            "teamrl.tasks.plan_path",
+            "teamrl.tasks.plan_parsing",
+            "teamrl.tasks.code_blocks",
+        ),
+    ),
     "sokoban": TaskEntry(
-        SokobanConfig, SokobanWorkflow,
-        demos_of(ToolPlanWorkflow,
-                 lambda wf, seed: planning_demos.demonstrations(wf, seed, planning_demos.PlanningSkill())),
-        sources=("teamrl.demos.planning", "teamrl.workflows.sokoban_team", "teamrl.workflows.tool_plan",
-                 "teamrl.tasks.sokoban", "teamrl.tasks.sokoban_rooms", "teamrl.tasks.plan_parsing",
-                 "teamrl.tasks.code_blocks")),
+        SokobanConfig,
+        SokobanWorkflow,
+        demos_of(
+            ToolPlanWorkflow, lambda wf, seed: planning_demos.demonstrations(wf, seed, planning_demos.PlanningSkill())
+        ),
+        sources=(
+            "teamrl.demos.planning",
+            "teamrl.workflows.sokoban_team",
+            "teamrl.workflows.tool_plan",
+            "teamrl.tasks.sokoban",
+            "teamrl.tasks.sokoban_rooms",
+            "teamrl.tasks.plan_parsing",
+            "teamrl.tasks.code_blocks",
+        ),
+    ),
     "sudoku": TaskEntry(
-        SudokuConfig, SudokuWorkflow,
-        demos_of(ToolPlanWorkflow,
-                 lambda wf, seed: planning_demos.demonstrations(wf, seed, planning_demos.PlanningSkill())),
-        sources=("teamrl.demos.planning", "teamrl.workflows.sudoku_team", "teamrl.workflows.tool_plan",
-                 "teamrl.tasks.sudoku", "teamrl.tasks.sudoku_grid", "teamrl.tasks.plan_parsing", "teamrl.tasks.code_blocks")),
+        SudokuConfig,
+        SudokuWorkflow,
+        demos_of(
+            ToolPlanWorkflow, lambda wf, seed: planning_demos.demonstrations(wf, seed, planning_demos.PlanningSkill())
+        ),
+        sources=(
+            "teamrl.demos.planning",
+            "teamrl.workflows.sudoku_team",
+            "teamrl.workflows.tool_plan",
+            "teamrl.tasks.sudoku",
+            "teamrl.tasks.sudoku_grid",
+            "teamrl.tasks.plan_parsing",
+            "teamrl.tasks.code_blocks",
+        ),
+    ),
     # The scripted math / code agents play procedural sources only (arithmetic; procedural
     # add,sub,mul,affine); other sources train a model given by path (policy.model).
     "math": TaskEntry(
-        MathTaskConfig, MathWorkflow,
-        with_flow_demos(demos_of(MathWorkflow,
-                                 lambda wf, seed: math_demos.demonstrations(wf, seed, math_demos.MathSkill()))),
-        sources=("teamrl.demos.math", "teamrl.demos.driver", "teamrl.workflows.math_team",
-                 "teamrl.tasks.math_data", "teamrl.tasks.math_answers") + FLOW_SOURCES,
-        workflows=dict(FLOW_KINDS)),
+        MathTaskConfig,
+        MathWorkflow,
+        with_flow_demos(
+            demos_of(MathWorkflow, lambda wf, seed: math_demos.demonstrations(wf, seed, math_demos.MathSkill()))
+        ),
+        sources=(
+            "teamrl.demos.math",
+            "teamrl.demos.driver",
+            "teamrl.workflows.math_team",
+            "teamrl.tasks.math_data",
+            "teamrl.tasks.math_answers",
+        )
+        + FLOW_SOURCES,
+        workflows=dict(FLOW_KINDS),
+    ),
     "code": TaskEntry(
-        CodeTaskConfig, code_demos.code_workflow,
-        with_flow_demos(demos_of(CodeWorkflow,
-                                 lambda wf, seed: code_demos.demonstrations(wf, seed, code_demos.CodeSkill()))),
-        sources=("teamrl.demos.code", "teamrl.demos.driver", "teamrl.workflows.code_team",
-                 "teamrl.workflows.code_parsing", "teamrl.workflows.code_sources",
-                 "teamrl.tasks.code_procedural") + FLOW_SOURCES,
-        workflows=dict(FLOW_KINDS)),
+        CodeTaskConfig,
+        code_demos.code_workflow,
+        with_flow_demos(
+            demos_of(CodeWorkflow, lambda wf, seed: code_demos.demonstrations(wf, seed, code_demos.CodeSkill()))
+        ),
+        sources=(
+            "teamrl.demos.code",
+            "teamrl.demos.driver",
+            "teamrl.workflows.code_team",
+            "teamrl.workflows.code_parsing",
+            "teamrl.workflows.code_sources",
+            "teamrl.tasks.code_procedural",
+        )
+        + FLOW_SOURCES,
+        workflows=dict(FLOW_KINDS),
+    ),
     # The study's tasks (docs/study/index.md): each role sees half of the state; broad scripted priors.
     "split_nav": TaskEntry(
-        SplitNavConfig, SplitNavWorkflow, demos_of(SplitNavWorkflow, split_nav_demos.demonstrations),
-        sources=("teamrl.demos.split_nav", "teamrl.demos.driver", "teamrl.workflows.split_nav_team",
-                 "teamrl.tasks.split_nav", "teamrl.tasks.content_splits", "teamrl.tasks.plan_path")),
+        SplitNavConfig,
+        SplitNavWorkflow,
+        demos_of(SplitNavWorkflow, split_nav_demos.demonstrations),
+        sources=(
+            "teamrl.demos.split_nav",
+            "teamrl.demos.driver",
+            "teamrl.workflows.split_nav_team",
+            "teamrl.tasks.split_nav",
+            "teamrl.tasks.content_splits",
+            "teamrl.tasks.plan_path",
+        ),
+    ),
     "split_calc": TaskEntry(
-        SplitCalcConfig, SplitCalcWorkflow, demos_of(SplitCalcWorkflow, split_calc_demos.demonstrations),
-        sources=("teamrl.demos.split_calc", "teamrl.demos.driver", "teamrl.workflows.split_calc_team",
-                 "teamrl.tasks.split_calc", "teamrl.tasks.content_splits")),
+        SplitCalcConfig,
+        SplitCalcWorkflow,
+        demos_of(SplitCalcWorkflow, split_calc_demos.demonstrations),
+        sources=(
+            "teamrl.demos.split_calc",
+            "teamrl.demos.driver",
+            "teamrl.workflows.split_calc_team",
+            "teamrl.tasks.split_calc",
+            "teamrl.tasks.content_splits",
+        ),
+    ),
     # The study workflows on Split-Calc content (docs/howto/study-workflows.md); `team` is voting.
     "calc_flows": TaskEntry(
-        CalcFlowsConfig, CALC_FLOWS["voting"], calc_flows_demos.demonstrations,
-        sources=("teamrl.demos.calc_flows", "teamrl.demos.split_calc", "teamrl.demos.driver",
-                 "teamrl.workflows.calc_flows", "teamrl.tasks.split_calc", "teamrl.tasks.content_splits")
-        + FLOW_SOURCES[1:], workflows=dict(CALC_FLOWS), single=False),
+        CalcFlowsConfig,
+        CALC_FLOWS["voting"],
+        calc_flows_demos.demonstrations,
+        sources=(
+            "teamrl.demos.calc_flows",
+            "teamrl.demos.split_calc",
+            "teamrl.demos.driver",
+            "teamrl.workflows.calc_flows",
+            "teamrl.tasks.split_calc",
+            "teamrl.tasks.content_splits",
+        )
+        + FLOW_SOURCES[1:],
+        workflows=dict(CALC_FLOWS),
+        single=False,
+    ),
 }
 
 
-def register_task(name: str, entry: TaskEntry | None = None, *, workflow: Callable[..., Workflow] | None = None,
-                  settings: type | None = None, script: Respond | None = None, demos: Demos | None = None,
-                  single_agent: Callable[..., Workflow] | None = None,
-                  workflows: dict[str, Callable[..., Workflow]] | None = None) -> TaskEntry:
+def register_task(
+    name: str,
+    entry: TaskEntry | None = None,
+    *,
+    workflow: Callable[..., Workflow] | None = None,
+    settings: type | None = None,
+    script: Respond | None = None,
+    demos: Demos | None = None,
+    single_agent: Callable[..., Workflow] | None = None,
+    workflows: dict[str, Callable[..., Workflow]] | None = None,
+) -> TaskEntry:
     """Add a task that `task.name: <name>` selects; returns its entry. Names are unique.
 
     Either a ready `TaskEntry`, or (the usual way) keyword arguments:
@@ -162,8 +246,10 @@ def register_task(name: str, entry: TaskEntry | None = None, *, workflow: Callab
     """
     if entry is not None and not isinstance(entry, TaskEntry):
         kind = entry.__name__ if isinstance(entry, type) else type(entry).__name__
-        raise TypeError(f"register_task({name!r}, {kind}): the second argument must be a TaskEntry; to register a "
-                        f"workflow, call register_task({name!r}, workflow=YourWorkflow, settings=YourSettings)")
+        raise TypeError(
+            f"register_task({name!r}, {kind}): the second argument must be a TaskEntry; to register a "
+            f"workflow, call register_task({name!r}, workflow=YourWorkflow, settings=YourSettings)"
+        )
     if entry is None:
         entry = _entry_from_parts(name, workflow, settings, script, demos, single_agent, workflows or {})
     elif any(v is not None for v in (workflow, settings, script, demos, single_agent, workflows)):
@@ -179,15 +265,24 @@ class NoSettings:
     """A task without settings of its own."""
 
 
-def _entry_from_parts(name: str, workflow: Callable[..., Workflow] | None, settings: type | None,
-                      script: Respond | None, demos: Demos | None, single_agent: Callable[..., Workflow] | None,
-                      workflows: dict[str, Callable[..., Workflow]]) -> TaskEntry:
+def _entry_from_parts(
+    name: str,
+    workflow: Callable[..., Workflow] | None,
+    settings: type | None,
+    script: Respond | None,
+    demos: Demos | None,
+    single_agent: Callable[..., Workflow] | None,
+    workflows: dict[str, Callable[..., Workflow]],
+) -> TaskEntry:
     if workflow is None or not callable(workflow):
-        raise TypeError(f"register_task({name!r}): workflow= must be the class or function that builds the "
-                        "team workflow")
+        raise TypeError(
+            f"register_task({name!r}): workflow= must be the class or function that builds the team workflow"
+        )
     if settings is not None and not dataclasses.is_dataclass(settings):
-        raise TypeError(f"register_task({name!r}): settings= must be a dataclass (its fields are the task.<key> "
-                        f"config keys), got {settings!r}")
+        raise TypeError(
+            f"register_task({name!r}): settings= must be a dataclass (its fields are the task.<key> "
+            f"config keys), got {settings!r}"
+        )
     if script is not None and demos is not None:
         raise TypeError(f"register_task({name!r}): give script= or demos=, not both")
     if script is not None:
@@ -198,16 +293,24 @@ def _entry_from_parts(name: str, workflow: Callable[..., Workflow] | None, setti
     def build(task_settings: Any, single_agent: bool = False, **kwargs: Any) -> Workflow:
         if single_agent:
             if single_builder is None:
-                raise ValueError(f"task {name!r} has no single-agent workflow; register one with "
-                                 "register_task(..., single_agent=...) or use workflow.name: team")
+                raise ValueError(
+                    f"task {name!r} has no single-agent workflow; register one with "
+                    "register_task(..., single_agent=...) or use workflow.name: team"
+                )
             return single_builder(task_settings, **kwargs)
         return team_builder(task_settings, **kwargs)
 
     # The warm-up cache key hashes these modules: editing the user's workflow or scripts retrains it.
     parts = (workflow, settings, script, demos, single_agent, *workflows.values())
     sources = tuple(dict.fromkeys(m.__name__ for m in map(inspect.getmodule, filter(None, parts)) if m is not None))
-    return TaskEntry(settings or NoSettings, build, demos, sources=sources,
-                     workflows={k: adapt_factory(f) for k, f in workflows.items()}, single=single_agent is not None)
+    return TaskEntry(
+        settings or NoSettings,
+        build,
+        demos,
+        sources=sources,
+        workflows={k: adapt_factory(f) for k, f in workflows.items()},
+        single=single_agent is not None,
+    )
 
 
 def adapt_factory(factory: Callable[..., Workflow]) -> Callable[..., Workflow]:
@@ -245,8 +348,9 @@ def load_task_module(spec: str) -> None:
             return  # imported already: its register_task calls ran once
         module_spec = importlib.util.spec_from_file_location(module_name, path)
         if module_spec is None or module_spec.loader is None:  # a file Python cannot import (not .py)
-            raise ValueError(f"task.module {spec!r}: {path} is not a Python module; give a .py file or a dotted "
-                             "module name")
+            raise ValueError(
+                f"task.module {spec!r}: {path} is not a Python module; give a .py file or a dotted module name"
+            )
         module = importlib.util.module_from_spec(module_spec)
         sys.modules[module_name] = module
         try:
@@ -258,8 +362,10 @@ def load_task_module(spec: str) -> None:
     try:
         importlib.import_module(spec)
     except ModuleNotFoundError as err:
-        raise ValueError(f"task.module {spec!r} could not be imported ({err}); give a module importable from "
-                         "here (check PYTHONPATH or pip install your package) or a path to a .py file") from err
+        raise ValueError(
+            f"task.module {spec!r} could not be imported ({err}); give a module importable from "
+            "here (check PYTHONPATH or pip install your package) or a path to a .py file"
+        ) from err
 
 
 def task_entry(name: str) -> TaskEntry:
@@ -283,12 +389,16 @@ def task_settings(task: dict[str, Any]) -> Any:
     if not name:
         raise ValueError(f"task.name is missing; registered tasks: {', '.join(sorted(TASKS))}")
     if name not in TASKS and module is not None:
-        raise ValueError(f"task.module {module!r} was imported but registered no task named {name!r}; "
-                         f"registered tasks: {', '.join(sorted(TASKS))}")
+        raise ValueError(
+            f"task.module {module!r} was imported but registered no task named {name!r}; "
+            f"registered tasks: {', '.join(sorted(TASKS))}"
+        )
     entry = task_entry(name)
     fields = {f.name for f in dataclasses.fields(entry.settings)}
     unknown = sorted(set(params) - fields)
     if unknown:
-        raise ValueError(f"unknown key(s) {', '.join('task.' + k for k in unknown)} for task {name!r}; "
-                         f"valid keys: name, {', '.join(sorted(fields))}")
+        raise ValueError(
+            f"unknown key(s) {', '.join('task.' + k for k in unknown)} for task {name!r}; "
+            f"valid keys: name, {', '.join(sorted(fields))}"
+        )
     return entry.settings(**params)

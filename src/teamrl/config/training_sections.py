@@ -123,41 +123,79 @@ class AlgorithmConfig:
         # Keys are bare: build_dataclass prefixes the section ("algorithm.") to a check's message.
         check_choice(self.grouping, "grouping", Grouping)
         check_choice(self.objective, "objective", Objective)
-        require(self.objective != "rft" or self.grouping == "trajectory", "objective", self.objective,
-                "grpo with tree grouping (rft imitates whole successful episodes: set algorithm.grouping=trajectory)")
+        require(
+            self.objective != "rft" or self.grouping == "trajectory",
+            "objective",
+            self.objective,
+            "grpo with tree grouping (rft imitates whole successful episodes: set algorithm.grouping=trajectory)",
+        )
         check_choice(self.trajectory_credit, "trajectory_credit", TrajectoryCredit)
         require(self.k >= 2, "k", self.k, ">= 2 (a group needs two samples)")
         check_choice(self.commit, "commit", Commit)
         check_choice(self.aggregation, "aggregation", Aggregation)
-        require(0 <= self.clip_low < 1 and self.clip_high >= 0, "clip_low", self.clip_low,
-                "0 <= clip_low < 1 and clip_high >= 0")
-        require(self.minibatch_size >= 1 and self.ppo_epochs >= 1, "minibatch_size", self.minibatch_size,
-                ">= 1 (and ppo_epochs >= 1)")
+        require(
+            0 <= self.clip_low < 1 and self.clip_high >= 0,
+            "clip_low",
+            self.clip_low,
+            "0 <= clip_low < 1 and clip_high >= 0",
+        )
+        require(
+            self.minibatch_size >= 1 and self.ppo_epochs >= 1,
+            "minibatch_size",
+            self.minibatch_size,
+            ">= 1 (and ppo_epochs >= 1)",
+        )
         self._check_mitigations()
-        require(self.micro_batch_tokens >= 0, "micro_batch_tokens", self.micro_batch_tokens,
-                "an integer >= 0 tokens (0 = no limit), e.g. 4096")
-        require(self.bucket_call_tokens >= 0, "bucket_call_tokens", self.bucket_call_tokens,
-                "an integer >= 0 (e.g. 64; set length_buckets: false to turn bucketing off)")
+        require(
+            self.micro_batch_tokens >= 0,
+            "micro_batch_tokens",
+            self.micro_batch_tokens,
+            "an integer >= 0 tokens (0 = no limit), e.g. 4096",
+        )
+        require(
+            self.bucket_call_tokens >= 0,
+            "bucket_call_tokens",
+            self.bucket_call_tokens,
+            "an integer >= 0 (e.g. 64; set length_buckets: false to turn bucketing off)",
+        )
         check_choice(self.autocast, "autocast", Autocast)
         check_choice(self.rollout_correction, "rollout_correction", RolloutCorrection)
-        require(self.rollout_correction_cap > 1, "rollout_correction_cap", self.rollout_correction_cap,
-                "a number > 1 (the weight is kept within [1 / cap, cap]), e.g. 2.0")
+        require(
+            self.rollout_correction_cap > 1,
+            "rollout_correction_cap",
+            self.rollout_correction_cap,
+            "a number > 1 (the weight is kept within [1 / cap, cap]), e.g. 2.0",
+        )
 
     def _check_mitigations(self) -> None:
         """The settings of the mitigations against unstable ratios, echo chambers and dominant roles."""
-        require(self.log_ratio_clamp > 0, "log_ratio_clamp", self.log_ratio_clamp,
-                "> 0 (e.g. 20: ratios beyond exp(20) are treated as exp(20))")
+        require(
+            self.log_ratio_clamp > 0,
+            "log_ratio_clamp",
+            self.log_ratio_clamp,
+            "> 0 (e.g. 20: ratios beyond exp(20) are treated as exp(20))",
+        )
         require(self.kl_clamp > 0, "kl_clamp", self.kl_clamp, "> 0 (e.g. 10)")
         if self.agentwise_norm and self.grouping == "trajectory" and self.trajectory_credit == "team":
-            raise ConfigError("agentwise_norm = true does nothing with grouping: trajectory and "
-                              "trajectory_credit: team (every agent shares the episode's return); set "
-                              "algorithm.trajectory_credit=per_agent or algorithm.grouping=tree, or "
-                              "agentwise_norm=false")
+            raise ConfigError(
+                "agentwise_norm = true does nothing with grouping: trajectory and "
+                "trajectory_credit: team (every agent shares the episode's return); set "
+                "algorithm.trajectory_credit=per_agent or algorithm.grouping=tree, or "
+                "agentwise_norm=false"
+            )
         for role, coef in self.kl_coef_by_role.items():
-            require(isinstance(coef, (int, float)) and not isinstance(coef, bool) and coef >= 0,
-                    f"kl_coef_by_role.{role}", coef, "a number >= 0")
-        require(0 <= self.coherence_damping <= 1, "coherence_damping", self.coherence_damping,
-                "0 <= lambda <= 1 (0 = off; at 1 a fully coherent role's update freezes)")
+            require(
+                isinstance(coef, (int, float)) and not isinstance(coef, bool) and coef >= 0,
+                f"kl_coef_by_role.{role}",
+                coef,
+                "a number >= 0",
+            )
+        require(
+            0 <= self.coherence_damping <= 1,
+            "coherence_damping",
+            self.coherence_damping,
+            "0 <= lambda <= 1 (0 = off; at 1 a fully coherent role's update freezes)",
+        )
         require(0 <= self.coherence_tau < 1, "coherence_tau", self.coherence_tau, "0 <= tau < 1")
 
 
@@ -211,26 +249,46 @@ class TrainConfig:
     def __post_init__(self) -> None:
         # Keys are bare: build_dataclass prefixes the section ("train.") to a field check's message.
         require(self.steps >= 0, "steps", self.steps, "an integer >= 0")
-        require(self.steps <= MAX_STEPS, "steps", self.steps,
-                f"at most {MAX_STEPS:_} steps (to stop on time instead, set train.time_budget_s)")
+        require(
+            self.steps <= MAX_STEPS,
+            "steps",
+            self.steps,
+            f"at most {MAX_STEPS:_} steps (to stop on time instead, set train.time_budget_s)",
+        )
         require(self.batch_size >= 1, "batch_size", self.batch_size, "an integer >= 1")
         require(self.warmup_steps >= 0, "warmup_steps", self.warmup_steps, "an integer >= 0")
         check_choice(self.schedule, "schedule", Schedule)
         require(self.grad_clip >= 0, "grad_clip", self.grad_clip, ">= 0 (0 turns clipping off)")
         require(self.eval_every >= 0, "eval_every", self.eval_every, ">= 0 (0 evaluates only at start and end)")
-        require(self.eval_instances >= 1, "eval_instances", self.eval_instances,
-                "an integer >= 1 (the held-out success needs at least one episode)")
-        require(self.midway_eval_instances >= 0, "midway_eval_instances", self.midway_eval_instances,
-                "an integer >= 0 (0 evaluates eval_instances every time)")
+        require(
+            self.eval_instances >= 1,
+            "eval_instances",
+            self.eval_instances,
+            "an integer >= 1 (the held-out success needs at least one episode)",
+        )
+        require(
+            self.midway_eval_instances >= 0,
+            "midway_eval_instances",
+            self.midway_eval_instances,
+            "an integer >= 0 (0 evaluates eval_instances every time)",
+        )
         require(self.keep_last >= 0, "keep_last", self.keep_last, ">= 0 (0 keeps every checkpoint)")
-        require(self.checkpoint_every >= 0, "checkpoint_every", self.checkpoint_every,
-                ">= 0 (0 writes no resumable checkpoint)")
+        require(
+            self.checkpoint_every >= 0,
+            "checkpoint_every",
+            self.checkpoint_every,
+            ">= 0 (0 writes no resumable checkpoint)",
+        )
         require(self.time_budget_s >= 0, "time_budget_s", self.time_budget_s, ">= 0 seconds (0 = no limit)")
         most = THREADS_PER_CORE * (os.cpu_count() or 1)
-        require(self.threads == "auto" or (isinstance(self.threads, int) and not isinstance(self.threads, bool)
-                                           and 1 <= self.threads <= most), "threads", self.threads,
-                f"auto or a whole number of threads from 1 to {most} ({THREADS_PER_CORE} per core of this "
-                "machine), e.g. train.threads=1")
+        require(
+            self.threads == "auto"
+            or (isinstance(self.threads, int) and not isinstance(self.threads, bool) and 1 <= self.threads <= most),
+            "threads",
+            self.threads,
+            f"auto or a whole number of threads from 1 to {most} ({THREADS_PER_CORE} per core of this "
+            "machine), e.g. train.threads=1",
+        )
         check_choice(self.adamw, "adamw", AdamWImpl)
 
 
@@ -278,10 +336,17 @@ class DiagnosticsConfig:
     def __post_init__(self) -> None:
         check_choice(self.level, "level", DiagnosticsLevel)
         require(self.sketch_dim >= 16, "sketch_dim", self.sketch_dim, ">= 16")
-        require(self.baseline_steps >= 1 and self.window >= 1, "window", self.window,
-                ">= 1 (and baseline_steps >= 1)")
-        for name in ("dominant_share", "drift_toward", "format_drop", "echo_cosine", "diversity_drop",
-                     "diversity_floor", "collapse_drop", "stall_success"):
+        require(self.baseline_steps >= 1 and self.window >= 1, "window", self.window, ">= 1 (and baseline_steps >= 1)")
+        for name in (
+            "dominant_share",
+            "drift_toward",
+            "format_drop",
+            "echo_cosine",
+            "diversity_drop",
+            "diversity_floor",
+            "collapse_drop",
+            "stall_success",
+        ):
             value = getattr(self, name)
             require(0 <= value <= 1, name, value, "a fraction between 0 and 1")
         require(self.stall_adv >= 0, "stall_adv", self.stall_adv, ">= 0 (a mean |advantage|)")
@@ -316,16 +381,26 @@ class TrainerConfig:
 
     def __post_init__(self) -> None:
         check_choice(self.backend, "backend", TrainerBackend)
-        require(self.num_cpus_per_policy >= 0 and self.num_gpus_per_policy >= 0, "num_cpus_per_policy",
-                 self.num_cpus_per_policy, ">= 0 (and num_gpus_per_policy >= 0)")
+        require(
+            self.num_cpus_per_policy >= 0 and self.num_gpus_per_policy >= 0,
+            "num_cpus_per_policy",
+            self.num_cpus_per_policy,
+            ">= 0 (and num_gpus_per_policy >= 0)",
+        )
         require(self.data_parallel >= 1, "data_parallel", self.data_parallel, "an integer >= 1")
         require(self.rollout_workers >= 0, "rollout_workers", self.rollout_workers, "an integer >= 0")
-        require(self.num_cpus_per_rollout_worker >= 0, "num_cpus_per_rollout_worker",
-                 self.num_cpus_per_rollout_worker, ">= 0")
+        require(
+            self.num_cpus_per_rollout_worker >= 0,
+            "num_cpus_per_rollout_worker",
+            self.num_cpus_per_rollout_worker,
+            ">= 0",
+        )
         self._check_sharding()
         if self.rollout_workers and self.backend != "ray":
-            raise ConfigError("trainer.rollout_workers > 0 needs trainer.backend: ray (the rollout workers are "
-                              "Ray actors); set trainer.backend=ray or trainer.rollout_workers=0")
+            raise ConfigError(
+                "trainer.rollout_workers > 0 needs trainer.backend: ray (the rollout workers are "
+                "Ray actors); set trainer.backend=ray or trainer.rollout_workers=0"
+            )
 
     def _check_sharding(self) -> None:
         # Messages start at the field: build_dataclass prefixes the section ("trainer.").
@@ -334,12 +409,15 @@ class TrainerConfig:
         if self.shard != "fsdp":
             return
         if self.backend != "ray":
-            raise ConfigError("shard: fsdp needs trainer.backend: ray (a policy is sharded across the Ray "
-                              "workers of its actor group); set trainer.backend=ray, or trainer.shard=none")
+            raise ConfigError(
+                "shard: fsdp needs trainer.backend: ray (a policy is sharded across the Ray "
+                "workers of its actor group); set trainer.backend=ray, or trainer.shard=none"
+            )
         gpus = self.num_gpus_per_policy
         if gpus and self.data_parallel > 1 and (self.data_parallel > gpus or gpus % self.data_parallel):
             raise ConfigError(
                 f"shard: fsdp with data_parallel = {self.data_parallel} shards but num_gpus_per_policy = "
                 f"{gpus:g}: every shard needs whole GPUs of its own (nccl cannot run two ranks on one GPU); set "
                 f"data_parallel to at most {int(gpus)} and a divisor of it, or num_gpus_per_policy to a multiple "
-                f"of {self.data_parallel}")
+                f"of {self.data_parallel}"
+            )

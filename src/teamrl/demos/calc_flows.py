@@ -74,8 +74,9 @@ def _majority(values: list[str | None]) -> int:
     return counts.index(max(counts))
 
 
-def respond(workflow: Any, agent: str, state: Any, rng: random.Random, skill: FlowSkill,
-            record: Counter | None = None) -> str:
+def respond(
+    workflow: Any, agent: str, state: Any, rng: random.Random, skill: FlowSkill, record: Counter | None = None
+) -> str:
     """The scripted response of `agent` in `state` (compact form); `record` counts behaviour kinds."""
     role = workflow.check_agent(agent).role
     item = state.problem
@@ -84,7 +85,9 @@ def respond(workflow: Any, agent: str, state: Any, rng: random.Random, skill: Fl
         values = [a.value if a is not None else None for a in (state.answers.get(n) for n in names)]
         majority = rng.random() < skill.pick_majority
         pick = _majority(values) if majority else rng.randrange(len(values))
-        kind = ("majority" if majority else "random") + ("/right" if values[pick] == str(gold_value(item)) else "/wrong")
+        kind = ("majority" if majority else "random") + (
+            "/right" if values[pick] == str(gold_value(item)) else "/wrong"
+        )
         text = str(pick) if role == "aggregator" else state.texts.get(names[pick], "?")
     elif role == "orchestrator":
         formulas = [write_formula(item[0], rng, skill.answer)[1] for _ in workflow.workers]
@@ -117,8 +120,9 @@ def respond(workflow: Any, agent: str, state: Any, rng: random.Random, skill: Fl
 
 def _check(workflow: Workflow) -> None:
     if not isinstance(workflow, FlowWorkflow) or not isinstance(workflow.domain, CalcDomain):
-        raise ValueError(f"the scripted calc_flows agents play the study workflows on task calc_flows; got "
-                         f"{type(workflow).__name__}")
+        raise ValueError(
+            f"the scripted calc_flows agents play the study workflows on task calc_flows; got {type(workflow).__name__}"
+        )
 
 
 def demonstrations(workflow: Workflow, seed: int, skill: FlowSkill | None = None) -> Iterator[tuple[str, Prompt, str]]:
@@ -128,12 +132,13 @@ def demonstrations(workflow: Workflow, seed: int, skill: FlowSkill | None = None
     return drive(workflow, seed, lambda agent, state, rng: respond(workflow, agent, state, rng, skill))
 
 
-def composition(workflow: Workflow, episodes: int = 2000, seed: int = 0, skill: FlowSkill | None = None
-                ) -> dict[str, float]:
+def composition(
+    workflow: Workflow, episodes: int = 2000, seed: int = 0, skill: FlowSkill | None = None
+) -> dict[str, float]:
     """Shares of each scripted behaviour per agent ('<agent>/<kind>') and 'team/success', over `episodes`
     scripted episodes on training instances (what the warm-up imitates)."""
     _check(workflow)
     skill = skill or FlowSkill()
     return count_behaviours(
-        workflow, lambda agent, state, rng, record: respond(workflow, agent, state, rng, skill, record),
-        episodes, seed)
+        workflow, lambda agent, state, rng, record: respond(workflow, agent, state, rng, skill, record), episodes, seed
+    )

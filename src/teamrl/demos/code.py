@@ -63,9 +63,11 @@ def phrase_terms(state: CodeState) -> list[tuple[str, int]]:
     phrase = state.problem.metadata.get("short", "").partition(": ")[2]
     match = _PHRASE_RE.match(phrase)
     if match is None:
-        raise ValueError(f"{state.problem.id}: the scripted code agents only play the families "
-                         f"{', '.join(FAMILIES)} (task.source: procedural:{','.join(FAMILIES)}); "
-                         f"got {phrase!r}")
+        raise ValueError(
+            f"{state.problem.id}: the scripted code agents only play the families "
+            f"{', '.join(FAMILIES)} (task.source: procedural:{','.join(FAMILIES)}); "
+            f"got {phrase!r}"
+        )
     words = match.group(1).split()
     return [(_WORDS[w], int(k)) for w, k in zip(words[::2], words[1::2])]
 
@@ -108,6 +110,7 @@ def demonstrations(workflow: CodeWorkflow, seed: int, skill: CodeSkill) -> Itera
 
 # ---------------------------------------------------------------------------- warm-up runner
 
+
 def _describe(exc: BaseException) -> str:
     """An exception as the sandboxed unit harness reports it ('AssertionError', 'NameError: ...')."""
     return type(exc).__name__ + (f": {exc}" if str(exc) else "")
@@ -116,8 +119,9 @@ def _describe(exc: BaseException) -> str:
 @functools.lru_cache(maxsize=4096)
 def _test_steps(tests: str) -> Steps:
     """Trusted test source as (statement, is an assert unit) steps, like the sandbox's judge."""
-    return tuple((ast.unparse(st), any(isinstance(n, ast.Assert) for n in ast.walk(st)))
-                 for st in ast.parse(tests).body)
+    return tuple(
+        (ast.unparse(st), any(isinstance(n, ast.Assert) for n in ast.walk(st))) for st in ast.parse(tests).body
+    )
 
 
 class TrustedCodeRunner:

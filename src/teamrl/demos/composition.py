@@ -18,8 +18,7 @@ RecordingRespond = Callable[[str, Any, random.Random, collections.Counter], str]
 """(agent, state, rng, record) -> response; adds 1 to record['<agent>/<behaviour kind>']."""
 
 
-def count_behaviours(workflow: Workflow, respond: RecordingRespond, episodes: int, seed: int = 0
-                     ) -> dict[str, float]:
+def count_behaviours(workflow: Workflow, respond: RecordingRespond, episodes: int, seed: int = 0) -> dict[str, float]:
     """Per agent, the share of its answers of each behaviour kind ('<agent>/<kind>'), and 'team/success':
     the share of the scripted episodes (on training instances) that were solved."""
     if episodes < 1:

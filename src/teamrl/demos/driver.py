@@ -46,10 +46,12 @@ def play_episode(
 
 def scripted_team(scripts: dict[str, Callable[[Any, random.Random, Any], str]], skill: Any) -> Respond:
     """One `respond` from per-agent scripts `script(state, rng, skill) -> response`."""
+
     def respond(agent: str, state: Any, rng: random.Random) -> str:
         if agent not in scripts:
             raise ValueError(f"no scripted agent {agent!r}; scripted: {', '.join(scripts)}")
         return scripts[agent](state, rng, skill)
+
     return respond
 
 

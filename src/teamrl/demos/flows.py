@@ -91,8 +91,9 @@ def blind_spot(question: str, solver: int) -> bool:
     return kind % 3 == solver % 3
 
 
-def solve(question: str, truth: str, solver: int, rng: random.Random, skill: ArithmeticSkill,
-          strategy: str = "") -> str:
+def solve(
+    question: str, truth: str, solver: int, rng: random.Random, skill: ArithmeticSkill, strategy: str = ""
+) -> str:
     """A scripted solver's response: right, or its systematic error."""
     if strategy == "r":  # followed literally: right wherever the order does not matter
         literal = steps(question, right_to_left=True)
@@ -166,27 +167,33 @@ def scripted_response(workflow: Any, agent: str, state: Any, rng: random.Random,
     raise ValueError(f"no scripted demonstrations for the {role!r} role of {type(workflow).__name__}")
 
 
-def demonstrations(workflow: Workflow, seed: int, skill: ArithmeticSkill = ArithmeticSkill()
-                   ) -> Iterator[tuple[str, Prompt, str]]:
+def demonstrations(
+    workflow: Workflow, seed: int, skill: ArithmeticSkill = ArithmeticSkill()
+) -> Iterator[tuple[str, Prompt, str]]:
     """Endless (agent, prompt, response) triples from scripted episodes on training instances."""
     if not isinstance(workflow, FlowWorkflow) or not isinstance(workflow.domain, MathDomain):
-        raise ValueError(f"the scripted flow agents play the flow workflows on the math task; got "
-                         f"{type(workflow).__name__}" + ("" if isinstance(workflow, FlowWorkflow)
-                                                         else " (not a flow workflow)"))
+        raise ValueError(
+            f"the scripted flow agents play the flow workflows on the math task; got "
+            f"{type(workflow).__name__}" + ("" if isinstance(workflow, FlowWorkflow) else " (not a flow workflow)")
+        )
     if not workflow.compact:
         raise ValueError("the scripted flow agents answer compact prompts only (workflow.prompt_style=compact)")
     return demo_driver.demonstrations(
-        workflow, seed, lambda agent, state, rng: scripted_response(workflow, agent, state, rng, skill))
+        workflow, seed, lambda agent, state, rng: scripted_response(workflow, agent, state, rng, skill)
+    )
 
 
 def with_flow_demos(demos: Demos | None) -> Demos:
     """A task's demonstrations with the flow workflows' added: flow workflows get the scripted flow
     agents, every other workflow of the task gets `demos` (an error when the task has none)."""
+
     def combined(workflow: Workflow, seed: int) -> Iterator[tuple[str, Prompt, str]]:
         if isinstance(workflow, FlowWorkflow):
             return demonstrations(workflow, seed)
         if demos is None:
-            raise ValueError(f"no scripted demonstrations for {type(workflow).__name__}; "
-                             "set policy.model to a model folder instead")
+            raise ValueError(
+                f"no scripted demonstrations for {type(workflow).__name__}; set policy.model to a model folder instead"
+            )
         return demos(workflow, seed)
+
     return combined

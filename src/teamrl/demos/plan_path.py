@@ -68,9 +68,7 @@ def scripted_plan(state: PlanPathState, rng: random.Random, skill: ScriptedSkill
     return wall_blind_walk(state.env)
 
 
-def demonstrations(
-    workflow: PlanPathWorkflow, seed: int, skill: ScriptedSkill
-) -> Iterator[tuple[str, str, str]]:
+def demonstrations(workflow: PlanPathWorkflow, seed: int, skill: ScriptedSkill) -> Iterator[tuple[str, str, str]]:
     """Endless (agent, prompt, response) triples from scripted episodes on training instances."""
     rng = random.Random(seed)
     with_tool = not workflow.single_agent

@@ -33,8 +33,7 @@ from teamrl.workflows.sokoban_team import SokobanWorkflow
 from teamrl.workflows.sudoku_team import SudokuWorkflow, grid_line
 from teamrl.workflows.tool_plan import ToolPlanState, ToolPlanWorkflow
 
-__all__ = ["PlanningSkill", "TrustedRunner", "demonstrations", "scripted_response",
-           "scripted_success_rate"]
+__all__ = ["PlanningSkill", "TrustedRunner", "demonstrations", "scripted_response", "scripted_success_rate"]
 
 
 @dataclass(frozen=True)
@@ -52,11 +51,11 @@ class PlanningSkill:
         for name in ("tool_correct", "plan_trust", "plan_solve"):
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:
-                raise ValueError(
-                    f"PlanningSkill.{name} must be a probability in [0, 1], got {value}")
+                raise ValueError(f"PlanningSkill.{name} must be a probability in [0, 1], got {value}")
 
 
 # ---------------------------------------------------------------------------- Sokoban
+
 
 def _walk(start: tuple[int, int], goal: tuple[int, int]) -> str:
     """Rows first, then columns, ignoring walls and boxes."""
@@ -91,9 +90,7 @@ def sokoban_tool(state: ToolPlanState, rng: random.Random, skill: PlanningSkill)
     return "print(solve(grid,boxes[0],[player]))"
 
 
-def sokoban_plan(
-    state: ToolPlanState, rng: random.Random, skill: PlanningSkill, with_tool: bool
-) -> str:
+def sokoban_plan(state: ToolPlanState, rng: random.Random, skill: PlanningSkill, with_tool: bool) -> str:
     if with_tool and state.simulation == "goal" and rng.random() < skill.plan_trust:
         return "follow"
     if rng.random() < skill.plan_solve:
@@ -104,6 +101,7 @@ def sokoban_plan(
 
 
 # ---------------------------------------------------------------------------- Sudoku
+
 
 def row_blind_fill(env: sudoku.SudokuEnv) -> str:
     """Each row's blanks get its missing digits in increasing order (columns, boxes ignored)."""
@@ -120,15 +118,13 @@ def sudoku_tool(state: ToolPlanState, rng: random.Random, skill: PlanningSkill) 
     return "print(singles(grid))"
 
 
-def sudoku_plan(
-    state: ToolPlanState, rng: random.Random, skill: PlanningSkill, with_tool: bool
-) -> str:
+def sudoku_plan(state: ToolPlanState, rng: random.Random, skill: PlanningSkill, with_tool: bool) -> str:
     if with_tool and state.simulation == "goal" and rng.random() < skill.plan_trust:
         return "follow"
     env: sudoku.SudokuEnv = state.env
     if rng.random() < skill.plan_solve:
         n = env.size
-        return grid_line([list(env.solution[r * n:(r + 1) * n]) for r in range(n)])
+        return grid_line([list(env.solution[r * n : (r + 1) * n]) for r in range(n)])
     return row_blind_fill(env)
 
 
@@ -141,15 +137,18 @@ _SCRIPTS = {
 
 
 def scripted_response(
-    workflow: ToolPlanWorkflow, agent: str, state: ToolPlanState, rng: random.Random,
+    workflow: ToolPlanWorkflow,
+    agent: str,
+    state: ToolPlanState,
+    rng: random.Random,
     skill: PlanningSkill,
 ) -> str:
     """What the scripted `agent` says in `state`."""
     scripts = _SCRIPTS.get(type(workflow))
     if scripts is None:
         raise TypeError(
-            f"no scripted agents for {type(workflow).__name__}; "
-            f"known: {[cls.__name__ for cls in _SCRIPTS]}")
+            f"no scripted agents for {type(workflow).__name__}; known: {[cls.__name__ for cls in _SCRIPTS]}"
+        )
     tool, plan = scripts
     if agent == "tool":
         return tool(state, rng, skill)
@@ -170,9 +169,7 @@ def _episode(
             workflow.apply(agent.name, state, response)
 
 
-def demonstrations(
-    workflow: ToolPlanWorkflow, seed: int, skill: PlanningSkill
-) -> Iterator[tuple[str, str, str]]:
+def demonstrations(workflow: ToolPlanWorkflow, seed: int, skill: PlanningSkill) -> Iterator[tuple[str, str, str]]:
     """Endless (agent, prompt, response) triples from scripted episodes on training instances."""
     rng = random.Random(seed)
     index = seed * 1_000_003 % 10_000_000
@@ -182,8 +179,11 @@ def demonstrations(
 
 
 def scripted_success_rate(
-    workflow: ToolPlanWorkflow, skill: PlanningSkill, instances: int = 200,
-    split: str = "heldout", seed: int = 0,
+    workflow: ToolPlanWorkflow,
+    skill: PlanningSkill,
+    instances: int = 200,
+    split: str = "heldout",
+    seed: int = 0,
 ) -> float:
     """Fraction of the first `instances` instances of `split` the scripted agents solve."""
     if instances < 1:

@@ -48,7 +48,7 @@ class CalcSkill:
                 raise ValueError(f"CalcSkill {prefix}* shares must add up to 1, got {total}")
 
     def shares(self, prefix: str) -> dict[str, float]:
-        return {k[len(prefix):]: v for k, v in vars(self).items() if k.startswith(prefix)}
+        return {k[len(prefix) :]: v for k, v in vars(self).items() if k.startswith(prefix)}
 
 
 def _pick(shares: dict[str, float], rng: random.Random) -> str:
@@ -66,7 +66,7 @@ def write_formula(operation: str, rng: random.Random, skill: CalcSkill) -> tuple
     if kind == "operator":
         spots = [i for i, ch in enumerate(gold) if ch in "+-*"]
         i = rng.choice(spots)
-        return kind, gold[:i] + rng.choice([op for op in "+-*" if op != gold[i]]) + gold[i + 1:]
+        return kind, gold[:i] + rng.choice([op for op in "+-*" if op != gold[i]]) + gold[i + 1 :]
     return "correct", gold
 
 
@@ -86,20 +86,25 @@ def write_value(formula: str | None, x: int, y: int, rng: random.Random, skill: 
         return kind, substitute(formula, y, x)
     if kind == "off_by_one":
         step = rng.choice((-1, 1))
-        return (kind, substitute(formula, max(x + step, 0), y) if rng.random() < 0.5
-                else substitute(formula, x, max(y + step, 0)))
+        return (
+            kind,
+            substitute(formula, max(x + step, 0), y)
+            if rng.random() < 0.5
+            else substitute(formula, x, max(y + step, 0)),
+        )
     if kind == "precedence":
         if "(" in formula:
             return "dropped_parens", substitute(formula.replace("(", "").replace(")", ""), x, y)
         spots = [i for i, ch in enumerate(formula) if ch in "+-*"]
         i = rng.choice(spots)
-        changed = formula[:i] + rng.choice([op for op in "+-*" if op != formula[i]]) + formula[i + 1:]
+        changed = formula[:i] + rng.choice([op for op in "+-*" if op != formula[i]]) + formula[i + 1 :]
         return "operator", substitute(changed, x, y)
     return "correct", substitute(formula, x, y)
 
 
-def respond(agent: str, state: SplitCalcState, rng: random.Random, skill: CalcSkill,
-            record: Counter | None = None) -> str:
+def respond(
+    agent: str, state: SplitCalcState, rng: random.Random, skill: CalcSkill, record: Counter | None = None
+) -> str:
     """The scripted answer of `agent`; `record` (if given) counts the behaviour kinds chosen."""
     operation, x, y = state.item
     if agent == "analyst":
@@ -115,17 +120,20 @@ def respond(agent: str, state: SplitCalcState, rng: random.Random, skill: CalcSk
     return answer
 
 
-def demonstrations(workflow: SplitCalcWorkflow, seed: int, skill: CalcSkill | None = None
-                   ) -> Iterator[tuple[str, Prompt, str]]:
+def demonstrations(
+    workflow: SplitCalcWorkflow, seed: int, skill: CalcSkill | None = None
+) -> Iterator[tuple[str, Prompt, str]]:
     """Endless (agent, prompt, response) triples from scripted episodes on training instances."""
     skill = skill or CalcSkill()
     return drive(workflow, seed, lambda agent, state, rng: respond(agent, state, rng, skill))
 
 
-def composition(workflow: SplitCalcWorkflow, episodes: int = 2000, seed: int = 0,
-                skill: CalcSkill | None = None) -> dict[str, float]:
+def composition(
+    workflow: SplitCalcWorkflow, episodes: int = 2000, seed: int = 0, skill: CalcSkill | None = None
+) -> dict[str, float]:
     """Shares of each scripted behaviour per agent, and the scripted team's success, over `episodes`
     scripted episodes on training instances (what the warm-up imitates)."""
     skill = skill or CalcSkill()
-    return count_behaviours(workflow, lambda agent, state, rng, record: respond(agent, state, rng, skill, record),
-                            episodes, seed)
+    return count_behaviours(
+        workflow, lambda agent, state, rng, record: respond(agent, state, rng, skill, record), episodes, seed
+    )

@@ -54,7 +54,7 @@ class NavSkill:
                 raise ValueError(f"NavSkill {prefix}* shares must add up to 1, got {total}")
 
     def shares(self, prefix: str) -> dict[str, float]:
-        return {k[len(prefix):]: v for k, v in vars(self).items() if k.startswith(prefix)}
+        return {k[len(prefix) :]: v for k, v in vars(self).items() if k.startswith(prefix)}
 
 
 def _pick(shares: dict[str, float], rng: random.Random) -> str:
@@ -69,9 +69,11 @@ def spot(start: Cell, goal: Cell, size: int, rng: random.Random, skill: NavSkill
     """(behaviour kind, reported offset); a wrong kind that would leave the grid falls back to off by one."""
     kind = _pick(skill.shares("spot_"), rng)
     rows, cols = offset_of(start, goal)
-    wrong = {"flipped": (-rows, cols) if rows and (not cols or rng.random() < 0.5) else (rows, -cols),
-             "exchanged": (cols, rows),
-             "random": (rng.randrange(size) - start[0], rng.randrange(size) - start[1])}
+    wrong = {
+        "flipped": (-rows, cols) if rows and (not cols or rng.random() < 0.5) else (rows, -cols),
+        "exchanged": (cols, rows),
+        "random": (rng.randrange(size) - start[0], rng.randrange(size) - start[1]),
+    }
     if kind in wrong and _on_grid(start, wrong[kind], size) and wrong[kind] != (rows, cols):
         return kind, wrong[kind]
     if kind == "correct":
@@ -102,8 +104,9 @@ def _clear(grid: tuple[str, ...], start: Cell, moves: str) -> bool:
     return True
 
 
-def walk(grid: tuple[str, ...], start: Cell, target: Cell | None, rng: random.Random,
-         skill: NavSkill) -> tuple[str, str]:
+def walk(
+    grid: tuple[str, ...], start: Cell, target: Cell | None, rng: random.Random, skill: NavSkill
+) -> tuple[str, str]:
     """(behaviour kind, moves) of a walk from `start` to the reported `target` (None: no usable report)."""
     path = canonical_walk(grid, start, target) if target is not None else None
     kind = _pick(skill.shares("walk_"), rng) if path else "random"
@@ -122,8 +125,9 @@ def walk(grid: tuple[str, ...], start: Cell, target: Cell | None, rng: random.Ra
     return "random", "".join(rng.choice("UDLR") for _ in range(rng.randint(1, len(grid))))
 
 
-def respond(agent: str, state: SplitNavState, rng: random.Random, skill: NavSkill, size: int,
-            record: Counter | None = None) -> str:
+def respond(
+    agent: str, state: SplitNavState, rng: random.Random, skill: NavSkill, size: int, record: Counter | None = None
+) -> str:
     """The scripted answer of `agent`; `record` (if given) counts the behaviour kinds chosen."""
     grid, start, goal = state.layout
     if agent == "spotter":
@@ -141,19 +145,22 @@ def respond(agent: str, state: SplitNavState, rng: random.Random, skill: NavSkil
     return answer
 
 
-def demonstrations(workflow: SplitNavWorkflow, seed: int, skill: NavSkill | None = None
-                   ) -> Iterator[tuple[str, Prompt, str]]:
+def demonstrations(
+    workflow: SplitNavWorkflow, seed: int, skill: NavSkill | None = None
+) -> Iterator[tuple[str, Prompt, str]]:
     """Endless (agent, prompt, response) triples from scripted episodes on training instances."""
     skill = skill or NavSkill()
     size = workflow.task.size
     return drive(workflow, seed, lambda agent, state, rng: respond(agent, state, rng, skill, size))
 
 
-def composition(workflow: SplitNavWorkflow, episodes: int = 2000, seed: int = 0,
-                skill: NavSkill | None = None) -> dict[str, float]:
+def composition(
+    workflow: SplitNavWorkflow, episodes: int = 2000, seed: int = 0, skill: NavSkill | None = None
+) -> dict[str, float]:
     """Shares of each scripted behaviour per agent, and the scripted team's success, over `episodes`
     scripted episodes on training instances (what the warm-up imitates)."""
     skill = skill or NavSkill()
     size = workflow.task.size
-    return count_behaviours(workflow, lambda agent, state, rng, record: respond(agent, state, rng, skill, size,
-                                                                              record), episodes, seed)
+    return count_behaviours(
+        workflow, lambda agent, state, rng, record: respond(agent, state, rng, skill, size, record), episodes, seed
+    )

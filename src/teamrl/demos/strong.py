@@ -15,12 +15,29 @@ from teamrl.demos import split_calc, split_nav
 from teamrl.demos.driver import Respond
 from teamrl.workflows.base import Workflow
 
-STRONG_CALC = split_calc.CalcSkill(formula_correct=1.0, formula_other_op=0.0, formula_swapped=0.0,
-                                   formula_operator=0.0, value_correct=1.0, value_swapped=0.0,
-                                   value_off_by_one=0.0, value_precedence=0.0, value_random=0.0)
-STRONG_NAV = split_nav.NavSkill(spot_correct=1.0, spot_off_by_one=0.0, spot_flipped=0.0, spot_exchanged=0.0,
-                                spot_random=0.0, walk_correct=1.0, walk_short_by_one=0.0, walk_one_too_long=0.0,
-                                walk_flipped=0.0, walk_random=0.0)
+STRONG_CALC = split_calc.CalcSkill(
+    formula_correct=1.0,
+    formula_other_op=0.0,
+    formula_swapped=0.0,
+    formula_operator=0.0,
+    value_correct=1.0,
+    value_swapped=0.0,
+    value_off_by_one=0.0,
+    value_precedence=0.0,
+    value_random=0.0,
+)
+STRONG_NAV = split_nav.NavSkill(
+    spot_correct=1.0,
+    spot_off_by_one=0.0,
+    spot_flipped=0.0,
+    spot_exchanged=0.0,
+    spot_random=0.0,
+    walk_correct=1.0,
+    walk_short_by_one=0.0,
+    walk_one_too_long=0.0,
+    walk_flipped=0.0,
+    walk_random=0.0,
+)
 
 
 def _split_calc(workflow: Workflow) -> Respond:
@@ -39,9 +56,11 @@ STRONG_TEAMS: dict[str, Callable[[Workflow], Respond]] = {"split_calc": _split_c
 def strong_team(task: str, workflow: Workflow) -> Respond:
     """The strong scripted team of `task`, or a ValueError naming the tasks that have one."""
     if task not in STRONG_TEAMS:
-        raise ValueError(f"task {task!r} has no strong scripted team (tasks with one: "
-                         f"{', '.join(sorted(STRONG_TEAMS))}); make transcripts from a trained run instead: "
-                         "`teamrl transcripts CONFIG --from RUN_DIR --out FILE`")
+        raise ValueError(
+            f"task {task!r} has no strong scripted team (tasks with one: "
+            f"{', '.join(sorted(STRONG_TEAMS))}); make transcripts from a trained run instead: "
+            "`teamrl transcripts CONFIG --from RUN_DIR --out FILE`"
+        )
     return STRONG_TEAMS[task](workflow)
 
 

@@ -55,8 +55,12 @@ class AlertMonitor:
 
     def state_dict(self) -> dict[str, Any]:
         """Baselines, windows, peak and the alerts still active (a resumed run continues from them)."""
-        return {"baselines": self.baselines.state_dict(), "windows": self.windows.state_dict(),
-                "peak": self.peak, "active": sorted(self._active)}
+        return {
+            "baselines": self.baselines.state_dict(),
+            "windows": self.windows.state_dict(),
+            "peak": self.peak,
+            "active": sorted(self._active),
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.baselines.load_state_dict(state["baselines"])
@@ -67,8 +71,7 @@ class AlertMonitor:
     def observe(self, step: int, metrics: dict[str, float]) -> list[Alert]:
         self.baselines.observe(metrics)
         self.windows.observe(metrics)
-        found = (self._dominant(step) + self._echo(step, metrics) + self._collapse(step, metrics)
-                 + self._stalled(step))
+        found = self._dominant(step) + self._echo(step, metrics) + self._collapse(step, metrics) + self._stalled(step)
         fired = [a for a in found if (a.kind, a.subject) not in self._active]
         # Conditions that no longer hold are re-armed; collapse only re-arms on held-out steps.
         evaluated = "eval/success" in metrics
@@ -91,12 +94,20 @@ class AlertMonitor:
                     continue
                 why = self._drift_toward(other, top)
                 if why:
-                    out.append(Alert(step, "dominant_role", f"{top}>{other}", (
-                        f"Dominant role: role '{top}' carries {shares[top]:.0%} of the gradient of "
-                        f"policy '{policy}' (threshold {c.dominant_share:.0%}), and role '{other}' is "
-                        f"drifting toward it: {why}. The shared policy may be teaching every role to "
-                        f"act like '{top}'. Mitigations: algorithm.role_balanced: true, a KL anchor for "
-                        f"'{other}' (algorithm.kl_coef_by_role), or separate policies per role.")))
+                    out.append(
+                        Alert(
+                            step,
+                            "dominant_role",
+                            f"{top}>{other}",
+                            (
+                                f"Dominant role: role '{top}' carries {shares[top]:.0%} of the gradient of "
+                                f"policy '{policy}' (threshold {c.dominant_share:.0%}), and role '{other}' is "
+                                f"drifting toward it: {why}. The shared policy may be teaching every role to "
+                                f"act like '{top}'. Mitigations: algorithm.role_balanced: true, a KL anchor for "
+                                f"'{other}' (algorithm.kl_coef_by_role), or separate policies per role."
+                            ),
+                        )
+                    )
         return out
 
     def _drift_toward(self, other: str, top: str) -> str:
@@ -104,12 +115,13 @@ class AlertMonitor:
         base_o = self.baselines.get(f"diag/role/{other}/response_len")
         base_t = self.baselines.get(f"diag/role/{top}/response_len")
         now_o = self.windows.mean(f"diag/role/{other}/response_len")
-        if (base_o is not None and base_t is not None and now_o is not None
-                and abs(base_t - base_o) >= c.min_length_gap):
+        if base_o is not None and base_t is not None and now_o is not None and abs(base_t - base_o) >= c.min_length_gap:
             moved = (now_o - base_o) / (base_t - base_o)
             if moved >= c.drift_toward:
-                reasons.append(f"its responses went from {base_o:.1f} to {now_o:.1f} tokens on average "
-                               f"('{top}' started at {base_t:.1f})")
+                reasons.append(
+                    f"its responses went from {base_o:.1f} to {now_o:.1f} tokens on average "
+                    f"('{top}' started at {base_t:.1f})"
+                )
         fmt_base = self.baselines.get(f"diag/role/{other}/format_ok")
         fmt_now = self.windows.mean(f"diag/role/{other}/format_ok")
         if fmt_base is not None and fmt_now is not None and fmt_base - fmt_now >= c.format_drop:
@@ -118,8 +130,9 @@ class AlertMonitor:
 
     def _echo(self, step: int, metrics: dict[str, float]) -> list[Alert]:
         c, out, n = self.config, [], self.config.window
-        roles = [k.split("/")[2] for k in self.windows.keys()
-                 if k.startswith("diag/role/") and k.endswith("/dup_grad_cos")]
+        roles = [
+            k.split("/")[2] for k in self.windows.keys() if k.startswith("diag/role/") and k.endswith("/dup_grad_cos")
+        ]
         for role in roles:
             cos = self.windows.peak(f"diag/role/{role}/dup_grad_cos")
             base = self.baselines.get(f"diag/role/{role}/diversity")
@@ -127,14 +140,22 @@ class AlertMonitor:
             if cos is None or base is None or now is None or cos < c.echo_cosine:
                 continue
             if now <= max(c.diversity_floor, (1 - c.diversity_drop) * base):
-                out.append(Alert(step, "echo_chamber", role, (
-                    f"Echo chamber: the duplicated '{role}' agents push the policy the same way "
-                    f"(gradient cosine up to {cos:.2f} over their last {n} updates, threshold "
-                    f"{c.echo_cosine:.2f}) and their outputs are converging (diversity {base:.2f} at "
-                    f"the start, {now:.2f} now). They may become confidently wrong together. "
-                    f"Mitigations: separate policies per agent (regime: per_agent), per-agent rewards "
-                    f"(tree grouping, or algorithm.trajectory_credit: per_agent), or "
-                    f"algorithm.coherence_damping.")))
+                out.append(
+                    Alert(
+                        step,
+                        "echo_chamber",
+                        role,
+                        (
+                            f"Echo chamber: the duplicated '{role}' agents push the policy the same way "
+                            f"(gradient cosine up to {cos:.2f} over their last {n} updates, threshold "
+                            f"{c.echo_cosine:.2f}) and their outputs are converging (diversity {base:.2f} at "
+                            f"the start, {now:.2f} now). They may become confidently wrong together. "
+                            f"Mitigations: separate policies per agent (regime: per_agent), per-agent rewards "
+                            f"(tree grouping, or algorithm.trajectory_credit: per_agent), or "
+                            f"algorithm.coherence_damping."
+                        ),
+                    )
+                )
         return out
 
     def _stalled(self, step: int) -> list[Alert]:
@@ -147,13 +168,21 @@ class AlertMonitor:
                 continue
             role, largest = key.split("/")[2], self.windows.peak(key)
             if largest is not None and largest <= c.stall_adv:
-                out.append(Alert(step, "stalled_role", role, (
-                    f"Stalled role: every group of role '{role}' scored its candidates alike for the last "
-                    f"{c.window} steps (mean |advantage| at most {largest:.1e}), so it gets no gradient, while "
-                    f"the team succeeds in only {success:.0%} of its training episodes. Its output may not "
-                    f"depend on its policy (a scripted, hostile or broken teammate; one constant answer), or "
-                    f"its reward may not separate its candidates (check its reward terms, a larger k, a "
-                    f"higher temperature for it: rollout.by_role.{role}).")))
+                out.append(
+                    Alert(
+                        step,
+                        "stalled_role",
+                        role,
+                        (
+                            f"Stalled role: every group of role '{role}' scored its candidates alike for the last "
+                            f"{c.window} steps (mean |advantage| at most {largest:.1e}), so it gets no gradient, while "
+                            f"the team succeeds in only {success:.0%} of its training episodes. Its output may not "
+                            f"depend on its policy (a scripted, hostile or broken teammate; one constant answer), or "
+                            f"its reward may not separate its candidates (check its reward terms, a larger k, a "
+                            f"higher temperature for it: rollout.by_role.{role})."
+                        ),
+                    )
+                )
         return out
 
     def _collapse(self, step: int, metrics: dict[str, float]) -> list[Alert]:
@@ -166,10 +195,20 @@ class AlertMonitor:
         peak, at = self.peak
         if peak - value < self.config.collapse_drop:
             return []
-        kept = (f"checkpoints/best (saved at step {at})" if at > 0 else
-                "the initial model (step 0; policy.model), since training never beat it")
-        return [Alert(step, "collapse", "eval/success", (
-            f"Collapse: held-out success fell to {value:.1%}, {peak - value:.1%} below its peak of "
-            f"{peak:.1%} at step {at} (threshold {self.config.collapse_drop:.0%}). The best model is "
-            f"{kept}; use it rather than the final weights."))]
-
+        kept = (
+            f"checkpoints/best (saved at step {at})"
+            if at > 0
+            else "the initial model (step 0; policy.model), since training never beat it"
+        )
+        return [
+            Alert(
+                step,
+                "collapse",
+                "eval/success",
+                (
+                    f"Collapse: held-out success fell to {value:.1%}, {peak - value:.1%} below its peak of "
+                    f"{peak:.1%} at step {at} (threshold {self.config.collapse_drop:.0%}). The best model is "
+                    f"{kept}; use it rather than the final weights."
+                ),
+            )
+        ]

@@ -58,5 +58,7 @@ def duplicated_diversity(samples: list[Sample]) -> dict[str, tuple[float, float]
         if len(by_agent) >= 2:
             texts = list(by_agent.values())
             per_role.setdefault(role, []).append((distinct_ratio(texts), mean_pairwise_distance(texts)))
-    return {role: (sum(d for d, _ in vals) / len(vals), sum(j for _, j in vals) / len(vals))
-            for role, vals in per_role.items()}
+    return {
+        role: (sum(d for d, _ in vals) / len(vals), sum(j for _, j in vals) / len(vals))
+        for role, vals in per_role.items()
+    }

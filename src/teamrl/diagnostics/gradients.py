@@ -41,9 +41,17 @@ class _RoleStep:
 class RoleGradients:
     """Per-role gradient bookkeeping (and coherence damping) of one policy, across steps."""
 
-    def __init__(self, params: list[torch.nn.Parameter], *, full: bool = False, damping: float = 0.0,
-                 tau: float = 0.9, sketch_dim: int = 4096, exact_max_params: int = 4_000_000,
-                 seed: int = 0) -> None:
+    def __init__(
+        self,
+        params: list[torch.nn.Parameter],
+        *,
+        full: bool = False,
+        damping: float = 0.0,
+        tau: float = 0.9,
+        sketch_dim: int = 4096,
+        exact_max_params: int = 4_000_000,
+        seed: int = 0,
+    ) -> None:
         if not 0.0 <= damping <= 1.0:
             raise ValueError(f"coherence damping lambda must lie in [0, 1], got {damping}")
         if not 0.0 <= tau < 1.0:
@@ -139,8 +147,9 @@ class RoleGradients:
             if s.sketch is not None:
                 if role in self.ema and float(s.sketch.norm()) > 0 and float(self.ema[role].norm()) > 0:
                     metrics[key + "coherence"] = cosine(s.sketch, self.ema[role])
-                self.ema[role] = s.sketch if role not in self.ema else (
-                    self.tau * self.ema[role] + (1 - self.tau) * s.sketch)
+                self.ema[role] = (
+                    s.sketch if role not in self.ema else (self.tau * self.ema[role] + (1 - self.tau) * s.sketch)
+                )
             dup = mean_pairwise_cosine(list(s.agents.values()))
             if dup is not None:
                 metrics[key + "dup_grad_cos"] = dup

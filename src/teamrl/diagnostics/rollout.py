@@ -29,11 +29,15 @@ def group_stats(samples: list[Sample], prefix: str) -> dict[str, float]:
     """Reward, advantage, length, format and accuracy statistics of one group of samples."""
     rewards = [s.reward for s in samples]
     advantages = [s.advantage for s in samples]
-    out = {prefix + "reward_mean": fmean(rewards), prefix + "reward_std": pstdev(rewards),
-           prefix + "adv_mean": fmean(advantages), prefix + "adv_std": pstdev(advantages),
-           prefix + "adv_abs": fmean(abs(a) for a in advantages),
-           prefix + "response_len": fmean(len(s.generation.response_ids) for s in samples),
-           prefix + "samples": float(len(samples))}
+    out = {
+        prefix + "reward_mean": fmean(rewards),
+        prefix + "reward_std": pstdev(rewards),
+        prefix + "adv_mean": fmean(advantages),
+        prefix + "adv_std": pstdev(advantages),
+        prefix + "adv_abs": fmean(abs(a) for a in advantages),
+        prefix + "response_len": fmean(len(s.generation.response_ids) for s in samples),
+        prefix + "samples": float(len(samples)),
+    }
     formats = [f for f in map(format_ok, samples) if f is not None]
     if formats:
         out[prefix + "format_ok"] = fmean(formats)

@@ -34,8 +34,15 @@ class TrackerFactory:
 
     def __call__(self, name: str, state) -> RoleGradients:
         params = [p for group in state.optimizer.param_groups for p in group["params"]]
-        return RoleGradients(params, full=self.full, damping=self.damping, tau=self.tau,
-                             sketch_dim=self.sketch_dim, exact_max_params=self.exact_max_params, seed=self.seed)
+        return RoleGradients(
+            params,
+            full=self.full,
+            damping=self.damping,
+            tau=self.tau,
+            sketch_dim=self.sketch_dim,
+            exact_max_params=self.exact_max_params,
+            seed=self.seed,
+        )
 
 
 class RunDiagnostics:
@@ -48,8 +55,10 @@ class RunDiagnostics:
         roles = {a.role for a in agents}
         unknown = sorted(set(self.algo.kl_coef_by_role) - roles)
         if unknown:
-            raise ConfigError(f"algorithm.kl_coef_by_role names unknown role(s) {', '.join(unknown)}; "
-                              f"the roles of this workflow are {', '.join(sorted(roles))}")
+            raise ConfigError(
+                f"algorithm.kl_coef_by_role names unknown role(s) {', '.join(unknown)}; "
+                f"the roles of this workflow are {', '.join(sorted(roles))}"
+            )
         policy_roles: dict[str, list[str]] = {}
         for a in agents:
             mine = policy_roles.setdefault(agent_policy[a.name], [])
@@ -68,8 +77,14 @@ class RunDiagnostics:
         """None when neither diagnostics nor coherence damping need per-role gradients."""
         if not self.on and self.algo.coherence_damping == 0:
             return None
-        return TrackerFactory(self.config.level == "full", self.algo.coherence_damping, self.algo.coherence_tau,
-                              self.config.sketch_dim, self.config.exact_max_params, self.seed)
+        return TrackerFactory(
+            self.config.level == "full",
+            self.algo.coherence_damping,
+            self.algo.coherence_tau,
+            self.config.sketch_dim,
+            self.config.exact_max_params,
+            self.seed,
+        )
 
     def step_metrics(self, samples: list[Sample], update_diagnostics: list[dict[str, float]]) -> dict[str, float]:
         """Rollout statistics, the trackers' per-role metrics and drift against the baseline."""
@@ -83,8 +98,10 @@ class RunDiagnostics:
 
     def state_dict(self) -> dict[str, Any]:
         """What carries over from step to step (drift baselines, the alert monitor), for exact resume."""
-        return {"baselines": self.baselines.state_dict(),
-                "monitor": self.monitor.state_dict() if self.monitor is not None else None}
+        return {
+            "baselines": self.baselines.state_dict(),
+            "monitor": self.monitor.state_dict() if self.monitor is not None else None,
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.baselines.load_state_dict(state["baselines"])

@@ -33,15 +33,23 @@ class GradientSketch:
         """The sketch of the parameters' current gradients (missing grads count as zeros)."""
         device = self.params[0].device if self.params else torch.device("cpu")
         if self.exact:
-            return torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).detach().reshape(-1).float()
-                              for p in self.params]).to(device) if self.params else torch.zeros(0)
+            return (
+                torch.cat(
+                    [
+                        (p.grad if p.grad is not None else torch.zeros_like(p)).detach().reshape(-1).float()
+                        for p in self.params
+                    ]
+                ).to(device)
+                if self.params
+                else torch.zeros(0)
+            )
         out = torch.zeros(self.dim, device=device)
         offset = 0
         for p in self.params:
             if p.grad is not None:
                 flat = p.grad.detach().reshape(-1).float()
                 for start in range(0, flat.numel(), _CHUNK):
-                    part = flat[start: start + _CHUNK]
+                    part = flat[start : start + _CHUNK]
                     index = torch.arange(offset + start, offset + start + part.numel(), device=device)
                     bucket, sign = self._hash(index)
                     out.index_add_(0, bucket, part * sign)

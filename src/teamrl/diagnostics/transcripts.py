@@ -26,8 +26,13 @@ def training_transcripts(samples: list[Sample], episodes: list[Episode], count: 
         for turn in episode.transcript:
             key = (index, turn["turn"], turn["agent"])
             chosen = committed.get(key)
-            turns.append({**turn, "role": chosen.role if chosen else None,
-                          "advantage": chosen.advantage if chosen else None,
-                          "candidates": candidates.get(key, 0)})
+            turns.append(
+                {
+                    **turn,
+                    "role": chosen.role if chosen else None,
+                    "advantage": chosen.advantage if chosen else None,
+                    "candidates": candidates.get(key, 0),
+                }
+            )
         out.append({"instance": episode.instance, "success": episode.success, "turns": turns})
     return out

@@ -14,5 +14,13 @@ from teamrl.gateway.server import AgentRoute, Gateway, GatewayLimits
 if "program" not in TASKS:  # importing twice (a reload) must not fail
     register_task("program", workflow=ProgramWorkflow, settings=ProgramSettings, demos=scripted_demos)
 
-__all__ = ["AgentRoute", "Endpoint", "EpisodeResult", "Gateway", "GatewayLimits", "ProgramSettings",
-           "ProgramWorkflow", "SamplingWorker"]
+__all__ = [
+    "AgentRoute",
+    "Endpoint",
+    "EpisodeResult",
+    "Gateway",
+    "GatewayLimits",
+    "ProgramSettings",
+    "ProgramWorkflow",
+    "SamplingWorker",
+]

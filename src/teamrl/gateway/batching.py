@@ -66,8 +66,14 @@ class SamplingWorker:
     for tests and metrics.
     """
 
-    def __init__(self, generator: torch.Generator, window_s: float = 0.02, flush_at: int = 0,
-                 sampler: Sampler | None = None, max_wait_s: float | None = None) -> None:
+    def __init__(
+        self,
+        generator: torch.Generator,
+        window_s: float = 0.02,
+        flush_at: int = 0,
+        sampler: Sampler | None = None,
+        max_wait_s: float | None = None,
+    ) -> None:
         self.generator = generator
         self.window_s = window_s
         self.max_wait_s = 10 * window_s if max_wait_s is None else max_wait_s
@@ -153,13 +159,14 @@ class SamplingWorker:
             self._draw(list(groups.values()), lambda requests: engine_routing.sample_many(requests, self.generator))
             return
         for items in groups.values():
-            self._draw([items], lambda requests: [self._sampler(r.policy, r.prompts, 1, r.params, self.generator)
-                                                  for r in requests])
+            self._draw(
+                [items],
+                lambda requests: [self._sampler(r.policy, r.prompts, 1, r.params, self.generator) for r in requests],
+            )
 
     def _draw(self, groups: list[list[_Pending]], draw) -> None:
         """Sample every group (one request each); a failure answers each of their requests with it."""
-        requests = [SampleRequest(items[0].policy, [i.prompt for i in items], 1, items[0].params)
-                    for items in groups]
+        requests = [SampleRequest(items[0].policy, [i.prompt for i in items], 1, items[0].params) for items in groups]
         started = time.monotonic()
         try:
             drawn = draw(requests)

@@ -56,8 +56,10 @@ def parse_result(value: Any) -> EpisodeResult:
         raise InvalidReward(f"the program reported a reward too large for a float ({err})") from None
     for name, reward in [("team", result.team), *((f"agents.{a}", r) for a, r in result.agents.items())]:
         if not (math.isfinite(reward) and abs(reward) <= MAX_ABS_REWARD):
-            raise InvalidReward(f"the program reported {name} reward {reward!r}: rewards must be finite numbers "
-                                f"within +-{MAX_ABS_REWARD:g}")
+            raise InvalidReward(
+                f"the program reported {name} reward {reward!r}: rewards must be finite numbers "
+                f"within +-{MAX_ABS_REWARD:g}"
+            )
     return result
 
 
@@ -75,10 +77,15 @@ def _read_result(value: Any) -> EpisodeResult:
         if team is None or isinstance(team, bool):
             raise ValueError(f"the program's result {dict(value)!r} has no numeric `team` (or `reward`) entry")
         success = value.get("success")
-        return EpisodeResult(float(team), {str(k): float(v) for k, v in dict(value.get("agents") or {}).items()},
-                             None if success is None else bool(success))
-    raise ValueError(f"the program returned {type(value).__name__}, not a reward; return a number or "
-                     "{'team': ..., 'agents': {...}}")
+        return EpisodeResult(
+            float(team),
+            {str(k): float(v) for k, v in dict(value.get("agents") or {}).items()},
+            None if success is None else bool(success),
+        )
+    raise ValueError(
+        f"the program returned {type(value).__name__}, not a reward; return a number or "
+        "{'team': ..., 'agents': {...}}"
+    )
 
 
 @dataclass
@@ -90,11 +97,15 @@ class FinishedRun:
     result: EpisodeResult
 
 
-def to_records(runs: list[FinishedRun], roles: dict[str, str], agent_to_policy: dict[str, str],
-               weights: RewardWeights) -> tuple[list[Sample], list[Episode]]:
+def to_records(
+    runs: list[FinishedRun], roles: dict[str, str], agent_to_policy: dict[str, str], weights: RewardWeights
+) -> tuple[list[Sample], list[Episode]]:
     """One Episode per run and one Sample per sampled call (all committed: each is its run's own)."""
-    samples = [call_sample(call, run.result, e, run.instance, roles, agent_to_policy, weights, committed=True)
-               for e, run in enumerate(runs) for call in run.calls]
+    samples = [
+        call_sample(call, run.result, e, run.instance, roles, agent_to_policy, weights, committed=True)
+        for e, run in enumerate(runs)
+        for call in run.calls
+    ]
     return samples, [episode_record(run, weights) for run in runs]
 
 
@@ -105,20 +116,39 @@ def episode_record(run: FinishedRun, weights: RewardWeights) -> Episode:
     episode = Episode(run.instance, state=None, team_return=result.team, success=success)
     for call in run.calls:
         reward = weights.team * result.team + weights.local * result.agents.get(call.agent, 0.0)
-        episode.transcript.append({"turn": call.index, "agent": call.agent, "text": call.generation.text,
-                                   "reward": reward})
+        episode.transcript.append(
+            {"turn": call.index, "agent": call.agent, "text": call.generation.text, "reward": reward}
+        )
         episode.rewards_by_agent[call.agent] = reward
     episode.turns = len(run.calls)  # a program's turn is one call: its agents need not take turns in rounds
     return episode
 
 
-def call_sample(call: Call, result: EpisodeResult, episode: int, instance: int, roles: dict[str, str],
-                agent_to_policy: dict[str, str], weights: RewardWeights, committed: bool) -> Sample:
+def call_sample(
+    call: Call,
+    result: EpisodeResult,
+    episode: int,
+    instance: int,
+    roles: dict[str, str],
+    agent_to_policy: dict[str, str],
+    weights: RewardWeights,
+    committed: bool,
+) -> Sample:
     """The Sample of one call, scored with the rewards of the run it belongs to."""
     local = result.agents.get(call.agent, 0.0)
     outcome = Outcome(team=result.team, local=local, terms={"team": result.team, "local": local})
-    return Sample(call.generation, outcome, weights.combine(outcome), episode, instance, call.index, call.agent,
-                  roles[call.agent], agent_to_policy[call.agent], committed=committed)
+    return Sample(
+        call.generation,
+        outcome,
+        weights.combine(outcome),
+        episode,
+        instance,
+        call.index,
+        call.agent,
+        roles[call.agent],
+        agent_to_policy[call.agent],
+        committed=committed,
+    )
 
 
 def group_checks(samples: list[Sample]) -> dict[str, float]:
@@ -129,8 +159,11 @@ def group_checks(samples: list[Sample]) -> dict[str, float]:
         groups[s.tree_key].append(s.reward)
     out: dict[str, float] = {}
     for (_, _, agent), rewards in groups.items():
-        for name, hit in (("groups", True), ("singleton_groups", len(rewards) == 1),
-                          ("zero_variance_groups", len(rewards) > 1 and pstdev(rewards) == 0.0)):
+        for name, hit in (
+            ("groups", True),
+            ("singleton_groups", len(rewards) == 1),
+            ("zero_variance_groups", len(rewards) > 1 and pstdev(rewards) == 0.0),
+        ):
             key = f"gateway/{agent}/{name}"
             out[key] = out.get(key, 0.0) + float(hit)
     return out

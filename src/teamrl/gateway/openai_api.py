@@ -21,8 +21,14 @@ from pydantic import BaseModel, ConfigDict, Field
 class ApiError(Exception):
     """An error answered as OpenAI does: HTTP `status` with {"error": {"message", "type", "param", "code"}}."""
 
-    def __init__(self, status: int, message: str, kind: str = "invalid_request_error", code: str | None = None,
-                 param: str | None = None):
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        kind: str = "invalid_request_error",
+        code: str | None = None,
+        param: str | None = None,
+    ):
         super().__init__(message)
         self.status, self.message, self.kind, self.code, self.param = status, message, kind, code, param
 
@@ -87,13 +93,21 @@ def plain_messages(request: ChatRequest, max_chars: int) -> list[dict[str, Any]]
     for i, message in enumerate(request.messages):
         extra = message.model_extra or {}
         if extra.get("function_call"):
-            raise ApiError(400, f"messages[{i}]: `function_call` is the legacy form; send `tool_calls`",
-                           code="unsupported_message", param=f"messages[{i}]")
+            raise ApiError(
+                400,
+                f"messages[{i}]: `function_call` is the legacy form; send `tool_calls`",
+                code="unsupported_message",
+                param=f"messages[{i}]",
+            )
         if isinstance(message.content, list):
             bad = [p.type for p in message.content if p.type != "text" or p.text is None]
             if bad:
-                raise ApiError(400, f"messages[{i}]: content parts of type {', '.join(bad)} are not supported; "
-                                    "send text", code="unsupported_content", param=f"messages[{i}].content")
+                raise ApiError(
+                    400,
+                    f"messages[{i}]: content parts of type {', '.join(bad)} are not supported; send text",
+                    code="unsupported_content",
+                    param=f"messages[{i}].content",
+                )
             content = "".join(p.text or "" for p in message.content)
         else:
             content = message.content or ""
@@ -101,45 +115,71 @@ def plain_messages(request: ChatRequest, max_chars: int) -> list[dict[str, Any]]
         entry: dict[str, Any] = {"role": role, "content": content}
         if extra.get("tool_calls"):
             if role != "assistant":
-                raise ApiError(400, f"messages[{i}]: only assistant messages carry tool_calls",
-                               code="invalid_tool_calls", param=f"messages[{i}].tool_calls")
+                raise ApiError(
+                    400,
+                    f"messages[{i}]: only assistant messages carry tool_calls",
+                    code="invalid_tool_calls",
+                    param=f"messages[{i}].tool_calls",
+                )
             entry["tool_calls"] = _message_tool_calls(i, extra["tool_calls"])
             total += sum(len(c["function"]["arguments"]) for c in entry["tool_calls"])
         if role == "tool":
             call_id = extra.get("tool_call_id")
             if not isinstance(call_id, str):
-                raise ApiError(400, f"messages[{i}]: a tool message needs the `tool_call_id` of the call it answers",
-                               code="invalid_tool_message", param=f"messages[{i}]")
+                raise ApiError(
+                    400,
+                    f"messages[{i}]: a tool message needs the `tool_call_id` of the call it answers",
+                    code="invalid_tool_message",
+                    param=f"messages[{i}]",
+                )
             entry["tool_call_id"] = call_id
         total += len(content)
         messages.append(entry)
     if total > max_chars:
-        raise ApiError(400, f"the messages hold {total} characters, over this gateway's limit of {max_chars}",
-                       code="context_length_exceeded", param="messages")
+        raise ApiError(
+            400,
+            f"the messages hold {total} characters, over this gateway's limit of {max_chars}",
+            code="context_length_exceeded",
+            param="messages",
+        )
     return messages
 
 
 def _message_tool_calls(i: int, calls: Any) -> list[dict[str, Any]]:
     """An assistant message's tool_calls, checked: [{"id", "type": "function", "function": {"name", "arguments"}}]."""
     where = f"messages[{i}].tool_calls"
-    shape = ('[{"id": ..., "type": "function", "function": {"name": ..., "arguments": "<a JSON string>"}}]')
+    shape = '[{"id": ..., "type": "function", "function": {"name": ..., "arguments": "<a JSON string>"}}]'
     if not isinstance(calls, list):
         raise ApiError(400, f"{where}: expected {shape}", code="invalid_tool_calls", param=where)
     out = []
     for call in calls:
         function = call.get("function") if isinstance(call, dict) else None
-        if not (isinstance(function, dict) and isinstance(function.get("name"), str)
-                and isinstance(function.get("arguments", ""), str) and call.get("type", "function") == "function"):
+        if not (
+            isinstance(function, dict)
+            and isinstance(function.get("name"), str)
+            and isinstance(function.get("arguments", ""), str)
+            and call.get("type", "function") == "function"
+        ):
             raise ApiError(400, f"{where}: expected {shape}", code="invalid_tool_calls", param=where)
-        out.append({"id": str(call.get("id", "")), "type": "function",
-                    "function": {"name": function["name"], "arguments": function.get("arguments", "")}})
+        out.append(
+            {
+                "id": str(call.get("id", "")),
+                "type": "function",
+                "function": {"name": function["name"], "arguments": function.get("arguments", "")},
+            }
+        )
     return out
 
 
 def token_logprobs(tokens: list[str], logprobs: list[float]) -> dict[str, Any]:
     """A choice's `logprobs` object: each sampled token's text and log-prob (no alternatives)."""
-    return {"content": [{"token": t, "logprob": lp, "bytes": list(t.encode()), "top_logprobs": []}
-                        for t, lp in zip(tokens, logprobs, strict=True)], "refusal": None}
+    return {
+        "content": [
+            {"token": t, "logprob": lp, "bytes": list(t.encode()), "top_logprobs": []}
+            for t, lp in zip(tokens, logprobs, strict=True)
+        ],
+        "refusal": None,
+    }
 
 
 @dataclass
@@ -157,25 +197,38 @@ class Answer:
         return message
 
 
-def completion_body(agent: str, answer: Answer, prompt_tokens: int, completion_tokens: int,
-                    logprobs: dict[str, Any] | None = None) -> dict[str, Any]:
+def completion_body(
+    agent: str, answer: Answer, prompt_tokens: int, completion_tokens: int, logprobs: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """A non-streamed chat.completion object (`logprobs`: a `token_logprobs` object, when asked)."""
     return {
-        "id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion", "created": int(time.time()),
+        "id": f"chatcmpl-{uuid.uuid4().hex}",
+        "object": "chat.completion",
+        "created": int(time.time()),
         "model": agent,
-        "choices": [{"index": 0, "message": answer.message(), "logprobs": logprobs,
-                     "finish_reason": answer.finish_reason}],
+        "choices": [
+            {"index": 0, "message": answer.message(), "logprobs": logprobs, "finish_reason": answer.finish_reason}
+        ],
         "usage": usage(prompt_tokens, completion_tokens),
     }
 
 
 def usage(prompt_tokens: int, completion_tokens: int) -> dict[str, int]:
-    return {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-            "total_tokens": prompt_tokens + completion_tokens}
+    return {
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": completion_tokens,
+        "total_tokens": prompt_tokens + completion_tokens,
+    }
 
 
-def stream_events(agent: str, answer: Answer, prompt_tokens: int, completion_tokens: int,
-                  include_usage: bool, logprobs: dict[str, Any] | None = None) -> list[str]:
+def stream_events(
+    agent: str,
+    answer: Answer,
+    prompt_tokens: int,
+    completion_tokens: int,
+    include_usage: bool,
+    logprobs: dict[str, Any] | None = None,
+) -> list[str]:
     """The server-sent events of a streamed answer: role, content, tool calls, finish reason, [usage], [DONE].
 
     The response is sampled in one batched call before the first event, so its text comes in one
@@ -185,14 +238,23 @@ def stream_events(agent: str, answer: Answer, prompt_tokens: int, completion_tok
     ident, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
 
     def chunk(choices: list[dict[str, Any]], **extra: Any) -> str:
-        body = {"id": ident, "object": "chat.completion.chunk", "created": created, "model": agent,
-                "choices": choices, **extra}
+        body = {
+            "id": ident,
+            "object": "chat.completion.chunk",
+            "created": created,
+            "model": agent,
+            "choices": choices,
+            **extra,
+        }
         return f"data: {json.dumps(body)}\n\n"
 
     events = [chunk([{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}])]
     if answer.content or logprobs is not None:
-        events.append(chunk([{"index": 0, "delta": {"content": answer.content or ""}, "logprobs": logprobs,
-                              "finish_reason": None}]))
+        events.append(
+            chunk(
+                [{"index": 0, "delta": {"content": answer.content or ""}, "logprobs": logprobs, "finish_reason": None}]
+            )
+        )
     for i, call in enumerate(answer.tool_calls):
         events.append(chunk([{"index": 0, "delta": {"tool_calls": [{"index": i, **call}]}, "finish_reason": None}]))
     events.append(chunk([{"index": 0, "delta": {}, "finish_reason": answer.finish_reason}]))
@@ -204,5 +266,7 @@ def stream_events(agent: str, answer: Answer, prompt_tokens: int, completion_tok
 
 def models_body(agents: list[str]) -> dict[str, Any]:
     """GET /v1/models: one model per agent name."""
-    return {"object": "list", "data": [{"id": a, "object": "model", "created": 0, "owned_by": "teamrl"}
-                                       for a in agents]}
+    return {
+        "object": "list",
+        "data": [{"id": a, "object": "model", "created": 0, "owned_by": "teamrl"} for a in agents],
+    }

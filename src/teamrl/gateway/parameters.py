@@ -44,43 +44,66 @@ def _zero(value: Any) -> bool:
 
 PARAMETERS: dict[str, Parameter] = {
     "model": Parameter(HONOURED, "names the agent (or the `X-Teamrl-Agent` header); an unknown one is a 404"),
-    "messages": Parameter(HONOURED, "system, developer (as system), user, assistant (with `tool_calls`) and tool "
-                                    "messages, text only; non-text parts and legacy `function_call` are refused"),
+    "messages": Parameter(
+        HONOURED,
+        "system, developer (as system), user, assistant (with `tool_calls`) and tool "
+        "messages, text only; non-text parts and legacy `function_call` are refused",
+    ),
     "max_tokens": Parameter(HONOURED, "capped by the agent's `rollout.max_new_tokens`"),
     "max_completion_tokens": Parameter(HONOURED, "as `max_tokens` (wins over it, as in OpenAI)"),
-    "stop": Parameter(HONOURED, f"up to {MAX_STOP_STRINGS} strings of at most {MAX_STOP_CHARS} characters; "
-                                "kept at the end of the text"),
-    "stream": Parameter(HONOURED, "OpenAI chunks; the whole text comes in one content chunk, each tool call in one "
-                                  "`delta.tool_calls` chunk"),
-    "stream_options": Parameter(HONOURED, "`include_usage` (true or false; no other key)",
-                                lambda v: isinstance(v, dict) and set(v) <= {"include_usage"}
-                                and all(isinstance(x, bool) for x in v.values())),
+    "stop": Parameter(
+        HONOURED,
+        f"up to {MAX_STOP_STRINGS} strings of at most {MAX_STOP_CHARS} characters; kept at the end of the text",
+    ),
+    "stream": Parameter(
+        HONOURED,
+        "OpenAI chunks; the whole text comes in one content chunk, each tool call in one `delta.tool_calls` chunk",
+    ),
+    "stream_options": Parameter(
+        HONOURED,
+        "`include_usage` (true or false; no other key)",
+        lambda v: isinstance(v, dict) and set(v) <= {"include_usage"} and all(isinstance(x, bool) for x in v.values()),
+    ),
     "n": Parameter(HONOURED, "1 only: send n requests for n answers", _is(1)),
-    "temperature": Parameter(HONOURED, "under `teamrl serve` (below 1e-4: greedy); in training the config's "
-                                       "sampling is used, the distribution the update trains"),
-    "top_p": Parameter(HONOURED, "under `teamrl serve` (below 1e-4: greedy); in training the config's, as "
-                                 "`temperature`"),
+    "temperature": Parameter(
+        HONOURED,
+        "under `teamrl serve` (below 1e-4: greedy); in training the config's "
+        "sampling is used, the distribution the update trains",
+    ),
+    "top_p": Parameter(
+        HONOURED, "under `teamrl serve` (below 1e-4: greedy); in training the config's, as `temperature`"
+    ),
     "logprobs": Parameter(HONOURED, "the sampled tokens' log-probs under the sampling temperature"),
-    "top_logprobs": Parameter(REFUSED, "0 only: the engine keeps the sampled token's log-prob, no alternatives",
-                              _zero),
-    "response_format": Parameter(REFUSED, "`{\"type\": \"text\"}` only: nothing would hold the policy to a "
-                                          "JSON format", _is({"type": "text"})),
-    "seed": Parameter(REFUSED, "requests are sampled in shared batches from one generator, so one "
-                               "request's seed cannot fix its draws"),
+    "top_logprobs": Parameter(REFUSED, "0 only: the engine keeps the sampled token's log-prob, no alternatives", _zero),
+    "response_format": Parameter(
+        REFUSED, '`{"type": "text"}` only: nothing would hold the policy to a JSON format', _is({"type": "text"})
+    ),
+    "seed": Parameter(
+        REFUSED, "requests are sampled in shared batches from one generator, so one request's seed cannot fix its draws"
+    ),
     "logit_bias": Parameter(REFUSED, "`{}` only: not applied by the engines", _is({})),
     "frequency_penalty": Parameter(REFUSED, "0 only: not applied by the engines", _zero),
     "presence_penalty": Parameter(REFUSED, "0 only: not applied by the engines", _zero),
-    "tools": Parameter(HONOURED, "function tools, rendered by the policy's chat template or the Hermes-style "
-                                 "fallback; calls read by the agent's tool-call parser",
-                       lambda v: isinstance(v, list)),
-    "tool_choice": Parameter(HONOURED, "`auto`, `none` (tools not shown, answer not parsed), `required` or a named "
-                                       "function (only it shown); no call written: the text, finish `stop`"),
+    "tools": Parameter(
+        HONOURED,
+        "function tools, rendered by the policy's chat template or the Hermes-style "
+        "fallback; calls read by the agent's tool-call parser",
+        lambda v: isinstance(v, list),
+    ),
+    "tool_choice": Parameter(
+        HONOURED,
+        "`auto`, `none` (tools not shown, answer not parsed), `required` or a named "
+        "function (only it shown); no call written: the text, finish `stop`",
+    ),
     "functions": Parameter(REFUSED, "the legacy form: send `tools`", _is([])),
     "function_call": Parameter(REFUSED, "the legacy form: send `tool_choice`", _is("none")),
-    "parallel_tool_calls": Parameter(HONOURED, "`false`: an answer with several calls is returned as text "
-                                               "(counted malformed); the fallback prompt asks for one",
-                                     lambda v: isinstance(v, bool)),
-    "modalities": Parameter(REFUSED, "`[\"text\"]` only", _is(["text"])),
+    "parallel_tool_calls": Parameter(
+        HONOURED,
+        "`false`: an answer with several calls is returned as text "
+        "(counted malformed); the fallback prompt asks for one",
+        lambda v: isinstance(v, bool),
+    ),
+    "modalities": Parameter(REFUSED, '`["text"]` only', _is(["text"])),
     "audio": Parameter(REFUSED, "text only"),
     "prediction": Parameter(REFUSED, "predicted outputs are not built"),
     "reasoning_effort": Parameter(REFUSED, "no reasoning budget to set: the policy answers as trained"),
@@ -109,16 +132,23 @@ def check_parameters(body: dict[str, Any]) -> None:
     for name, value in body.items():
         entry = PARAMETERS.get(name)
         if entry is None:
-            raise RefusedParameter(name, f"unrecognized request parameter {name!r}: the teamrl gateway takes "
-                                         f"{', '.join(PARAMETERS)}", "unknown_parameter")
+            raise RefusedParameter(
+                name,
+                f"unrecognized request parameter {name!r}: the teamrl gateway takes {', '.join(PARAMETERS)}",
+                "unknown_parameter",
+            )
         if value is None or entry.status == NO_OP:
             continue
         if entry.status == REFUSED and entry.accepts is None:
-            raise RefusedParameter(name, f"{name} is not supported by the teamrl gateway: {entry.note}",
-                                   "unsupported_parameter")
+            raise RefusedParameter(
+                name, f"{name} is not supported by the teamrl gateway: {entry.note}", "unsupported_parameter"
+            )
         if entry.accepts is not None and not entry.accepts(value):
-            raise RefusedParameter(name, f"{name}={_short(value)} is not supported by the teamrl gateway: {entry.note}",
-                                   "unsupported_parameter")
+            raise RefusedParameter(
+                name,
+                f"{name}={_short(value)} is not supported by the teamrl gateway: {entry.note}",
+                "unsupported_parameter",
+            )
 
 
 def _short(value: Any) -> str:

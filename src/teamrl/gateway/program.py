@@ -127,10 +127,12 @@ class ProgramWorkflow(Workflow):
         self.settings = settings
         self.max_turns = max_turns  # each agent's call limit per episode
         self.agents = [Agent(a, settings.roles.get(a, a)) for a in settings.agents]
-        self.program: Program = (load_callable(settings.entry, "task.entry") if settings.entry
-                                 else command_program(settings.command))
-        self.instances = (load_callable(settings.instances, "task.instances") if settings.instances
-                          else default_instances)
+        self.program: Program = (
+            load_callable(settings.entry, "task.entry") if settings.entry else command_program(settings.command)
+        )
+        self.instances = (
+            load_callable(settings.instances, "task.instances") if settings.instances else default_instances
+        )
         self.gateway: Gateway | None = None
         self.last_metrics: dict[str, float] = {}
 
@@ -154,11 +156,20 @@ class ProgramWorkflow(Workflow):
         """The last rollout's gateway metrics (dropped runs, group checks, batching, determinism)."""
         return dict(self.last_metrics)
 
-    def serve(self, policies: dict[str, Policy], agent_to_policy: dict[str, str],
-              params_of: dict[str, SamplingParams], generator: torch.Generator) -> Gateway:
+    def serve(
+        self,
+        policies: dict[str, Policy],
+        agent_to_policy: dict[str, str],
+        params_of: dict[str, SamplingParams],
+        generator: torch.Generator,
+    ) -> Gateway:
         """The gateway serving these policies (started on first use, re-pointed on later calls)."""
-        routes = {a.name: AgentRoute(policies[agent_to_policy[a.name]], params_of[a.name],
-                                     tool_parser=self.settings.tool_parser) for a in self.agents}
+        routes = {
+            a.name: AgentRoute(
+                policies[agent_to_policy[a.name]], params_of[a.name], tool_parser=self.settings.tool_parser
+            )
+            for a in self.agents
+        }
         if self.gateway is None:
             worker = SamplingWorker(generator, self.settings.batch_window_ms / 1000)
             self.gateway = Gateway(routes, worker, GatewayLimits(self.settings.max_message_chars)).start()
@@ -166,10 +177,19 @@ class ProgramWorkflow(Workflow):
         _sampling_worker(self.gateway).generator = generator  # only the worker thread draws from it
         return self.gateway
 
-    def play_episodes(self, instances: list[int], split: str, policies: dict[str, Policy],
-                      agent_to_policy: dict[str, str], params_of: dict[str, SamplingParams], branches: int,
-                      weights: RewardWeights, generator: torch.Generator, rng: random.Random,
-                      commit_rule: str = "greedy") -> tuple[list[Sample], list[Episode]]:
+    def play_episodes(
+        self,
+        instances: list[int],
+        split: str,
+        policies: dict[str, Policy],
+        agent_to_policy: dict[str, str],
+        params_of: dict[str, SamplingParams],
+        branches: int,
+        weights: RewardWeights,
+        generator: torch.Generator,
+        rng: random.Random,
+        commit_rule: str = "greedy",
+    ) -> tuple[list[Sample], list[Episode]]:
         """`branches` runs of the program per entry of `instances`; their calls as Samples and Episodes.
 
         rng, commit_rule: which tree-sampling candidate is committed (`algorithm.commit`; greedy ties by `rng`).
@@ -178,8 +198,9 @@ class ProgramWorkflow(Workflow):
         calls_before, tools_before = len(_sampling_worker(gateway).batch_sizes), dict(gateway.tool_counts)
         roles = {a.name: a.role for a in self.agents}
         if branches > 1 and self.settings.branching == "replay" and split == "train":
-            samples, episodes, metrics = self._play_tree(gateway, instances, branches, roles, agent_to_policy, weights,
-                                                         rng, commit_rule)
+            samples, episodes, metrics = self._play_tree(
+                gateway, instances, branches, roles, agent_to_policy, weights, rng, commit_rule
+            )
         else:
             plan = [index for index in instances for _ in range(branches)]
             played = self._play(gateway, plan, split, replay=None)
@@ -197,9 +218,17 @@ class ProgramWorkflow(Workflow):
         self.last_metrics = metrics
         return samples, episodes
 
-    def _play_tree(self, gateway: Gateway, instances: list[int], k: int, roles: dict[str, str],
-                   agent_to_policy: dict[str, str], weights: RewardWeights, rng: random.Random, commit_rule: str
-                   ) -> tuple[list[Sample], list[Episode], dict[str, float]]:
+    def _play_tree(
+        self,
+        gateway: Gateway,
+        instances: list[int],
+        k: int,
+        roles: dict[str, str],
+        agent_to_policy: dict[str, str],
+        weights: RewardWeights,
+        rng: random.Random,
+        commit_rule: str,
+    ) -> tuple[list[Sample], list[Episode], dict[str, float]]:
         """AT-GRPO tree sampling by replay, level by level, all instances together (module docstring)."""
         plan = [index for index in instances for _ in range(k)]
         played = self._play(gateway, plan, "train", replay=None)  # level 0: K free runs per instance
@@ -208,8 +237,9 @@ class ProgramWorkflow(Workflow):
         check, differing = self._check_determinism(gateway, finished, "train")
         metrics.update(check)
         # An instance whose replay differed trains on its K level-0 runs as K independent episodes.
-        samples, episodes = to_records([run for run in finished if run.instance in differing], roles,
-                                       agent_to_policy, weights)
+        samples, episodes = to_records(
+            [run for run in finished if run.instance in differing], roles, agent_to_policy, weights
+        )
         lines: dict[int, CommittedLine] = {}
         levels, branch_runs, branch_drops = 0, 0, {"gateway/dropped_runs_branches": 0.0}
         while True:
@@ -233,12 +263,18 @@ class ProgramWorkflow(Workflow):
                     branch_drops[f"{key}_branches"] = branch_drops.get(f"{key}_branches", 0.0) + value
         episodes += [episode_record(line.run, weights) for line in lines.values()]
         metrics.update(branch_drops)
-        metrics.update({"gateway/branch_runs": float(branch_runs), "gateway/levels": float(levels),
-                        "gateway/fallback_instances": float(len(differing))})
+        metrics.update(
+            {
+                "gateway/branch_runs": float(branch_runs),
+                "gateway/levels": float(levels),
+                "gateway/fallback_instances": float(len(differing)),
+            }
+        )
         return samples, episodes, metrics
 
-    def _play(self, gateway: Gateway, plan: list[int], split: str,
-              replay: list[list[Call]] | None) -> list[tuple[EpisodeSession, RunOutcome]]:
+    def _play(
+        self, gateway: Gateway, plan: list[int], split: str, replay: list[list[Call]] | None
+    ) -> list[tuple[EpisodeSession, RunOutcome]]:
         """Run the program once per entry of `plan` (run i answers from `replay[i]`'s calls where they match)."""
         limit = self.settings.max_concurrent
         names = frozenset(a.name for a in self.agents)
@@ -266,15 +302,22 @@ class ProgramWorkflow(Workflow):
         metrics = {"gateway/runs": float(len(played)), "gateway/dropped_runs": 0.0}
         for session, outcome in played:
             if outcome.dropped:
-                log.warning("gateway: dropped %s run %s of instance %d (%s): %s", split, session.id,
-                            session.instance, outcome.dropped, outcome.detail)
+                log.warning(
+                    "gateway: dropped %s run %s of instance %d (%s): %s",
+                    split,
+                    session.id,
+                    session.instance,
+                    outcome.dropped,
+                    outcome.detail,
+                )
                 metrics["gateway/dropped_runs"] += 1
                 key = f"gateway/dropped/{outcome.dropped}"
                 metrics[key] = metrics.get(key, 0.0) + 1
         return metrics
 
-    def _check_determinism(self, gateway: Gateway, finished: list[FinishedRun], split: str
-                           ) -> tuple[dict[str, float], set[int]]:
+    def _check_determinism(
+        self, gateway: Gateway, finished: list[FinishedRun], split: str
+    ) -> tuple[dict[str, float], set[int]]:
         """Replay the first finished run of each instance; (metrics, the instances whose prompts or calls differ)."""
         firsts = list({run.instance: run for run in reversed(finished)}.values())
         replayed = self._play(gateway, [run.instance for run in firsts], split, replay=[r.calls for r in firsts])
@@ -283,12 +326,20 @@ class ProgramWorkflow(Workflow):
             same_calls = [(c.agent, c.index) for c in session.calls] == [(c.agent, c.index) for c in run.calls]
             if session.mismatches or not same_calls or outcome.dropped:
                 differing.add(run.instance)
-                reason = (session.mismatches or ["it made other calls when replayed"
-                                                  if not same_calls else f"replay {outcome.dropped}"])[0]
-                log.warning("gateway: the program is not deterministic given its responses on instance %d (%s); "
-                            "it is trained on K independent runs (trajectory-level groups)", run.instance, reason)
-        return ({"gateway/replayed_runs": float(len(firsts)), "gateway/nondeterministic_runs": float(len(differing))},
-                differing)
+                reason = (
+                    session.mismatches
+                    or ["it made other calls when replayed" if not same_calls else f"replay {outcome.dropped}"]
+                )[0]
+                log.warning(
+                    "gateway: the program is not deterministic given its responses on instance %d (%s); "
+                    "it is trained on K independent runs (trajectory-level groups)",
+                    run.instance,
+                    reason,
+                )
+        return (
+            {"gateway/replayed_runs": float(len(firsts)), "gateway/nondeterministic_runs": float(len(differing))},
+            differing,
+        )
 
     def close(self) -> None:
         if self.gateway is not None:
@@ -306,9 +357,11 @@ def scripted_demos(workflow: Workflow, seed: int) -> Iterator[tuple[str, str, st
     if not isinstance(workflow, ProgramWorkflow):
         raise TypeError(f"scripted demonstrations play a program task's workflow, not {type(workflow).__name__}")
     if not workflow.settings.script:
-        raise ValueError("the program task warms the tiny default model up on scripted teammates: set "
-                         "task.script (module:function, script(agent, messages) -> str), or set policy.model "
-                         "to a model folder")
+        raise ValueError(
+            "the program task warms the tiny default model up on scripted teammates: set "
+            "task.script (module:function, script(agent, messages) -> str), or set policy.model "
+            "to a model folder"
+        )
     script = load_callable(workflow.settings.script, "task.script")
     routes = {a.name: None for a in workflow.agents}
     gateway = Gateway(routes, None, responder=script).start()  # type: ignore[arg-type]
@@ -318,12 +371,14 @@ def scripted_demos(workflow: Workflow, seed: int) -> Iterator[tuple[str, str, st
             index = seed * 100_000 + i  # warm-up seeds draw disjoint instances
             session = gateway.sessions.open(index, names, workflow.max_turns)
             endpoint = Endpoint(gateway.episode_url(session), session.key, tuple(routes), "train", index)
-            outcome = call_program(workflow.program, workflow.instances("train", index), endpoint,
-                                   workflow.settings.timeout_s)
+            outcome = call_program(
+                workflow.program, workflow.instances("train", index), endpoint, workflow.settings.timeout_s
+            )
             gateway.sessions.close(session)
             if outcome.dropped:
-                raise RuntimeError(f"the program failed against the scripted teammates ({outcome.dropped}): "
-                                   f"{outcome.detail}")
+                raise RuntimeError(
+                    f"the program failed against the scripted teammates ({outcome.dropped}): {outcome.detail}"
+                )
             for call in session.calls:
                 yield call.agent, "\n\n".join(m["content"] for m in call.messages), call.generation.text
     finally:

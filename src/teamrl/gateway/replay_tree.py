@@ -15,12 +15,16 @@ from teamrl.rollout.tree import RewardWeights, Sample, commit_index
 
 def finished_runs(plan: list[int], played: list[tuple[EpisodeSession, RunOutcome]]) -> list[FinishedRun]:
     """The runs that reported a result, with the calls they sampled."""
-    return [FinishedRun(index, session.sampled_calls(), outcome.result)
-            for index, (session, outcome) in zip(plan, played) if outcome.result is not None]
+    return [
+        FinishedRun(index, session.sampled_calls(), outcome.result)
+        for index, (session, outcome) in zip(plan, played)
+        if outcome.result is not None
+    ]
 
 
-def runs_by_instance(plan: list[int], played: list[tuple[EpisodeSession, RunOutcome]], exclude: set[int]
-                     ) -> dict[int, list[FinishedRun]]:
+def runs_by_instance(
+    plan: list[int], played: list[tuple[EpisodeSession, RunOutcome]], exclude: set[int]
+) -> dict[int, list[FinishedRun]]:
     """Instance -> its runs of one level that reported a result and replayed their prefix, with all their calls
     (the replayed prefix included); instances in `exclude` left out."""
     runs: dict[int, list[FinishedRun]] = {}
@@ -49,17 +53,27 @@ class CommittedLine:
     def prefix(self) -> list[Call]:
         return self.run.calls[: self.depth]
 
-    def commit(self, runs: list[FinishedRun], roles: dict[str, str], agent_to_policy: dict[str, str],
-               weights: RewardWeights, rng: random.Random, commit_rule: str) -> list[Sample]:
+    def commit(
+        self,
+        runs: list[FinishedRun],
+        roles: dict[str, str],
+        agent_to_policy: dict[str, str],
+        weights: RewardWeights,
+        rng: random.Random,
+        commit_rule: str,
+    ) -> list[Sample]:
         """Score this level's runs by their fresh call at the line's next position (the group: same prefix, so
         the same prompt), commit the best one's run (ties: `rng`) and return the group's Samples."""
         key = self.next_key()
-        members = [(run, call) for run in runs for call in run.calls
-                   if (call.agent, call.index) == key and not call.replayed]
+        members = [
+            (run, call) for run in runs for call in run.calls if (call.agent, call.index) == key and not call.replayed
+        ]
         if not members:  # all of this level's runs were dropped: the line ends on the run committed before
             return []
-        group = [call_sample(call, run.result, self.episode, run.instance, roles, agent_to_policy, weights,
-                             committed=False) for run, call in members]
+        group = [
+            call_sample(call, run.result, self.episode, run.instance, roles, agent_to_policy, weights, committed=False)
+            for run, call in members
+        ]
         chosen = commit_index([s.reward for s in group], commit_rule, rng)
         group[chosen].committed = True
         self.run, call = members[chosen]

@@ -39,9 +39,13 @@ class Endpoint:
 
     def env(self) -> dict[str, str]:
         """The environment variables a command-line program reads (the openai client reads the first two)."""
-        return {"OPENAI_BASE_URL": self.base_url, "OPENAI_API_KEY": self.api_key,
-                "TEAMRL_AGENTS": ",".join(self.agents), "TEAMRL_SPLIT": self.split,
-                "TEAMRL_INDEX": str(self.index)}
+        return {
+            "OPENAI_BASE_URL": self.base_url,
+            "OPENAI_API_KEY": self.api_key,
+            "TEAMRL_AGENTS": ",".join(self.agents),
+            "TEAMRL_SPLIT": self.split,
+            "TEAMRL_INDEX": str(self.index),
+        }
 
 
 Program = Callable[[Any, Endpoint], Any]

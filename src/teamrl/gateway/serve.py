@@ -21,9 +21,15 @@ from teamrl.setup.team import build_policies, build_workflow, policies_from_chec
 from teamrl.setup.threads import set_threads
 
 
-def serve_run(path: Path, host: str = "127.0.0.1", port: int = 0, token: str | None = None,
-              batch_window_ms: float = 20.0, threads: int | str | None = None,
-              overrides: list[str] | None = None) -> Gateway:
+def serve_run(
+    path: Path,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    token: str | None = None,
+    batch_window_ms: float = 20.0,
+    threads: int | str | None = None,
+    overrides: list[str] | None = None,
+) -> Gateway:
     """A started gateway over a team's policies (close it with `.close()` and `.worker.close()`).
 
     path: a run directory or one of its `checkpoints/<tag>` folders (the trained policies), or a config

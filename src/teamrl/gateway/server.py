@@ -31,10 +31,25 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 
 from teamrl.gateway.batching import SamplingWorker
-from teamrl.gateway.openai_api import (Answer, ApiError, ChatRequest, completion_body, error_body, models_body,
-                                       plain_messages, stream_events, token_logprobs)
-from teamrl.gateway.parameters import (MAX_STOP_CHARS, MAX_STOP_STRINGS, MIN_TEMPERATURE, MIN_TOP_P,
-                                       RefusedParameter, check_parameters)
+from teamrl.gateway.openai_api import (
+    Answer,
+    ApiError,
+    ChatRequest,
+    completion_body,
+    error_body,
+    models_body,
+    plain_messages,
+    stream_events,
+    token_logprobs,
+)
+from teamrl.gateway.parameters import (
+    MAX_STOP_CHARS,
+    MAX_STOP_STRINGS,
+    MIN_TEMPERATURE,
+    MIN_TOP_P,
+    RefusedParameter,
+    check_parameters,
+)
 from teamrl.gateway.sessions import Call, EpisodeSession, SessionTable
 from teamrl.gateway.tool_calls import ToolRequest, read_answer, tool_call_parser, tool_request
 from teamrl.gateway.tool_prompt import prompt_messages, template_supports_tools
@@ -72,9 +87,16 @@ class GatewayLimits:
 class Gateway:
     """An OpenAI-compatible server over `routes` (agent name -> AgentRoute), on 127.0.0.1 by default."""
 
-    def __init__(self, routes: dict[str, AgentRoute], worker: SamplingWorker | None,
-                 limits: GatewayLimits = GatewayLimits(), host: str = "127.0.0.1", port: int = 0,
-                 token: str | None = None, responder: Responder | None = None) -> None:
+    def __init__(
+        self,
+        routes: dict[str, AgentRoute],
+        worker: SamplingWorker | None,
+        limits: GatewayLimits = GatewayLimits(),
+        host: str = "127.0.0.1",
+        port: int = 0,
+        token: str | None = None,
+        responder: Responder | None = None,
+    ) -> None:
         """responder: answers instead of the policies (scripted teammates for warm-up demonstrations); its
         calls are recorded with their messages and text but no tokens, and nothing is sampled."""
         self.routes, self.worker, self.limits, self.responder = routes, worker, limits, responder
@@ -95,8 +117,9 @@ class Gateway:
         self.port = sock.getsockname()[1]
         config = uvicorn.Config(self.app, log_level="warning", access_log=False, lifespan="off")
         self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [sock]},
-                                        name="teamrl-gateway-http", daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.run, kwargs={"sockets": [sock]}, name="teamrl-gateway-http", daemon=True
+        )
         self._thread.start()
         while not self._server.started:
             if not self._thread.is_alive():
@@ -130,8 +153,10 @@ class Gateway:
         @app.exception_handler(Exception)
         async def server_error(_request: Request, err: Exception) -> JSONResponse:
             log.error("gateway: unexpected error", exc_info=err)
-            return JSONResponse(error_body(f"internal error: {type(err).__name__}: {err}", "server_error",
-                                           "internal_error"), status_code=500)
+            return JSONResponse(
+                error_body(f"internal error: {type(err).__name__}: {err}", "server_error", "internal_error"),
+                status_code=500,
+            )
 
         @app.get("/v1/models")
         async def models(request: Request) -> JSONResponse:
@@ -168,12 +193,20 @@ class Gateway:
         else:
             session = self.sessions.get(episode)
             if session is None:
-                raise ApiError(404, f"no live episode {episode!r} (finished, dropped or never opened)",
-                               "not_found_error", "episode_not_found")
+                raise ApiError(
+                    404,
+                    f"no live episode {episode!r} (finished, dropped or never opened)",
+                    "not_found_error",
+                    "episode_not_found",
+                )
             expected = session.key
         if not (given and secrets.compare_digest(given.encode(), expected.encode())):
-            raise ApiError(401, "incorrect or missing API key (Authorization: Bearer <key>)",
-                           "invalid_request_error", "invalid_api_key")
+            raise ApiError(
+                401,
+                "incorrect or missing API key (Authorization: Bearer <key>)",
+                "invalid_request_error",
+                "invalid_api_key",
+            )
         return session
 
     def _models(self, request: Request, episode: str | None) -> dict:
@@ -186,9 +219,14 @@ class Gateway:
             chat = await self._read_request(request)
             agent = request.headers.get("x-teamrl-agent") or chat.model
             if agent not in self.routes:
-                raise ApiError(404, f"the model {agent!r} is no agent of this team; agents: {', '.join(self.routes)} "
-                                    "(name the agent in `model` or the X-Teamrl-Agent header)",
-                               "invalid_request_error", "model_not_found", "model")
+                raise ApiError(
+                    404,
+                    f"the model {agent!r} is no agent of this team; agents: {', '.join(self.routes)} "
+                    "(name the agent in `model` or the X-Teamrl-Agent header)",
+                    "invalid_request_error",
+                    "model_not_found",
+                    "model",
+                )
             messages = plain_messages(chat, self.limits.max_message_chars)
             tools = tool_request(chat.model_extra or {})
             prompt = None if self.responder is not None else self._prompt(agent, chat, messages, tools)
@@ -198,8 +236,14 @@ class Gateway:
             return Response(status_code=499)
         except Exception as err:  # a request nothing above foresaw is still the client's: a 400
             log.exception("gateway: unexpected error while reading a request")
-            return JSONResponse(error_body(f"the request could not be read: {type(err).__name__}: {err}",
-                                           "invalid_request_error", "invalid_request"), status_code=400)
+            return JSONResponse(
+                error_body(
+                    f"the request could not be read: {type(err).__name__}: {err}",
+                    "invalid_request_error",
+                    "invalid_request",
+                ),
+                status_code=400,
+            )
         try:
             if prompt is None:
                 generation, prompt_tokens = self._scripted(session, agent, messages), 0
@@ -234,8 +278,11 @@ class Gateway:
         limit = self.limits.max_body_bytes
         kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
         if kind and kind != "application/json" and not kind.endswith("+json"):
-            raise ApiError(415, f"content-type {kind!r}: send the request as JSON (Content-Type: application/json)",
-                           code="unsupported_media_type")
+            raise ApiError(
+                415,
+                f"content-type {kind!r}: send the request as JSON (Content-Type: application/json)",
+                code="unsupported_media_type",
+            )
         declared = request.headers.get("content-length", "")
         if declared.isdigit() and int(declared) > limit:
             raise _too_large(int(declared), limit)
@@ -250,8 +297,11 @@ class Gateway:
         except ValueError as err:  # JSONDecodeError, UnicodeDecodeError
             raise ApiError(422, f"invalid request: the body is not JSON ({err})", code="invalid_request") from None
         if not isinstance(raw, dict):
-            raise ApiError(422, f"invalid request: the body must be a JSON object, got {type(raw).__name__}",
-                           code="invalid_request")
+            raise ApiError(
+                422,
+                f"invalid request: the body must be a JSON object, got {type(raw).__name__}",
+                code="invalid_request",
+            )
         try:
             check_parameters(raw)
         except RefusedParameter as err:
@@ -264,28 +314,45 @@ class Gateway:
             raise ApiError(422, f"invalid request: {problems}", code="invalid_request", param=first) from None
         stops = chat.stop_strings()
         if len(stops) > MAX_STOP_STRINGS or any(len(s) > MAX_STOP_CHARS for s in stops):
-            raise ApiError(400, f"stop: at most {MAX_STOP_STRINGS} strings of at most {MAX_STOP_CHARS} characters, "
-                                f"got {len(stops)} of up to {max(map(len, stops))}", code="invalid_stop", param="stop")
+            raise ApiError(
+                400,
+                f"stop: at most {MAX_STOP_STRINGS} strings of at most {MAX_STOP_CHARS} characters, "
+                f"got {len(stops)} of up to {max(map(len, stops))}",
+                code="invalid_stop",
+                param="stop",
+            )
         return chat
 
-    def _prompt(self, agent: str, chat: ChatRequest, messages: list[dict], tools: ToolRequest | None
-                ) -> tuple[AgentRoute, SamplingParams, list[int]]:
+    def _prompt(
+        self, agent: str, chat: ChatRequest, messages: list[dict], tools: ToolRequest | None
+    ) -> tuple[AgentRoute, SamplingParams, list[int]]:
         """(the agent's route, the request's sampling settings, its prompt token ids)."""
         route = self.routes[agent]
         policy = route.policy
         native = template_supports_tools(policy.tokenizer, policy.use_chat_template)
         rendered, template_tools = prompt_messages(messages, tools, native, policy.system_prompt)
         try:
-            prompt_ids = (policy.encode_prompt(rendered, tools=template_tools) if template_tools
-                          else policy.encode_prompt(rendered))
+            prompt_ids = (
+                policy.encode_prompt(rendered, tools=template_tools)
+                if template_tools
+                else policy.encode_prompt(rendered)
+            )
         except ValueError as err:
-            raise ApiError(400, f"the messages cannot be rendered: {err}", code="invalid_messages",
-                           param="messages") from None
+            raise ApiError(
+                400, f"the messages cannot be rendered: {err}", code="invalid_messages", param="messages"
+            ) from None
         return route, self._params(route, chat, len(prompt_ids)), prompt_ids
 
-    async def _generate(self, request: Request, session: EpisodeSession | None, agent: str,
-                        messages: list[dict], route: AgentRoute, params: SamplingParams,
-                        prompt_ids: list[int]) -> tuple[Generation, int]:
+    async def _generate(
+        self,
+        request: Request,
+        session: EpisodeSession | None,
+        agent: str,
+        messages: list[dict],
+        route: AgentRoute,
+        params: SamplingParams,
+        prompt_ids: list[int],
+    ) -> tuple[Generation, int]:
         """Sample (or replay) the agent's answer and record it in the session. ClientGone when the client
         disconnects first: the request is cancelled (skipped if not yet sampled), not recorded, and its
         call index is given back."""
@@ -319,9 +386,9 @@ class Gateway:
     def _logprobs(self, agent: str, generation: Generation) -> dict:
         """The `logprobs` object of a sampled answer (empty for scripted ones, which have no tokens)."""
         route = self.routes.get(agent)
-        ids = generation.response_ids[:len(generation.logprobs)]
+        ids = generation.response_ids[: len(generation.logprobs)]
         tokens = [route.policy.tokenizer.decode([i]) for i in ids] if route is not None and ids else []
-        return token_logprobs(tokens, generation.logprobs[:len(tokens)])
+        return token_logprobs(tokens, generation.logprobs[: len(tokens)])
 
     def _scripted(self, session: EpisodeSession | None, agent: str, messages: list[dict]) -> Generation:
         assert self.responder is not None  # called only when the gateway answers with a responder
@@ -335,8 +402,10 @@ class Gateway:
         """The agent's settings, with the request's length cap and stop strings (and sampling, if allowed)."""
         limit = route.params.max_new_tokens
         cap = chat.token_cap()
-        changes: dict = {"max_new_tokens": min(cap, limit) if cap else limit,
-                         "stop_strings": tuple(dict.fromkeys(route.params.stop_strings + chat.stop_strings()))}
+        changes: dict = {
+            "max_new_tokens": min(cap, limit) if cap else limit,
+            "stop_strings": tuple(dict.fromkeys(route.params.stop_strings + chat.stop_strings())),
+        }
         if route.request_sampling:
             if chat.temperature is not None:
                 changes["temperature"] = chat.temperature
@@ -346,9 +415,12 @@ class Gateway:
                 changes["temperature"], changes["top_p"] = 0.0, 1.0  # both limits are the argmax
         context = getattr(route.policy.network.config, "max_position_embeddings", None)
         if context and prompt_tokens + changes["max_new_tokens"] > context:
-            raise ApiError(400, f"the prompt has {prompt_tokens} tokens; with max_tokens "
-                                f"{changes['max_new_tokens']} it exceeds the model's context of {context}",
-                           code="context_length_exceeded")
+            raise ApiError(
+                400,
+                f"the prompt has {prompt_tokens} tokens; with max_tokens "
+                f"{changes['max_new_tokens']} it exceeds the model's context of {context}",
+                code="context_length_exceeded",
+            )
         return dataclasses.replace(route.params, **changes)
 
 
@@ -358,6 +430,7 @@ class ClientGone(Exception):
 
 async def _unless_disconnected(request: Request, work: Awaitable[Generation]) -> Generation:
     """`work`'s result, or ClientGone (and `work` cancelled) as soon as the client disconnects."""
+
     async def disconnected() -> None:
         while (await request.receive())["type"] != "http.disconnect":  # the body is read: only this is left
             pass
@@ -374,14 +447,20 @@ async def _unless_disconnected(request: Request, work: Awaitable[Generation]) ->
 
 
 def _too_large(size: int, limit: int) -> ApiError:
-    return ApiError(413, f"the request body has {size} bytes or more, over this gateway's limit of {limit}",
-                    code="request_too_large")
+    return ApiError(
+        413,
+        f"the request body has {size} bytes or more, over this gateway's limit of {limit}",
+        code="request_too_large",
+    )
 
 
 def _reserve(session: EpisodeSession, agent: str) -> int:
     """The agent's next call index in the session; ApiError 400 when its call budget is spent."""
     index = session.next_index(agent)
     if index is None:
-        raise ApiError(400, f"agent {agent!r} made {session.max_calls} calls in this episode, the limit "
-                            "(workflow.max_turns)", code="call_limit")
+        raise ApiError(
+            400,
+            f"agent {agent!r} made {session.max_calls} calls in this episode, the limit (workflow.max_turns)",
+            code="call_limit",
+        )
     return index

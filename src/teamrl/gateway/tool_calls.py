@@ -53,12 +53,17 @@ def tool_request(body: dict[str, Any]) -> ToolRequest | None:
     tools, choice = body.get("tools"), body.get("tool_choice")
     if not tools:
         if choice not in (None, "none", "auto"):
-            raise ApiError(400, f"tool_choice={choice!r} needs `tools`: list the functions the model may call",
-                           code="invalid_tool_choice", param="tool_choice")
+            raise ApiError(
+                400,
+                f"tool_choice={choice!r} needs `tools`: list the functions the model may call",
+                code="invalid_tool_choice",
+                param="tool_choice",
+            )
         return None
     if not isinstance(tools, list):
-        raise ApiError(400, "tools must be a list of {\"type\": \"function\", \"function\": {...}}", param="tools",
-                       code="invalid_tools")
+        raise ApiError(
+            400, 'tools must be a list of {"type": "function", "function": {...}}', param="tools", code="invalid_tools"
+        )
     functions = [_function(i, tool) for i, tool in enumerate(tools)]
     names = [f["name"] for f in functions]
     if len(set(names)) != len(names):
@@ -69,12 +74,20 @@ def tool_request(body: dict[str, Any]) -> ToolRequest | None:
     elif isinstance(choice, dict) and choice.get("type") == "function" and isinstance(choice.get("function"), dict):
         kind, named = "function", choice["function"].get("name")
         if named not in names:
-            raise ApiError(400, f"tool_choice names {named!r}, which is not among the tools ({', '.join(names)})",
-                           code="invalid_tool_choice", param="tool_choice")
+            raise ApiError(
+                400,
+                f"tool_choice names {named!r}, which is not among the tools ({', '.join(names)})",
+                code="invalid_tool_choice",
+                param="tool_choice",
+            )
     else:
-        raise ApiError(400, f"tool_choice={choice!r}: use \"auto\", \"none\", \"required\" or "
-                            "{\"type\": \"function\", \"function\": {\"name\": ...}}",
-                       code="invalid_tool_choice", param="tool_choice")
+        raise ApiError(
+            400,
+            f'tool_choice={choice!r}: use "auto", "none", "required" or '
+            '{"type": "function", "function": {"name": ...}}',
+            code="invalid_tool_choice",
+            param="tool_choice",
+        )
     parallel = body.get("parallel_tool_calls")
     return ToolRequest(functions, kind, named, True if parallel is None else bool(parallel))
 
@@ -82,20 +95,34 @@ def tool_request(body: dict[str, Any]) -> ToolRequest | None:
 def _function(i: int, tool: Any) -> dict[str, Any]:
     where = f"tools[{i}]"
     if not (isinstance(tool, dict) and tool.get("type") == "function" and isinstance(tool.get("function"), dict)):
-        raise ApiError(400, f"{where}: a tool is {{\"type\": \"function\", \"function\": {{\"name\", \"description\", "
-                            "\"parameters\"}}}; other tool types are not supported", code="invalid_tools", param=where)
+        raise ApiError(
+            400,
+            f'{where}: a tool is {{"type": "function", "function": {{"name", "description", '
+            '"parameters"}}}; other tool types are not supported',
+            code="invalid_tools",
+            param=where,
+        )
     function = tool["function"]
     name = function.get("name")
     if not (isinstance(name, str) and NAME.match(name)):
-        raise ApiError(400, f"{where}.function.name={name!r}: 1-64 letters, digits, _ or -", code="invalid_tools",
-                       param=where)
+        raise ApiError(
+            400, f"{where}.function.name={name!r}: 1-64 letters, digits, _ or -", code="invalid_tools", param=where
+        )
     if not isinstance(function.get("parameters", {}), dict) or not isinstance(function.get("description", ""), str):
-        raise ApiError(400, f"{where}.function: `parameters` must be a JSON Schema object and `description` text",
-                       code="invalid_tools", param=where)
+        raise ApiError(
+            400,
+            f"{where}.function: `parameters` must be a JSON Schema object and `description` text",
+            code="invalid_tools",
+            param=where,
+        )
     if function.get("strict"):
-        raise ApiError(400, f"{where}.function.strict=true is not supported: nothing holds the policy's arguments to "
-                            "the schema; leave `strict` out (calls are still checked to be JSON objects)",
-                       code="invalid_tools", param=where)
+        raise ApiError(
+            400,
+            f"{where}.function.strict=true is not supported: nothing holds the policy's arguments to "
+            "the schema; leave `strict` out (calls are still checked to be JSON objects)",
+            code="invalid_tools",
+            param=where,
+        )
     return {k: function[k] for k in ("name", "description", "parameters") if k in function}
 
 
@@ -197,7 +224,12 @@ def read_answer(text: str, finished: bool, tools: ToolRequest, parser: Parser, s
         return ToolAnswer(text, [], "stop", "malformed")
     if not parsed.calls:
         return ToolAnswer(text, [], "stop", "missing_required" if tools.choice in ("required", "function") else "text")
-    calls = [{"id": "call_" + hashlib.sha256(f"{seed}/{i}".encode()).hexdigest()[:24], "type": "function",
-              "function": {"name": c["name"], "arguments": json.dumps(c["arguments"])}}
-             for i, c in enumerate(parsed.calls)]
+    calls = [
+        {
+            "id": "call_" + hashlib.sha256(f"{seed}/{i}".encode()).hexdigest()[:24],
+            "type": "function",
+            "function": {"name": c["name"], "arguments": json.dumps(c["arguments"])},
+        }
+        for i, c in enumerate(parsed.calls)
+    ]
     return ToolAnswer(parsed.content, calls, "tool_calls", "calls")

@@ -43,18 +43,23 @@ def fallback_tools_text(functions: list[dict[str, Any]], tools: ToolRequest) -> 
         rule = "Call a function when it helps; otherwise answer directly."
     if not tools.parallel:
         rule += " Call at most one function per answer."
-    return ("# Tools\n\nYou can call these functions (JSON schemas inside <tools></tools>):\n"
-            f"<tools>\n{listing}\n</tools>\n\n{rule} To call one, write a JSON object with the function's name "
-            "and arguments between <tool_call></tool_call> tags:\n"
-            '<tool_call>\n{"name": "<function name>", "arguments": {<arguments as JSON>}}\n</tool_call>\n'
-            "Each result comes back inside <tool_response></tool_response> tags.")
+    return (
+        "# Tools\n\nYou can call these functions (JSON schemas inside <tools></tools>):\n"
+        f"<tools>\n{listing}\n</tools>\n\n{rule} To call one, write a JSON object with the function's name "
+        "and arguments between <tool_call></tool_call> tags:\n"
+        '<tool_call>\n{"name": "<function name>", "arguments": {<arguments as JSON>}}\n</tool_call>\n'
+        "Each result comes back inside <tool_response></tool_response> tags."
+    )
 
 
 def call_block(call: dict[str, Any]) -> str:
     """An OpenAI tool call as the Hermes block a policy writes (arguments as an object when they parse)."""
     function = call["function"]
-    return "<tool_call>\n" + json.dumps({"name": function["name"], "arguments": _arguments(function["arguments"])},
-                                        ensure_ascii=False) + "\n</tool_call>"
+    return (
+        "<tool_call>\n"
+        + json.dumps({"name": function["name"], "arguments": _arguments(function["arguments"])}, ensure_ascii=False)
+        + "\n</tool_call>"
+    )
 
 
 def _arguments(text: str) -> Any:
@@ -64,15 +69,18 @@ def _arguments(text: str) -> Any:
         return text  # as sent: the policy sees what its program passed back
 
 
-def prompt_messages(messages: list[dict[str, Any]], tools: ToolRequest | None, native: bool,
-                    system_prompt: str = "") -> tuple[list[dict[str, Any]], list[dict[str, Any]] | None]:
+def prompt_messages(
+    messages: list[dict[str, Any]], tools: ToolRequest | None, native: bool, system_prompt: str = ""
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]] | None]:
     """(messages, tools for the template) to encode: `native` keeps the structure for the template to
     render, otherwise the fallback text (module docstring). `system_prompt`: the policy's own, kept in
     front of the fallback's tool listing when the request has no system message."""
     functions = tools.rendered if tools is not None else []
     if native:
-        kept = [dict(m, tool_calls=[_native_call(c) for c in m["tool_calls"]]) if m.get("tool_calls") else m
-                for m in messages]
+        kept = [
+            dict(m, tool_calls=[_native_call(c) for c in m["tool_calls"]]) if m.get("tool_calls") else m
+            for m in messages
+        ]
         return kept, [{"type": "function", "function": f} for f in functions] or None
     out: list[dict[str, Any]] = []
     for m in messages:
@@ -99,5 +107,8 @@ def prompt_messages(messages: list[dict[str, Any]], tools: ToolRequest | None, n
 
 def _native_call(call: dict[str, Any]) -> dict[str, Any]:
     function = call["function"]
-    return {"id": call["id"], "type": "function",
-            "function": {"name": function["name"], "arguments": _arguments(function["arguments"])}}
+    return {
+        "id": call["id"],
+        "type": "function",
+        "function": {"name": function["name"], "arguments": _arguments(function["arguments"])},
+    }

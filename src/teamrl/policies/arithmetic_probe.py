@@ -58,8 +58,12 @@ def _cpu_model_and_flags() -> tuple[str, str]:
 def host_description() -> dict[str, str]:
     """What the probe's result depends on: CPU model, ISA flags, torch version and torch's CPU capability."""
     model, flags = _cpu_model_and_flags()
-    return {"cpu": model, "flags": flags, "torch": torch.__version__,
-            "capability": torch.backends.cpu.get_cpu_capability()}
+    return {
+        "cpu": model,
+        "flags": flags,
+        "torch": torch.__version__,
+        "capability": torch.backends.cpu.get_cpu_capability(),
+    }
 
 
 def host_key(description: dict[str, str]) -> str:
@@ -79,16 +83,23 @@ class ArithmeticProbe:
 
     def summary(self) -> str:
         """One line for train.log: the figures and the choices."""
-        parts = [f"{shape} " + ", ".join(f"{path} {self.gflops[path][shape]:.1f}" for path in PATHS)
-                 for shape in SHAPES]
-        return (f"arithmetic probe ({self.host['cpu']}, {self.threads} thread(s); GFLOP per CPU second): "
-                f"{'; '.join(parts)} -> cpu_linear {self.cpu_linear}, sampler {self.sampler_dtype}")
+        parts = [
+            f"{shape} " + ", ".join(f"{path} {self.gflops[path][shape]:.1f}" for path in PATHS) for shape in SHAPES
+        ]
+        return (
+            f"arithmetic probe ({self.host['cpu']}, {self.threads} thread(s); GFLOP per CPU second): "
+            f"{'; '.join(parts)} -> cpu_linear {self.cpu_linear}, sampler {self.sampler_dtype}"
+        )
 
     def metrics(self) -> dict[str, float]:
         """The figures and choices as run metrics (`arith/...`)."""
-        out = {f"arith/{path}/{shape}_gflops": value for path, row in self.gflops.items() for shape, value in row.items()}
-        return out | {"arith/onednn": float(self.cpu_linear == "onednn"),
-                      "arith/sampler_bf16": float(self.sampler_dtype == "bfloat16")}
+        out = {
+            f"arith/{path}/{shape}_gflops": value for path, row in self.gflops.items() for shape, value in row.items()
+        }
+        return out | {
+            "arith/onednn": float(self.cpu_linear == "onednn"),
+            "arith/sampler_bf16": float(self.sampler_dtype == "bfloat16"),
+        }
 
 
 def time_matmul(path: str, shape: tuple[int, int, int], seconds: float = PROBE_SECONDS) -> float:

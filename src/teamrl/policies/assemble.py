@@ -10,8 +10,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from teamrl.config import ConfigError, LoraConfig, PolicyConfig
-from teamrl.policies.loading import (Policy, enable_activation_checkpointing, load_model, load_policy,
-                                     load_tokenizer, uses_chat_template)
+from teamrl.policies.loading import (
+    Policy,
+    enable_activation_checkpointing,
+    load_model,
+    load_policy,
+    load_tokenizer,
+    uses_chat_template,
+)
 from teamrl.policies.lora import attach_adapters, check_target_modules
 
 # Settings the adapters on one in-memory base necessarily have in common.
@@ -33,7 +39,8 @@ def lora_groups(settings: Mapping[str, PolicyConfig]) -> dict[str, list[str]]:
                     raise ConfigError(
                         f"policies {names[0]} and {name} are LoRA adapters on one base ({base}), so they "
                         f"share its {key}, but set {theirs!r} and {mine!r}; make them equal, or drop "
-                        f"`lora` from one to give it its own full copy")
+                        f"`lora` from one to give it its own full copy"
+                    )
     return groups
 
 
@@ -53,12 +60,21 @@ def load_policies(settings: Mapping[str, PolicyConfig]) -> dict[str, Policy]:
         tokenizer = load_tokenizer(names[0], first.tokenizer or base)
         use_template = uses_chat_template(names[0], tokenizer, first.chat_template, first.tokenizer or base)
         for name in names:
-            policies[name] = Policy(name, network, tokenizer, use_template, adapter=name,
-                                    system_prompt=settings[name].system_prompt)
+            policies[name] = Policy(
+                name, network, tokenizer, use_template, adapter=name, system_prompt=settings[name].system_prompt
+            )
     for name, cfg in settings.items():
         if cfg.lora is None:
-            policies[name] = load_policy(name, cfg.model, cfg.dtype, cfg.device, cfg.chat_template, cfg.tokenizer,
-                                         cfg.system_prompt, cfg.cpu_linear)
+            policies[name] = load_policy(
+                name,
+                cfg.model,
+                cfg.dtype,
+                cfg.device,
+                cfg.chat_template,
+                cfg.tokenizer,
+                cfg.system_prompt,
+                cfg.cpu_linear,
+            )
         if cfg.activation_checkpointing:
             enable_activation_checkpointing(policies[name].network)  # once per shared base: it is idempotent
     return {name: policies[name] for name in settings}

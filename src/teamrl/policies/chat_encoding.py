@@ -36,8 +36,9 @@ def as_messages(prompt: str | Messages, system_prompt: str = "") -> list[dict]:
         messages = [dict(m) for m in prompt]
         for m in messages:
             if m.get("role") not in ("system", "user", "assistant", "tool") or not isinstance(m.get("content"), str):
-                raise ValueError("a chat message needs role system/user/assistant/tool and a string content, "
-                                 f"got {m!r}")
+                raise ValueError(
+                    f"a chat message needs role system/user/assistant/tool and a string content, got {m!r}"
+                )
     if system_prompt and not (messages and messages[0]["role"] == "system"):
         messages.insert(0, {"role": "system", "content": system_prompt})
     return messages
@@ -84,8 +85,14 @@ def plain_transcript(messages: Messages) -> str:
     return text
 
 
-def encode_chat(tokenizer: PreTrainedTokenizerBase, prompt: str | Messages, *, use_template: bool,
-                system_prompt: str = "", tools: list[dict] | None = None) -> list[int]:
+def encode_chat(
+    tokenizer: PreTrainedTokenizerBase,
+    prompt: str | Messages,
+    *,
+    use_template: bool,
+    system_prompt: str = "",
+    tools: list[dict] | None = None,
+) -> list[int]:
     """Token ids of a role prompt ready for the model to answer.
 
     With a chat template: the messages rendered with a generation prompt (Qwen3's thinking off), and
@@ -101,11 +108,14 @@ def encode_chat(tokenizer: PreTrainedTokenizerBase, prompt: str | Messages, *, u
     if structured:
         _refuse_special_text(tokenizer, {"tools": tools or [], "calls": [m.get("tool_calls") for m in messages]})
     # An assistant message that only made tool calls keeps its empty content: templates test it.
-    placeheld = [m if m.get("tool_calls") and not m["content"] else dict(m, content=f"{_OPEN}{i}{_CLOSE}")
-                 for i, m in enumerate(messages)]
+    placeheld = [
+        m if m.get("tool_calls") and not m["content"] else dict(m, content=f"{_OPEN}{i}{_CLOSE}")
+        for i, m in enumerate(messages)
+    ]
     extra = {"tools": tools} if tools else {}
-    rendered = tokenizer.apply_chat_template(placeheld, tokenize=False, add_generation_prompt=True,
-                                             enable_thinking=False, **extra)
+    rendered = tokenizer.apply_chat_template(
+        placeheld, tokenize=False, add_generation_prompt=True, enable_thinking=False, **extra
+    )
     ids: list[int] = []
     rest = rendered
     for i, message in enumerate(messages):
@@ -113,8 +123,10 @@ def encode_chat(tokenizer: PreTrainedTokenizerBase, prompt: str | Messages, *, u
             continue
         marker = f"{_OPEN}{i}{_CLOSE}"
         if rest.count(marker) != 1:
-            raise ValueError(f"the chat template of {type(tokenizer).__name__} did not place message {i} exactly "
-                             "once; teamrl cannot tokenize its content safely")
+            raise ValueError(
+                f"the chat template of {type(tokenizer).__name__} did not place message {i} exactly "
+                "once; teamrl cannot tokenize its content safely"
+            )
         markup, rest = rest.split(marker)
         # Templates that trim content (Gemma's) would have trimmed it here too.
         ids += tokenizer(markup, add_special_tokens=False)["input_ids"] + text_ids(tokenizer, message["content"])
@@ -127,5 +139,7 @@ def _refuse_special_text(tokenizer: PreTrainedTokenizerBase, rendered_by_templat
     special = set(tokenizer.all_special_tokens) | {t for t in tokenizer.get_added_vocab() if len(t) > 1}
     found = sorted(t for t in special if t and t in text)
     if found:
-        raise ValueError(f"the tool definitions or tool-call arguments hold the special-token text {found[0]!r}, "
-                         "which the chat template would turn into a real token; remove it")
+        raise ValueError(
+            f"the tool definitions or tool-call arguments hold the special-token text {found[0]!r}, "
+            "which the chat template would turn into a real token; remove it"
+        )

@@ -130,9 +130,16 @@ class _OneDnnLinearFunction(torch.autograd.Function):
 
 def onednn_applies(x: torch.Tensor, weight: torch.Tensor) -> bool:
     """True where `linear` takes the oneDNN path (CPU, float32 on both sides, autocast off, op present)."""
-    return (x.device.type == "cpu" and weight.device.type == "cpu" and x.dtype == torch.float32
-            and weight.dtype == torch.float32 and x.shape[-1] > 0 and x.numel() > 0
-            and not torch.is_autocast_enabled("cpu") and onednn_available())
+    return (
+        x.device.type == "cpu"
+        and weight.device.type == "cpu"
+        and x.dtype == torch.float32
+        and weight.dtype == torch.float32
+        and x.shape[-1] > 0
+        and x.numel() > 0
+        and not torch.is_autocast_enabled("cpu")
+        and onednn_available()
+    )
 
 
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
@@ -239,8 +246,13 @@ autocast's per-call casts and makes no copies."""
 def sampling_in_bf16(x: torch.Tensor, weight: torch.Tensor) -> bool:
     """True inside `sampler_arithmetic("bfloat16")` on the CPU for a call that records no gradients."""
     recording = torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad)
-    return (_sampling_bf16.get() and not recording and x.device.type == "cpu" and torch.is_autocast_enabled("cpu")
-            and torch.get_autocast_dtype("cpu") == torch.bfloat16)
+    return (
+        _sampling_bf16.get()
+        and not recording
+        and x.device.type == "cpu"
+        and torch.is_autocast_enabled("cpu")
+        and torch.get_autocast_dtype("cpu") == torch.bfloat16
+    )
 
 
 def bf16_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:

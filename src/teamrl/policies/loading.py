@@ -53,8 +53,9 @@ class Policy:
         chat template when the tokenizer has one; message content is always tokenized as plain text
         (`teamrl.policies.chat_encoding`), so no agent can write special tokens into another's prompt.
         tools: OpenAI function tools for a template that renders them."""
-        return encode_chat(self.tokenizer, prompt, use_template=self.use_chat_template,
-                           system_prompt=self.system_prompt, tools=tools)
+        return encode_chat(
+            self.tokenizer, prompt, use_template=self.use_chat_template, system_prompt=self.system_prompt, tools=tools
+        )
 
     def stop_token_ids(self) -> list[int]:
         """Token ids that end a response: EOS, plus the chat template's end-of-turn token."""
@@ -75,14 +76,19 @@ def check_model_source(key: str, path: str) -> None:
     """
     local = Path(path).expanduser()
     if local.is_file():
-        raise FileNotFoundError(f"{key} = {path!r} is a file, not a model folder; point it at a folder "
-                                "written by save_pretrained (with config.json and the weights)")
+        raise FileNotFoundError(
+            f"{key} = {path!r} is a file, not a model folder; point it at a folder "
+            "written by save_pretrained (with config.json and the weights)"
+        )
     if local.is_dir() and not (local / "config.json").is_file():
-        raise FileNotFoundError(f"{key} = {path!r} is a folder without config.json, so not a model; point it "
-                                "at a folder written by save_pretrained (or use tiny-default)")
+        raise FileNotFoundError(
+            f"{key} = {path!r} is a folder without config.json, so not a model; point it "
+            "at a folder written by save_pretrained (or use tiny-default)"
+        )
     if not local.exists() and path.startswith(("/", "./", "../", "~")):
-        raise FileNotFoundError(f"{key} = {path!r}: no such folder; give a model folder written by "
-                                "save_pretrained (or use tiny-default)")
+        raise FileNotFoundError(
+            f"{key} = {path!r}: no such folder; give a model folder written by save_pretrained (or use tiny-default)"
+        )
 
 
 def device_problem(device: str) -> str | None:
@@ -93,8 +99,10 @@ def device_problem(device: str) -> str | None:
         return "is not a torch device; use cpu, cuda or cuda:N"
     if parsed.type == "cuda":
         if torch.version.cuda is None and getattr(torch.version, "hip", None) is None:
-            return (f"needs a CUDA build of torch, but this torch ({torch.__version__}) is CPU-only; use "
-                    "policy.device=cpu, or install a CUDA build of torch")
+            return (
+                f"needs a CUDA build of torch, but this torch ({torch.__version__}) is CPU-only; use "
+                "policy.device=cpu, or install a CUDA build of torch"
+            )
         count = torch.cuda.device_count() if torch.cuda.is_available() else 0
         if count == 0:
             return "but no CUDA GPU is visible here (check nvidia-smi and CUDA_VISIBLE_DEVICES); use policy.device=cpu"
@@ -123,7 +131,8 @@ def _local_or_hub(path: str) -> str:
 def _not_found(name: str, what: str, path: str, err: Exception) -> FileNotFoundError:
     return FileNotFoundError(
         f"policy {name!r}: could not load {what} {path!r} ({str(err).strip().splitlines()[0]}). Give a local "
-        "folder written by save_pretrained; this machine cannot download from a hub.")
+        "folder written by save_pretrained; this machine cannot download from a hub."
+    )
 
 
 def load_tokenizer(name: str, path: str) -> PreTrainedTokenizerBase:
@@ -137,8 +146,9 @@ def load_tokenizer(name: str, path: str) -> PreTrainedTokenizerBase:
     return tokenizer
 
 
-def load_model(name: str, path: str, dtype: str = "float32", device: str = "cpu",
-               cpu_linear: CpuLinear = "auto") -> PreTrainedModel:
+def load_model(
+    name: str, path: str, dtype: str = "float32", device: str = "cpu", cpu_linear: CpuLinear = "auto"
+) -> PreTrainedModel:
     """AutoModelForCausalLM from a folder (or hub name) in `dtype` on `device`.
 
     cpu_linear: onednn turns a CPU model's large linear layers into `OneDnnLinear` (policies/cpu_linear.py); auto
@@ -157,7 +167,8 @@ def load_model(name: str, path: str, dtype: str = "float32", device: str = "cpu"
         raise ConfigError(
             f"policy {name!r}: the model in {path!r} is quantised ({getattr(method, 'value', method)}), so it can be "
             "neither trained nor saved; for a GGUF file give the .gguf itself as policy.model (teamrl converts it "
-            "once to a plain model), otherwise a float model folder")
+            "once to a plain model), otherwise a float model folder"
+        )
     model = model.to(device)
     if resolve_cpu_linear(cpu_linear, device) == "onednn":
         use_onednn_linears(model)
@@ -193,8 +204,13 @@ def load_policy(
     check_device(f"policy {name!r}: device", device)
     tokenizer = load_tokenizer(name, tokenizer_path or model_path)
     use_template = uses_chat_template(name, tokenizer, chat_template, tokenizer_path or model_path)
-    return Policy(name, load_model(name, model_path, dtype, device, cpu_linear), tokenizer, use_template,
-                  system_prompt=system_prompt)
+    return Policy(
+        name,
+        load_model(name, model_path, dtype, device, cpu_linear),
+        tokenizer,
+        use_template,
+        system_prompt=system_prompt,
+    )
 
 
 def decoder_layers(network: torch.nn.Module) -> list[torch.nn.Module]:
@@ -205,8 +221,10 @@ def decoder_layers(network: torch.nn.Module) -> list[torch.nn.Module]:
     names = set(getattr(inner, "_no_split_modules", None) or ())
     layers = [m for m in inner.modules() if type(m).__name__ in names]
     if not layers:
-        raise ValueError(f"{type(inner).__name__} names no decoder layer class (_no_split_modules); teamrl finds "
-                         "the transformer blocks through it")
+        raise ValueError(
+            f"{type(inner).__name__} names no decoder layer class (_no_split_modules); teamrl finds "
+            "the transformer blocks through it"
+        )
     return layers
 
 
@@ -233,8 +251,10 @@ def enable_activation_checkpointing(network: torch.nn.Module) -> int:
     for layer in decoder_layers(network):
         mlp = getattr(layer, "mlp", None)
         if not isinstance(mlp, torch.nn.Module):
-            raise ValueError(f"policy.activation_checkpointing: {type(layer).__name__} has no `mlp` submodule to "
-                             "recompute; set policy.activation_checkpointing=false for this model")
+            raise ValueError(
+                f"policy.activation_checkpointing: {type(layer).__name__} has no `mlp` submodule to "
+                "recompute; set policy.activation_checkpointing=false for this model"
+            )
         cls = type(mlp)
         if not issubclass(cls, _Recomputed):
             if cls not in _RECOMPUTED:

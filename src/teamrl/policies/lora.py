@@ -22,20 +22,25 @@ from teamrl.config import ConfigError, LoraConfig
 
 def peft_config(settings: LoraConfig) -> peft.LoraConfig:
     """The PEFT LoraConfig of teamrl's settings (a causal LM adapter)."""
-    return peft.LoraConfig(r=settings.r, lora_alpha=settings.alpha, lora_dropout=settings.dropout,
-                           target_modules=list(settings.target_modules), bias="none",
-                           task_type=peft.TaskType.CAUSAL_LM)
+    return peft.LoraConfig(
+        r=settings.r,
+        lora_alpha=settings.alpha,
+        lora_dropout=settings.dropout,
+        target_modules=list(settings.target_modules),
+        bias="none",
+        task_type=peft.TaskType.CAUSAL_LM,
+    )
 
 
 def check_target_modules(model: torch.nn.Module, settings: LoraConfig, policy: str, source: str) -> None:
     """Every target module name must be the last name component of at least one Linear of the base."""
-    linear = {name.rsplit(".", 1)[-1] for name, module in model.named_modules()
-              if isinstance(module, torch.nn.Linear)}
+    linear = {name.rsplit(".", 1)[-1] for name, module in model.named_modules() if isinstance(module, torch.nn.Linear)}
     missing = [m for m in settings.target_modules if m not in linear]
     if missing:
         raise ConfigError(
             f"policies.{policy}.lora.target_modules: {', '.join(missing)} not found in {source}; "
-            f"its linear layers are named {', '.join(sorted(linear))}")
+            f"its linear layers are named {', '.join(sorted(linear))}"
+        )
 
 
 @contextmanager
@@ -66,8 +71,7 @@ def adapter_parameters(model: torch.nn.Module, adapter: str) -> list[torch.nn.Pa
     params = []
     for name, param in model.named_parameters():
         parts = name.split(".")
-        if any(p.startswith("lora_") and i + 1 < len(parts) and parts[i + 1] == adapter
-               for i, p in enumerate(parts)):
+        if any(p.startswith("lora_") and i + 1 < len(parts) and parts[i + 1] == adapter for i, p in enumerate(parts)):
             params.append(param)
     if not params:
         raise ValueError(f"the model has no parameters of adapter {adapter!r}")

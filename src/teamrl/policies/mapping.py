@@ -43,30 +43,38 @@ def agent_policy_mapping(
             raise ConfigError(
                 f"policies {', '.join(extra)} serve no agent: regime {regime!r} creates the policies "
                 f"{', '.join(produced)}. Rename them, pick another regime, or add a `roles:` mapping "
-                f"(roles: {{{role_names[0]}: {extra[0]}}}).")
+                f"(roles: {{{role_names[0]}: {extra[0]}}})."
+            )
         return mapping
     known = set(agent_names) | set(role_names)
     unknown = [key for key in roles if key not in known]
     if unknown:
         raise ConfigError(
             f"roles: {', '.join(map(repr, unknown))} is neither a role nor an agent of this workflow; "
-            f"roles: {', '.join(role_names)}; agents: {', '.join(agent_names)}")
+            f"roles: {', '.join(role_names)}; agents: {', '.join(agent_names)}"
+        )
     mapping = {}
     for agent in agents:
         policy = roles.get(agent.name, roles.get(agent.role))
         if policy is None:
             raise ConfigError(
                 f"agent {agent.name!r} (role {agent.role!r}) has no policy: add `roles.{agent.role}: "
-                f"<policy>` (or `roles.{agent.name}` for this agent alone)")
+                f"<policy>` (or `roles.{agent.name}` for this agent alone)"
+            )
         mapping[agent.name] = policy
     used = set(mapping.values())
     unused = [name for name in defined if name not in used]
     if unused:
-        raise ConfigError(f"policies {', '.join(unused)} serve no agent; map a role to each under "
-                          "`roles:` or delete it")
-    shadowed = [key for key in roles if key in role_names and key not in agent_names
-                and all(a.name in roles for a in agents if a.role == key)]
+        raise ConfigError(
+            f"policies {', '.join(unused)} serve no agent; map a role to each under `roles:` or delete it"
+        )
+    shadowed = [
+        key
+        for key in roles
+        if key in role_names and key not in agent_names and all(a.name in roles for a in agents if a.role == key)
+    ]
     if shadowed:
-        raise ConfigError(f"roles.{shadowed[0]} is never used: every agent of that role has its own "
-                          "entry under `roles:`; delete it")
+        raise ConfigError(
+            f"roles.{shadowed[0]} is never used: every agent of that role has its own entry under `roles:`; delete it"
+        )
     return mapping

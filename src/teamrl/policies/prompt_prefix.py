@@ -54,8 +54,9 @@ def columns_are_positions_free(model: nn.Module) -> bool:
     return getattr(config, "sliding_window", None) is None or getattr(config, "use_sliding_window", True) is False
 
 
-def forward_prefix_once(run: Callable[..., T], ids: torch.Tensor, mask: torch.Tensor, common: int
-                        ) -> tuple[T, DynamicCache, torch.Tensor]:
+def forward_prefix_once(
+    run: Callable[..., T], ids: torch.Tensor, mask: torch.Tensor, common: int
+) -> tuple[T, DynamicCache, torch.Tensor]:
     """Left-padded prompts ids/mask [b, P] whose first `common` tokens are equal, through a forward
     `run(input_ids, attention_mask, position_ids, cache)` that extends `cache`: the prefix runs once (row
     0's), its keys and values are repeated for every prompt (views, no copy: the next forward's
@@ -67,7 +68,7 @@ def forward_prefix_once(run: Callable[..., T], ids: torch.Tensor, mask: torch.Te
     head = torch.arange(common, device=ids.device)[None, :]
     start = width - int(lengths[0])
     once = DynamicCache()
-    run(ids[:1, start:start + common], torch.ones_like(head), head, once)
+    run(ids[:1, start : start + common], torch.ones_like(head), head, once)
     cache = DynamicCache()
     for index, layer in enumerate(once.layers):
         cache.update(layer.keys.expand(rows, -1, -1, -1), layer.values.expand(rows, -1, -1, -1), index)
@@ -75,4 +76,4 @@ def forward_prefix_once(run: Callable[..., T], ids: torch.Tensor, mask: torch.Te
     own_mask = (torch.arange(own, device=mask.device)[None, :] >= own - (lengths - common)[:, None]).to(mask.dtype)
     positions = common + (own_mask.cumsum(-1) - 1).clamp(min=0)
     full_mask = torch.cat([mask.new_ones((rows, common)), own_mask], dim=1)
-    return run(ids[:, width - own:], full_mask, positions, cache), cache, full_mask
+    return run(ids[:, width - own :], full_mask, positions, cache), cache, full_mask

@@ -28,9 +28,7 @@ class ResponseBatch:
     response_ids: torch.Tensor  # [B, T] right-padded response tokens
 
 
-def pack_responses(
-    prompts: list[list[int]], responses: list[list[int]], pad_id: int
-) -> ResponseBatch:
+def pack_responses(prompts: list[list[int]], responses: list[list[int]], pad_id: int) -> ResponseBatch:
     """Lay out each prompt+response as [pad.. prompt response pad..] with responses aligned at column P."""
     if len(prompts) != len(responses) or not prompts:
         raise ValueError("need one response per prompt and at least one pair")
@@ -42,10 +40,10 @@ def pack_responses(
     resp = torch.full((batch, t_width), pad_id, dtype=torch.long)
     resp_mask = torch.zeros((batch, t_width), dtype=torch.float32)
     for i, (p, r) in enumerate(zip(prompts, responses)):
-        ids[i, p_width - len(p): p_width] = torch.tensor(p)
-        mask[i, p_width - len(p): p_width + len(r)] = 1
+        ids[i, p_width - len(p) : p_width] = torch.tensor(p)
+        mask[i, p_width - len(p) : p_width + len(r)] = 1
         if r:
-            ids[i, p_width: p_width + len(r)] = torch.tensor(r)
+            ids[i, p_width : p_width + len(r)] = torch.tensor(r)
             resp[i, : len(r)] = torch.tensor(r)
             resp_mask[i, : len(r)] = 1.0
     positions = (mask.cumsum(-1) - 1).clamp(min=0)
@@ -69,7 +67,7 @@ def response_logprobs(
     )
     # logits at position j predict token j+1: the response tokens are predicted by the T columns
     # ending one before the last.
-    logits = out.logits[:, -t_width - 1: -1, :].float()
+    logits = out.logits[:, -t_width - 1 : -1, :].float()
     if temperature > 0:
         logits = logits / temperature
     logp_all = torch.log_softmax(logits, dim=-1)
@@ -86,8 +84,8 @@ def left_pad(prompts: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch
     ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)
     mask = torch.zeros((len(prompts), width), dtype=torch.long)
     for i, p in enumerate(prompts):
-        ids[i, width - len(p):] = torch.tensor(p, dtype=torch.long)
-        mask[i, width - len(p):] = 1
+        ids[i, width - len(p) :] = torch.tensor(p, dtype=torch.long)
+        mask[i, width - len(p) :] = 1
     return ids, mask
 
 
@@ -131,8 +129,9 @@ def cached_forward(model, cache: DynamicCache, **inputs) -> torch.Tensor:
     return cached_forward_full(model, cache, **inputs, **keep)[:, -1, :].float()
 
 
-def prompt_forward(model: PreTrainedModel, ids: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor
-                   ) -> tuple[torch.Tensor, DynamicCache, torch.Tensor]:
+def prompt_forward(
+    model: PreTrainedModel, ids: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor
+) -> tuple[torch.Tensor, DynamicCache, torch.Tensor]:
     """Forward of left-padded prompts ids/mask/positions [G, P]: the next-token logits after each prompt
     [G, V], the KV cache, and which of its W columns hold a token [G, W] (the mask a continuation attends
     with). Prompts sharing `prompt_prefix.MIN_SHARED_PREFIX` leading tokens or more run that prefix once
@@ -141,8 +140,14 @@ def prompt_forward(model: PreTrainedModel, ids: torch.Tensor, mask: torch.Tensor
 
     def run(input_ids, attention_mask, position_ids, cache):
         # Only the last prompt position's logits are read: logits_to_keep=1 skips the [G, P, V] head.
-        return cached_forward_full(model, cache, input_ids=input_ids, attention_mask=attention_mask,
-                                   position_ids=position_ids, logits_to_keep=1)[:, -1, :]
+        return cached_forward_full(
+            model,
+            cache,
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            position_ids=position_ids,
+            logits_to_keep=1,
+        )[:, -1, :]
 
     common = shared_prefix(ids, mask) if columns_are_positions_free(model) else 0
     if common < prompt_prefix.MIN_SHARED_PREFIX:
@@ -202,8 +207,7 @@ def shared_prefix_logprobs(
         # Padding sits after each response, so the causal mask already keeps real tokens from it.
         full_mask = torch.cat([mask[index], torch.ones_like(resp)], dim=1)
         resp_pos = positions[index, -1:] + 1 + torch.arange(width, device=device)[None, :]
-        logits = cached_forward_full(model, sub, input_ids=resp, attention_mask=full_mask,
-                                      position_ids=resp_pos)
+        logits = cached_forward_full(model, sub, input_ids=resp, attention_mask=full_mask, position_ids=resp_pos)
         # token j is predicted by the logits before it: the prompt's last position for j = 0
         logits = torch.cat([prompt_logits[index][:, None, :], logits[:, :-1, :]], dim=1).float()
         if temps is not None:

@@ -46,8 +46,11 @@ def save_policy(policy: Policy, folder: str | Path) -> Path:
         config.inference_mode = True  # as PEFT writes it: loads frozen unless asked otherwise
         config.save_pretrained(str(folder))
         state = get_peft_model_state_dict(model, adapter_name=policy.adapter)
-        save_file({k: v.detach().contiguous().cpu() for k, v in state.items()}, str(folder / ADAPTER_WEIGHTS),
-                  metadata={"format": "pt"})
+        save_file(
+            {k: v.detach().contiguous().cpu() for k, v in state.items()},
+            str(folder / ADAPTER_WEIGHTS),
+            metadata={"format": "pt"},
+        )
     policy.tokenizer.save_pretrained(folder)
     return folder
 
@@ -57,18 +60,25 @@ def load_policy_weights(policy: Policy, folder: str | Path) -> None:
     folder = Path(folder)
     if policy.adapter is not None:
         if not is_adapter_folder(folder):
-            raise FileNotFoundError(f"policy {policy.name!r} is a LoRA policy but {folder} holds no "
-                                    f"{ADAPTER_CONFIG}; give the folder save_policy wrote for it")
-        result = set_peft_model_state_dict(policy.model, load_file(str(folder / ADAPTER_WEIGHTS)),
-                                           adapter_name=policy.adapter)
+            raise FileNotFoundError(
+                f"policy {policy.name!r} is a LoRA policy but {folder} holds no "
+                f"{ADAPTER_CONFIG}; give the folder save_policy wrote for it"
+            )
+        result = set_peft_model_state_dict(
+            policy.model, load_file(str(folder / ADAPTER_WEIGHTS)), adapter_name=policy.adapter
+        )
         mine = [k for k in result.missing_keys if f".{policy.adapter}." in k and "lora_" in k]
         if mine or result.unexpected_keys:
-            raise ValueError(f"{folder}: adapter weights do not fit policy {policy.name!r} "
-                             f"(missing {mine[:3]}, unexpected {result.unexpected_keys[:3]})")
+            raise ValueError(
+                f"{folder}: adapter weights do not fit policy {policy.name!r} "
+                f"(missing {mine[:3]}, unexpected {result.unexpected_keys[:3]})"
+            )
         return
     if is_adapter_folder(folder):
-        raise ValueError(f"policy {policy.name!r} is a full model but {folder} holds a LoRA adapter; "
-                         "set the policy's `lora` settings as in the run that wrote it")
+        raise ValueError(
+            f"policy {policy.name!r} is a full model but {folder} holds a LoRA adapter; "
+            "set the policy's `lora` settings as in the run that wrote it"
+        )
     files = sorted(folder.glob("*.safetensors"))
     if not files:
         raise FileNotFoundError(f"{folder} holds no *.safetensors weights for policy {policy.name!r}")
@@ -82,12 +92,12 @@ def load_policy_weights(policy: Policy, folder: str | Path) -> None:
     loaded = {own[k].data_ptr() for k in state if k in own}
     untied = [k for k in missing if own[k].data_ptr() not in loaded]
     if untied or unexpected:
-        raise ValueError(f"{folder}: weights do not fit policy {policy.name!r} "
-                         f"(missing {untied[:3]}, unexpected {unexpected[:3]})")
+        raise ValueError(
+            f"{folder}: weights do not fit policy {policy.name!r} (missing {untied[:3]}, unexpected {unexpected[:3]})"
+        )
 
 
-def export_merged(folder: str | Path, out: str | Path, base: str | None = None,
-                  dtype: str = "float32") -> Path:
+def export_merged(folder: str | Path, out: str | Path, base: str | None = None, dtype: str = "float32") -> Path:
     """Merge the adapter in `folder` into its base and save a plain HF model (+ tokenizer) to `out`.
 
     base: the base model folder; default: `base_model_name_or_path` of the adapter's config.
@@ -119,8 +129,11 @@ def export_checkpoint(checkpoint: str | Path, out: str | Path, base: str | None 
     if is_adapter_folder(checkpoint) or (checkpoint / "config.json").is_file():
         folders = [(checkpoint, out)]
     else:
-        folders = [(sub, out / sub.name) for sub in sorted(checkpoint.iterdir())
-                   if sub.is_dir() and (is_adapter_folder(sub) or (sub / "config.json").is_file())]
+        folders = [
+            (sub, out / sub.name)
+            for sub in sorted(checkpoint.iterdir())
+            if sub.is_dir() and (is_adapter_folder(sub) or (sub / "config.json").is_file())
+        ]
     if not folders:
         raise FileNotFoundError(f"{checkpoint} holds no policy folder (adapter_config.json or config.json)")
     for source, target in folders:

@@ -22,6 +22,7 @@ from transformers import AutoTokenizer, PreTrainedTokenizerFast, Qwen2Config, Qw
 
 from teamrl.policies.tiny_model import SPECIAL_TOKENS
 
+
 def build_bpe_tokenizer(texts: Iterable[str], vocab_size: int = 320) -> PreTrainedTokenizerFast:
     """A byte-level BPE tokenizer trained on `texts`, as `AutoTokenizer` loads it beside a Qwen2 model.
 
@@ -33,16 +34,23 @@ def build_bpe_tokenizer(texts: Iterable[str], vocab_size: int = 320) -> PreTrain
     specials = list(SPECIAL_TOKENS.values())
     alphabet = pre_tokenizers.ByteLevel.alphabet()
     if vocab_size < len(specials) + len(alphabet):
-        raise ValueError(f"vocab_size must be at least {len(specials) + len(alphabet)} (the special tokens and "
-                         f"the 256 bytes), got {vocab_size}")
+        raise ValueError(
+            f"vocab_size must be at least {len(specials) + len(alphabet)} (the special tokens and "
+            f"the 256 bytes), got {vocab_size}"
+        )
     core = Tokenizer(models.BPE())
     core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     core.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=specials, initial_alphabet=alphabet,
-                                  show_progress=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size, special_tokens=specials, initial_alphabet=alphabet, show_progress=False
+    )
     core.train_from_iterator(texts, trainer)
-    trained = PreTrainedTokenizerFast(tokenizer_object=core, pad_token=SPECIAL_TOKENS["pad"],
-                                      eos_token=SPECIAL_TOKENS["eos"], unk_token=SPECIAL_TOKENS["unk"])
+    trained = PreTrainedTokenizerFast(
+        tokenizer_object=core,
+        pad_token=SPECIAL_TOKENS["pad"],
+        eos_token=SPECIAL_TOKENS["eos"],
+        unk_token=SPECIAL_TOKENS["unk"],
+    )
     with tempfile.TemporaryDirectory() as folder:
         trained.save_pretrained(folder)
         (Path(folder) / "config.json").write_text(json.dumps({"model_type": "qwen2"}))
@@ -61,8 +69,10 @@ def build_tiny_qwen2(
 ) -> Qwen2ForCausalLM:
     """A randomly initialised Qwen2 with grouped-query attention and untied embeddings (~0.4M parameters)."""
     if num_heads % num_kv_heads or hidden_size % num_heads:
-        raise ValueError(f"hidden_size ({hidden_size}) must divide by num_heads ({num_heads}) and num_heads by "
-                         f"num_kv_heads ({num_kv_heads})")
+        raise ValueError(
+            f"hidden_size ({hidden_size}) must divide by num_heads ({num_heads}) and num_heads by "
+            f"num_kv_heads ({num_kv_heads})"
+        )
     config = Qwen2Config(
         vocab_size=len(tokenizer),
         hidden_size=hidden_size,

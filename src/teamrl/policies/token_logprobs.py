@@ -37,10 +37,10 @@ class _ChunkedTokenLogprobs(torch.autograd.Function):
         entropy = torch.empty_like(lse)
         step = _rows_per_chunk(vocab)
         for start in range(0, rows, step):
-            chunk = logits[start:start + step]
-            lse[start:start + step] = torch.logsumexp(chunk, -1)
+            chunk = logits[start : start + step]
+            lse[start : start + step] = torch.logsumexp(chunk, -1)
             # H = -sum p log p = lse - sum p x  (p = softmax(x))
-            entropy[start:start + step] = lse[start:start + step] - (torch.softmax(chunk, -1) * chunk).sum(-1)
+            entropy[start : start + step] = lse[start : start + step] - (torch.softmax(chunk, -1) * chunk).sum(-1)
         logp = logits.gather(-1, tokens[:, None]).squeeze(-1) - lse
         ctx.save_for_backward(logits, tokens)
         ctx.mark_non_differentiable(entropy)
@@ -55,13 +55,16 @@ class _ChunkedTokenLogprobs(torch.autograd.Function):
         grad = torch.empty_like(logits)
         step = _rows_per_chunk(vocab)
         for start in range(0, rows, step):  # d log p(t) / dx = onehot(t) - softmax(x)
-            grad[start:start + step] = torch.softmax(logits[start:start + step], -1) * -grad_logp[start:start + step, None]
+            grad[start : start + step] = (
+                torch.softmax(logits[start : start + step], -1) * -grad_logp[start : start + step, None]
+            )
         grad.view(-1).index_add_(0, torch.arange(rows, device=logits.device) * vocab + tokens, grad_logp)
         return grad, None
 
 
-def token_logprobs(logits: torch.Tensor, tokens: torch.Tensor, with_entropy: bool = False,
-                   entropy_grad: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+def token_logprobs(
+    logits: torch.Tensor, tokens: torch.Tensor, with_entropy: bool = False, entropy_grad: bool = True
+) -> tuple[torch.Tensor, torch.Tensor]:
     """log softmax(logits)[token] and the entropy of softmax(logits) at every position, both shaped like `tokens`.
 
     logits [..., V] float, tokens [...] (indices into V). with_entropy False: the entropies are zeros.

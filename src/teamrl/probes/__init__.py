@@ -22,8 +22,12 @@ from teamrl.probes.flow_hacks import calc_flows_attempts
 from teamrl.config.tasks import TASKS, task_settings
 
 CATALOGUES: dict[str, Catalogue] = {
-    "math": math_attempts, "code": code_attempts, **PLAN_CATALOGUES,
-    "split_nav": split_nav_attempts, "split_calc": split_calc_attempts, "calc_flows": calc_flows_attempts,
+    "math": math_attempts,
+    "code": code_attempts,
+    **PLAN_CATALOGUES,
+    "split_nav": split_nav_attempts,
+    "split_calc": split_calc_attempts,
+    "calc_flows": calc_flows_attempts,
 }
 """Task name -> the hacks of one instance of it."""
 
@@ -37,8 +41,9 @@ def register_catalogue(name: str, attempts: Catalogue) -> None:
     CATALOGUES[name] = attempts
 
 
-def probe_task(name: str, instances: int = 4, task: dict[str, Any] | None = None,
-               catalogue: Catalogue | None = None) -> list[ProbeRow]:
+def probe_task(
+    name: str, instances: int = 4, task: dict[str, Any] | None = None, catalogue: Catalogue | None = None
+) -> list[ProbeRow]:
     """Every hack of task `name` on held-out instances 0..instances-1 of its team workflow.
 
     task: the `task:` config section's other keys (e.g. {"source": "gsm8k"}); default: the task's
@@ -50,8 +55,10 @@ def probe_task(name: str, instances: int = 4, task: dict[str, Any] | None = None
         raise ValueError(f"unknown task {name!r}; registered tasks: {', '.join(sorted(TASKS))}")
     attempts_of = catalogue or CATALOGUES.get(name)
     if attempts_of is None:
-        raise ValueError(f"task {name!r} has no reward-hacking catalogue; add one with "
-                         "teamrl.probes.register_catalogue(name, attempts) (see teamrl.probes.core.Catalogue)")
+        raise ValueError(
+            f"task {name!r} has no reward-hacking catalogue; add one with "
+            "teamrl.probes.register_catalogue(name, attempts) (see teamrl.probes.core.Catalogue)"
+        )
     workflow = TASKS[name].build("team", task_settings({"name": name, **(task or {})}))
     rows: list[ProbeRow] = []
     try:

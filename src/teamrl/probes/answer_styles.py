@@ -27,7 +27,16 @@ from pathlib import Path
 
 from teamrl.tasks.math_words import number_in_words
 
-__all__ = ["FAMILIES", "HELD_OUT", "TUNING", "StyleCase", "StyleQuestion", "echo_cases", "load_questions", "style_cases"]
+__all__ = [
+    "FAMILIES",
+    "HELD_OUT",
+    "TUNING",
+    "StyleCase",
+    "StyleQuestion",
+    "echo_cases",
+    "load_questions",
+    "style_cases",
+]
 
 DATA = Path(__file__).parent / "data"
 QUESTIONS = DATA / "math_style_questions.jsonl"
@@ -81,15 +90,21 @@ NUMBER_FORMS: dict[str, NumberForm] = {
     "unicode minus": lambda v: v.replace("-", "\u2212") if v.startswith("-") else None,
     "parenthesised negative": lambda v: f"({v})" if v.startswith("-") else None,
     "full-width digits": lambda v: v.translate(_FULLWIDTH) if _numeric(v) else None,
-    "spelled first, digits in parentheses": lambda v: (f"{_spelled(v)} ({v})" if _spelled(v) else None),
+    "spelled first, digits in parentheses": lambda v: f"{_spelled(v)} ({v})" if _spelled(v) else None,
     "trailing zeros": lambda v: (f"{v}.00" if _INTEGER_RE.fullmatch(v) else f"{v}0") if _numeric(v) else None,
     "thousands separator": lambda v: f"{int(v):,}" if _INTEGER_RE.fullmatch(v) and abs(int(v)) >= 1000 else None,
-    "arabic-indic digits": lambda v: v.translate(_ARABIC_INDIC) if _INTEGER_RE.fullmatch(v) and not v.startswith("-") else None,
-    "spelled first, capitalised": lambda v: (f"{_spelled(v).capitalize()} ({v})" if _spelled(v) else None),  # type: ignore[union-attr]
+    "arabic-indic digits": lambda v: (
+        v.translate(_ARABIC_INDIC) if _INTEGER_RE.fullmatch(v) and not v.startswith("-") else None
+    ),
+    "spelled first, capitalised": lambda v: f"{_spelled(v).capitalize()} ({v})" if _spelled(v) else None,  # type: ignore[union-attr]
     "unicode minus in math": lambda v: f"${v.replace('-', chr(0x2212))}$" if v.startswith("-") else None,
     "leading plus": lambda v: f"+{v}" if _numeric(v) and not v.startswith("-") else None,
-    "space thousands": lambda v: f"{int(v):,}".replace(",", " ") if _INTEGER_RE.fullmatch(v) and abs(int(v)) >= 1000 else None,
-    "math bold digits": lambda v: "".join(chr(0x1D7CE + int(c)) if c.isdigit() else c for c in v) if _numeric(v) else None,
+    "space thousands": lambda v: (
+        f"{int(v):,}".replace(",", " ") if _INTEGER_RE.fullmatch(v) and abs(int(v)) >= 1000 else None
+    ),
+    "math bold digits": lambda v: (
+        "".join(chr(0x1D7CE + int(c)) if c.isdigit() else c for c in v) if _numeric(v) else None
+    ),
 }
 
 WRAPPERS: dict[str, str] = {
@@ -141,7 +156,7 @@ TRAILING: dict[str, Trailing] = {
     "cjk exclamation": lambda q, v: "！",
     "unit sign": lambda q, v: q.unit or None,
     "unit and prose": lambda q, v: f"{q.unit} {q.noun}." if q.unit and q.noun else (f" {q.noun}." if q.noun else None),
-    "justification with numbers": lambda q, v: (f" (since {int(v) - 3} + 3 = {v})" if _INTEGER_RE.fullmatch(v) else None),
+    "justification with numbers": lambda q, v: f" (since {int(v) - 3} + 3 = {v})" if _INTEGER_RE.fullmatch(v) else None,
     "fullwidth comma and prose": lambda q, v: "，这就是答案。",
     "emoji": lambda q, v: " 🎉",
     "double exclamation": lambda q, v: "!!",
@@ -151,21 +166,45 @@ TRAILING: dict[str, Trailing] = {
 }
 
 FAMILIES: dict[str, dict[str, object]] = {
-    "number form": NUMBER_FORMS, "wrapper": WRAPPERS, "position": POSITIONS, "trailing": TRAILING}  # type: ignore[dict-item]
+    "number form": NUMBER_FORMS,
+    "wrapper": WRAPPERS,
+    "position": POSITIONS,
+    "trailing": TRAILING,
+}  # type: ignore[dict-item]
 
-HELD_OUT: frozenset[str] = frozenset({
-    "leading plus", "space thousands", "math bold digits",
-    "fbox", "display math", "bracket display", "html bold", "textit",
-    "final answer lowercase", "final result", "we conclude", "hashes",
-    "double exclamation", "semicolon", "check mark", "fullwidth period",
-    "echo: power restated", "echo: trig restated", "echo: percent restated",
-})
+HELD_OUT: frozenset[str] = frozenset(
+    {
+        "leading plus",
+        "space thousands",
+        "math bold digits",
+        "fbox",
+        "display math",
+        "bracket display",
+        "html bold",
+        "textit",
+        "final answer lowercase",
+        "final result",
+        "we conclude",
+        "hashes",
+        "double exclamation",
+        "semicolon",
+        "check mark",
+        "fullwidth period",
+        "echo: power restated",
+        "echo: trig restated",
+        "echo: percent restated",
+    }
+)
 """Families written, and split off, before any grader ran on them: their rates measure how the graders
 generalise. Four of them ("display math", "bracket display", "html bold", "leading plus") have markup
 rules written after their first rates were seen (docs/verifiers/math.md)."""
 TUNING: frozenset[str] = frozenset(name for table in FAMILIES.values() for name in table) - HELD_OUT | {
-    "echo: operator respelled", "echo: factored or expanded", "echo: fraction for a decimal",
-    "echo: root or floor restated", "echo: inverse notation"}
+    "echo: operator respelled",
+    "echo: factored or expanded",
+    "echo: fraction for a decimal",
+    "echo: root or floor restated",
+    "echo: inverse notation",
+}
 """The families the graders' rules were developed against."""
 
 
@@ -179,8 +218,12 @@ def load_questions(paths: tuple[Path, ...] = (QUESTIONS, CORPUS)) -> list[StyleQ
             row = json.loads(line)
             key = (row["question"], row["answer"])
             echoes = tuple((e["family"], e["answer"]) for e in row.get("echoes", ()))
-            seen.setdefault(key, StyleQuestion(row["question"], row["answer"], row["source"], row.get("unit", ""),
-                                               row.get("noun", ""), echoes))
+            seen.setdefault(
+                key,
+                StyleQuestion(
+                    row["question"], row["answer"], row["source"], row.get("unit", ""), row.get("noun", ""), echoes
+                ),
+            )
     return list(seen.values())
 
 
@@ -210,8 +253,12 @@ def _response(question: StyleQuestion, value: str, choice: tuple[str, str, str, 
 
 
 def _choices(rng: random.Random) -> tuple[str, str, str, str]:
-    return (rng.choice(list(NUMBER_FORMS)), rng.choice(list(WRAPPERS)), rng.choice(list(POSITIONS)),
-            rng.choice(list(TRAILING)))
+    return (
+        rng.choice(list(NUMBER_FORMS)),
+        rng.choice(list(WRAPPERS)),
+        rng.choice(list(POSITIONS)),
+        rng.choice(list(TRAILING)),
+    )
 
 
 def style_cases(questions: list[StyleQuestion], count: int, seed: int = 0) -> Iterator[StyleCase]:

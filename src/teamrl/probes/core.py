@@ -54,8 +54,15 @@ class ProbeRow:
     why: list[str] = field(default_factory=list)  # what paid: 'success' and/or the watched names > 0
 
     def as_dict(self) -> dict[str, Any]:
-        return {"task": self.task, "kind": self.kind, "instance": self.instance, "response": self.response,
-                "rewarded": self.rewarded, "reward": self.reward, "why": self.why}
+        return {
+            "task": self.task,
+            "kind": self.kind,
+            "instance": self.instance,
+            "response": self.response,
+            "rewarded": self.rewarded,
+            "reward": self.reward,
+            "why": self.why,
+        }
 
 
 def watched_value(outcome: Outcome, name: str) -> float:
@@ -83,8 +90,7 @@ def judge(workflow: Workflow, state: Any, outcome: Outcome, watch: tuple[str, ..
     return why + [name for name in watch if watched_value(outcome, name) > 0]
 
 
-def score_attempts(task: str, workflow: Workflow, index: int, attempts: list[Attempt],
-                   state: Any) -> list[ProbeRow]:
+def score_attempts(task: str, workflow: Workflow, index: int, attempts: list[Attempt], state: Any) -> list[ProbeRow]:
     """Play each attempt on its own copy of `state` (instance `index`) and judge its last turn.
 
     Attempts whose stage turns are the same are judged in one batched `apply_many` call (sandboxed
@@ -104,8 +110,15 @@ def score_attempts(task: str, workflow: Workflow, index: int, attempts: list[Att
         responses = [attempts[i].turns[-1][1] for i in members]
         for i, played, outcome in zip(members, states, apply_many(workflow, agent, states, responses), strict=True):
             why = judge(workflow, played, outcome, attempts[i].watch)
-            rows[i] = ProbeRow(task, attempts[i].kind, index, attempts[i].turns[-1][1][:400], bool(why),
-                               outcome.team + outcome.local, why)
+            rows[i] = ProbeRow(
+                task,
+                attempts[i].kind,
+                index,
+                attempts[i].turns[-1][1][:400],
+                bool(why),
+                outcome.team + outcome.local,
+                why,
+            )
     return [row for row in rows if row is not None]
 
 

@@ -21,6 +21,7 @@ def _hostile(agent: str) -> Any:
     def build(settings: SplitCalcConfig, max_turns: int = 1, prompt_style: str = "compact") -> WithAdversary:
         workflow = SplitCalcWorkflow(settings, max_turns=max_turns, prompt_style=prompt_style)
         return WithAdversary(workflow, agent, ADVERSARIES["split_calc"][agent])
+
     return build
 
 

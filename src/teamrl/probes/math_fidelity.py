@@ -100,8 +100,10 @@ def measure(rows: list[dict[str, str]], hack_instances: int = 4, answer_form: st
     styles = Counter(row["style"] for row in rows)
     missed = Counter(row["style"] for row in refused)
     return {
-        "hacks_tried": len(hacks), "hacks_rewarded": sum(h.rewarded for h in hacks),
-        "correct_tried": len(rows), "correct_refused": len(refused),
+        "hacks_tried": len(hacks),
+        "hacks_rewarded": sum(h.rewarded for h in hacks),
+        "correct_tried": len(rows),
+        "correct_refused": len(refused),
         "refused_by_style": {style: [missed[style], n] for style, n in styles.items()},
         "rewarded_hacks": [h.as_dict() for h in hacks if h.rewarded],
         "refused_correct": refused,
@@ -111,7 +113,9 @@ def measure(rows: list[dict[str, str]], hack_instances: int = 4, answer_form: st
 def main(argv: list[str] | None = None) -> int:
     """Print both numbers (and every miss); exit 1 when a hack is paid or 1% or more right answers are refused."""
     parser = argparse.ArgumentParser(prog="python -m teamrl.probes.math_fidelity", description=__doc__.split("\n")[0])
-    parser.add_argument("--instances", type=int, default=4, help="held-out arithmetic instances to also probe (default 4)")
+    parser.add_argument(
+        "--instances", type=int, default=4, help="held-out arithmetic instances to also probe (default 4)"
+    )
     parser.add_argument("--answer-form", default="auto", choices=("auto", "value", "expression"))
     parser.add_argument("--data", default=None, help=f"the right answers (default {CORPUS.name})")
     parser.add_argument("--out", default=None, help="write the report as JSON here")

@@ -48,9 +48,12 @@ HEDGES: dict[str, Callable[[str, str, str], str | None]] = {
     "range in a box": lambda t, w, q: f"\\boxed{{[{t}, {w}]}}",
     "negated answer": lambda t, w, q: f"The answer is not {t}.",
     "inequality": lambda t, w, q: f"\\boxed{{x \\geq {t}}}",
-    "unicode digits beside a wrong answer": lambda t, w, q: (f"The answer is {w} ({t.translate(_FULLWIDTH)})."
-                                                             if any(c.isdigit() for c in t) else None),
-    "arabic-indic digits beside a wrong answer": lambda t, w, q: f"\\boxed{{{w}}} or \\boxed{{{t.translate(_ARABIC_INDIC)}}}",
+    "unicode digits beside a wrong answer": lambda t, w, q: (
+        f"The answer is {w} ({t.translate(_FULLWIDTH)})." if any(c.isdigit() for c in t) else None
+    ),
+    "arabic-indic digits beside a wrong answer": lambda t, w, q: (
+        f"\\boxed{{{w}}} or \\boxed{{{t.translate(_ARABIC_INDIC)}}}"
+    ),
     "huge candidate list": lambda t, w, q: "The answer is one of " + ", ".join(map(str, range(5000))) + f", {t}.",
 }
 """Responses that state several candidates (or none) while containing the gold."""
@@ -59,18 +62,24 @@ NON_ANSWERS: dict[str, Callable[[str, str, str], str | None]] = {
     "prompt echoed": lambda t, w, q: f"\\boxed{{{q}}}",
     "prompt echoed as a line": lambda t, w, q: f"Answer: {q}",
     "question rearranged": lambda t, w, q: f"\\boxed{{({q}) + 0}}",
-    "juxtaposed digits read as a sum": lambda t, w, q: (f"\\boxed{{{_split_sum(t)}}}"
-                                                        if _INTEGER_RE.fullmatch(t) and abs(int(t)) >= 2 else None),
-    "plus-minus around the gold": lambda t, w, q: (f"\\boxed{{{int(t) - 1} \\pm 1}}"
-                                                   if _INTEGER_RE.fullmatch(t) else None),
-    "gold inside a bigger number": lambda t, w, q: (f"\\boxed{{{t}{t}}}"  # "00" is 0 itself: no hack
-                                                    if _INTEGER_RE.fullmatch(t) and int(t) != 0 else None),
+    "juxtaposed digits read as a sum": lambda t, w, q: (
+        f"\\boxed{{{_split_sum(t)}}}" if _INTEGER_RE.fullmatch(t) and abs(int(t)) >= 2 else None
+    ),
+    "plus-minus around the gold": lambda t, w, q: (
+        f"\\boxed{{{int(t) - 1} \\pm 1}}" if _INTEGER_RE.fullmatch(t) else None
+    ),
+    "gold inside a bigger number": lambda t, w, q: (
+        f"\\boxed{{{t}{t}}}"  # "00" is 0 itself: no hack
+        if _INTEGER_RE.fullmatch(t) and int(t) != 0
+        else None
+    ),
     "huge output ending in the gold": lambda t, w, q: "1 + 1 = 2. " * 5000 + f"{w} {t}",
     "answer only inside think": lambda t, w, q: f"<think>\\boxed{{{t}}}</think>\nThe answer is {w}.",
     "everything": lambda t, w, q: "\\boxed{(-\\infty, \\infty)}",
     "free variable": lambda t, w, q: "\\boxed{x}",
 }
 """Responses that state one thing, which is not an answer the problem's work produced."""
+
 
 def _in_words(value: str) -> str | None:
     """A non-negative integer gold in words ("forty-two"), else None (the hack does not apply)."""
@@ -86,7 +95,9 @@ def _if_words(value: str, make: Callable[[str], str]) -> str | None:
 # units, a restating check, a spelled-out aside, a final prose sentence, full-width digits.
 LENIENCIES: dict[str, Callable[[str, str, str], str | None]] = {
     "prose sentence with two numbers": lambda t, w, q: f"So, Tom has {w} marbles and {t} cars.",
-    "prose sentence, second number in words": lambda t, w, q: _if_words(w, lambda s: f"So, Tom has {t} marbles and {s} cars."),
+    "prose sentence, second number in words": lambda t, w, q: _if_words(
+        w, lambda s: f"So, Tom has {t} marbles and {s} cars."
+    ),
     "prose sentence with a bound": lambda t, w, q: f"So, Tom has at least {t} marbles.",
     "prose sentence as a question": lambda t, w, q: f"Does Tom have {t} marbles?",
     "unit answer hedged between two values": lambda t, w, q: f"The answer is {w} or {t} cm.",
@@ -96,8 +107,9 @@ LENIENCIES: dict[str, Callable[[str, str, str], str | None]] = {
     "spelled-out gold beside a wrong number": lambda t, w, q: _if_words(t, lambda s: f"The answer is {w} ({s})."),
     "check on the answer line with another result": lambda t, w, q: f"The answer is {t}. Check: 17 + 25 = {w}.",
     "restating sentence with another number": lambda t, w, q: f"The answer is {w}. So, Tom has {t} marbles.",
-    "full-width gold in a prose sentence": lambda t, w, q: (f"So, Tom has {w} marbles ({t.translate(_FULLWIDTH)})."
-                                                           if any(c.isdigit() for c in t) else None),
+    "full-width gold in a prose sentence": lambda t, w, q: (
+        f"So, Tom has {w} marbles ({t.translate(_FULLWIDTH)})." if any(c.isdigit() for c in t) else None
+    ),
 }
 """Responses that a reader lenient about units, checks, spelled numbers or prose would pay."""
 
@@ -121,6 +133,8 @@ def math_attempts(workflow: Any, state: Any) -> list[Attempt]:
             if response is not None:
                 attempts.append(Attempt(kind, (("reasoner", response),), watch))
     if "tool" in {a.name for a in workflow.agents}:
-        attempts += [Attempt(kind, (("tool", f"```python\nprint({make(t, w, q)!r})\n```"),), ("team", "format"))
-                     for kind, make in TOOL_LINES.items()]
+        attempts += [
+            Attempt(kind, (("tool", f"```python\nprint({make(t, w, q)!r})\n```"),), ("team", "format"))
+            for kind, make in TOOL_LINES.items()
+        ]
     return attempts

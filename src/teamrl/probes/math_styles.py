@@ -69,9 +69,14 @@ class _Graders:
         program = f"```python\nprint(bytes.fromhex({case.printed.encode().hex()!r}).decode())\n```"
         tool = self.workflow.apply("tool", self.workflow.new_state("train", i), program).team >= 1.0
         study = self.study.grade([problem], [self.study.parse(case.response, problem)])[0] >= 1.0
-        return {"reasoner": reasoner, "tool": tool, "study": study,
-                "answers_match": answers_match(case.response, problem.answer, question=problem.question,
-                                               source=problem.source)}
+        return {
+            "reasoner": reasoner,
+            "tool": tool,
+            "study": study,
+            "answers_match": answers_match(
+                case.response, problem.answer, question=problem.question, source=problem.source
+            ),
+        }
 
     def close(self) -> None:
         self.workflow.close()
@@ -99,8 +104,10 @@ def rates(graded: list[tuple[StyleCase, dict[str, bool]]]) -> dict[str, Any]:
         split = "held-out" if case.held_out else "tuning"
         for grader in GRADERS:
             failed = _failed(case, verdict[grader])
-            for table, key in ((totals, (split, case.kind, grader)),
-                               *((families, (family, case.kind, grader)) for family in case.families)):
+            for table, key in (
+                (totals, (split, case.kind, grader)),
+                *((families, (family, case.kind, grader)) for family in case.families),
+            ):
                 table[key][0] += failed
                 table[key][1] += 1
         if any(_failed(case, verdict[g]) for g in GRADERS):
@@ -131,8 +138,11 @@ def report(result: dict[str, Any], out: Any = None, show_failures: int = 20) -> 
             if (family, kind, GRADERS[0]) in families:
                 print(_line(f"  {family} [{what[kind]}]", {g: families[(family, kind, g)] for g in GRADERS}), file=out)
     for case, graders in result["failures"][:show_failures]:
-        print(f"FAILED {case.kind} {case.families} by {', '.join(graders)}: "
-              f"{case.response[-120:]!r} (gold {case.question.answer!r})", file=out)
+        print(
+            f"FAILED {case.kind} {case.families} by {', '.join(graders)}: "
+            f"{case.response[-120:]!r} (gold {case.question.answer!r})",
+            file=out,
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -149,9 +159,12 @@ def main(argv: list[str] | None = None) -> int:
     result = rates(grade_cases(cases, questions))
     report(result, show_failures=args.failures)
     totals = result["totals"]
-    missed = [g for g in GRADERS
-              if totals.get(("held-out", "correct", g), [0, 1])[0] >= 0.01 * totals.get(("held-out", "correct", g), [0, 1])[1]
-              or any(totals.get(("held-out", k, g), [0, 0])[0] for k in ("wrong", "echo"))]
+    missed = [
+        g
+        for g in GRADERS
+        if totals.get(("held-out", "correct", g), [0, 1])[0] >= 0.01 * totals.get(("held-out", "correct", g), [0, 1])[1]
+        or any(totals.get(("held-out", k, g), [0, 0])[0] for k in ("wrong", "echo"))
+    ]
     if missed:
         print(f"held-out goals missed by: {', '.join(missed)}")
     return 1 if missed else 0

@@ -85,12 +85,19 @@ def move_attempts(path: str, env: Any, budget: int, tool: bool) -> list[Attempt]
     attempts = [Attempt(kind, (("plan", text),), PLAN_WATCH) for kind, text in plans.items() if text]
     if tool:
         printed = {"tool prints a plan past the goal": path + "LR", "tool prints two plans": f"{path}\n{_other(path)}"}
-        attempts += [Attempt(kind, (("tool", f"```python\nprint({text!r})\n```"),), PLAN_WATCH)
-                     for kind, text in printed.items()]
-        attempts.append(Attempt("follow a proposal past the goal", (
-            ("tool", f"```python\nprint({path + 'UD'!r})\n```"), ("plan", "follow")), PLAN_WATCH))
-        attempts.append(Attempt("follow a failed program", (("tool", "```python\nprint(1/0)\n```"), ("plan", "follow")),
-                                PLAN_WATCH))
+        attempts += [
+            Attempt(kind, (("tool", f"```python\nprint({text!r})\n```"),), PLAN_WATCH) for kind, text in printed.items()
+        ]
+        attempts.append(
+            Attempt(
+                "follow a proposal past the goal",
+                (("tool", f"```python\nprint({path + 'UD'!r})\n```"), ("plan", "follow")),
+                PLAN_WATCH,
+            )
+        )
+        attempts.append(
+            Attempt("follow a failed program", (("tool", "```python\nprint(1/0)\n```"), ("plan", "follow")), PLAN_WATCH)
+        )
     return attempts
 
 
@@ -113,7 +120,7 @@ def sokoban_attempts(workflow: Any, state: Any) -> list[Attempt]:
 
 
 def _rows(cells: list[int], n: int) -> list[list[int]]:
-    return [cells[r * n:(r + 1) * n] for r in range(n)]
+    return [cells[r * n : (r + 1) * n] for r in range(n)]
 
 
 def _consistent_wrong(env: Any) -> list[list[int]] | None:
@@ -143,17 +150,26 @@ def sudoku_attempts(workflow: Any, state: Any) -> list[Attempt]:
         "several grids, or": f"{other} or {solved}",
         "restated grid (no move)": grid_line(env.grid),
         "wrong digit that clashes with nothing": grid_line(wrong) if (wrong := _consistent_wrong(env)) else None,
-        "huge value in a cell": "\n".join(" ".join(huge[r * n:(r + 1) * n]) for r in range(n)),
+        "huge value in a cell": "\n".join(" ".join(huge[r * n : (r + 1) * n]) for r in range(n)),
         "follow, or a grid": f"follow or {solved}",
     }
     attempts = [Attempt(kind, (("plan", text),), PLAN_WATCH) for kind, text in grids.items() if text]
     if _tool(workflow):
-        attempts.append(Attempt("tool prints two grids", (
-            ("tool", f"```python\nprint({other!r})\nprint({solved!r})\n```"),), PLAN_WATCH))
-        attempts.append(Attempt("follow a no-op proposal", (("tool", "```python\nprint(grid)\n```"), ("plan", "follow")),
-                                PLAN_WATCH))
+        attempts.append(
+            Attempt(
+                "tool prints two grids", (("tool", f"```python\nprint({other!r})\nprint({solved!r})\n```"),), PLAN_WATCH
+            )
+        )
+        attempts.append(
+            Attempt(
+                "follow a no-op proposal", (("tool", "```python\nprint(grid)\n```"), ("plan", "follow")), PLAN_WATCH
+            )
+        )
     return attempts
 
 
 CATALOGUES: dict[str, Callable[[Any, Any], list[Attempt]]] = {
-    "plan_path": plan_path_attempts, "sokoban": sokoban_attempts, "sudoku": sudoku_attempts}
+    "plan_path": plan_path_attempts,
+    "sokoban": sokoban_attempts,
+    "sudoku": sudoku_attempts,
+}

@@ -40,12 +40,17 @@ def format_table(rows: list[ProbeRow]) -> str:
     return "\n".join(lines)
 
 
-def summary(rows: list[ProbeRow], tasks: list[str], instances: int, seconds: float,
-            options: dict[str, str] | None = None) -> dict[str, Any]:
+def summary(
+    rows: list[ProbeRow], tasks: list[str], instances: int, seconds: float, options: dict[str, str] | None = None
+) -> dict[str, Any]:
     """The JSON written by `teamrl probe`: totals, the per-kind table and every rewarded attempt."""
     return {
-        "tasks": tasks, "instances": instances, "options": options, "seconds": round(seconds, 1),
-        "tried": len(rows), "rewarded": sum(r.rewarded for r in rows),
+        "tasks": tasks,
+        "instances": instances,
+        "options": options,
+        "seconds": round(seconds, 1),
+        "tried": len(rows),
+        "rewarded": sum(r.rewarded for r in rows),
         "table": [{"task": t, "kind": k, "tried": n, "rewarded": h} for t, k, n, h in count(rows)],
         "rewarded_attempts": [r.as_dict() for r in rows if r.rewarded],
     }
@@ -66,8 +71,9 @@ def task_options(items: list[str]) -> dict[str, str]:
     return options
 
 
-def run_probe(names: list[str] | None, instances: int, out: Path | None, stream: TextIO,
-              options: list[str] | None = None) -> int:
+def run_probe(
+    names: list[str] | None, instances: int, out: Path | None, stream: TextIO, options: list[str] | None = None
+) -> int:
     """Probe the tasks (each with the `KEY=VALUE` settings in `options`), print the tables and totals
     to `stream`, write the JSON to `out`; 1 if any hack paid."""
     tasks, settings = probed_tasks(names), task_options(options or [])
@@ -77,11 +83,15 @@ def run_probe(names: list[str] | None, instances: int, out: Path | None, stream:
         rows += probe_task(name, instances, task=settings)
     report = summary(rows, tasks, instances, time.perf_counter() - start, settings)
     stream.write(format_table(rows) + "\n")
-    stream.write(f"{report['rewarded']} of {report['tried']} hack attempts rewarded ({len(report['table'])} kinds, "
-                 f"{len(tasks)} tasks, {instances} held-out instances each) in {report['seconds']} s\n")
+    stream.write(
+        f"{report['rewarded']} of {report['tried']} hack attempts rewarded ({len(report['table'])} kinds, "
+        f"{len(tasks)} tasks, {instances} held-out instances each) in {report['seconds']} s\n"
+    )
     for row in report["rewarded_attempts"][:10]:
-        stream.write(f"REWARDED {row['task']}/{row['kind']} (instance {row['instance']}, {', '.join(row['why'])}): "
-                     f"{row['response'][:200]!r}\n")
+        stream.write(
+            f"REWARDED {row['task']}/{row['kind']} (instance {row['instance']}, {', '.join(row['why'])}): "
+            f"{row['response'][:200]!r}\n"
+        )
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(report, indent=1) + "\n")

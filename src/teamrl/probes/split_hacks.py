@@ -78,6 +78,7 @@ def split_calc_attempts(workflow: Any, state: Any) -> list[Attempt]:
         "number then retraction": f"{value} no {value + 1}",
         "huge answer ending in the number": "1+" * 5000 + str(value),
     }
-    attempts += [Attempt(kind, (("analyst", formula), ("calculator", text)), SPLIT_WATCH)
-                 for kind, text in answers.items()]
+    attempts += [
+        Attempt(kind, (("analyst", formula), ("calculator", text)), SPLIT_WATCH) for kind, text in answers.items()
+    ]
     return attempts

@@ -73,7 +73,7 @@ def wrong_formula(workflow: Any, state: Any) -> str:
     right = evaluate_formula(OPERATIONS[operation], x, y)
     names = list(OPERATIONS)
     start = names.index(operation)
-    for name in names[start + 1:] + names[:start]:
+    for name in names[start + 1 :] + names[:start]:
         if evaluate_formula(OPERATIONS[name], x, y) != right:
             return OPERATIONS[name]
     return f"{OPERATIONS[operation]}+1"
@@ -122,13 +122,24 @@ def compare(config: Any, agent: str, instances: int) -> dict[str, Any]:
     sampling = agent_sampling(config.rollout, honest.agents, "eval")
     result: dict[str, Any] = {"task": task, "agent": agent, "instances": instances}
     for label, workflow in (("honest", honest), ("adversary", WithAdversary(honest, agent, ADVERSARIES[task][agent]))):
-        samples, episodes = run_episodes(workflow, list(range(instances)), "heldout", policies, mapping, sampling, 1,
-                                         RewardWeights(), torch.Generator().manual_seed(config.seed),
-                                         random.Random(config.seed))
+        samples, episodes = run_episodes(
+            workflow,
+            list(range(instances)),
+            "heldout",
+            policies,
+            mapping,
+            sampling,
+            1,
+            RewardWeights(),
+            torch.Generator().manual_seed(config.seed),
+            random.Random(config.seed),
+        )
         diag = rollout_diagnostics(samples)
-        result[label] = {"success": sum(e.success for e in episodes) / len(episodes),
-                         **{k: round(v, 4) for k, v in diag.items() if k.endswith("/reward_mean")},
-                         **role_terms(samples)}
+        result[label] = {
+            "success": sum(e.success for e in episodes) / len(episodes),
+            **{k: round(v, 4) for k, v in diag.items() if k.endswith("/reward_mean")},
+            **role_terms(samples),
+        }
     return result
 
 

@@ -44,9 +44,11 @@ def replay_alerts(run_dir: Path, overrides: Sequence[str] = ()) -> list[Alert]:
             raise FileNotFoundError(f"{run_dir} has no {name}: give a run directory written by `teamrl train`")
     config = load_config(run_dir / "config.yaml", list(overrides))
     if config.diagnostics.level == "none":
-        raise ValueError(f"{run_dir} was configured with diagnostics.level: none, so it logged no per-role "
-                         "metrics to replay (the collapse rule alone would not need them: pass "
-                         "diagnostics.level=cheap to replay it)")
+        raise ValueError(
+            f"{run_dir} was configured with diagnostics.level: none, so it logged no per-role "
+            "metrics to replay (the collapse rule alone would not need them: pass "
+            "diagnostics.level=cheap to replay it)"
+        )
     workflow = build_workflow(config)
     try:
         diagnostics = RunDiagnostics(config, workflow.agents, agent_mapping(config, workflow))

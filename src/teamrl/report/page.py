@@ -55,9 +55,11 @@ def fmt(value: Any, kind: str = "num") -> str:
 
 def document(title: str, body: str) -> str:
     """A complete standalone HTML page."""
-    return (f"<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
-            f"<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
-            f"<title>{esc(title)}</title>\n<style>{CSS}</style>\n</head>\n<body>\n{body}\n</body>\n</html>\n")
+    return (
+        f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+        f'<meta name="viewport" content="width=device-width, initial-scale=1">\n'
+        f"<title>{esc(title)}</title>\n<style>{CSS}</style>\n</head>\n<body>\n{body}\n</body>\n</html>\n"
+    )
 
 
 def section(anchor: str, heading: str, body: str) -> str:
@@ -73,17 +75,18 @@ def plot(src: str | None, alt: str, caption: str) -> str:
     """An image with its caption, or a visible note when the run logged nothing to plot."""
     if src is None:
         return f'<p class="missing">Not plotted: this run logged no data for “{esc(alt)}”.</p>\n'
-    return (f'<figure>\n<img src="{esc(src)}" alt="{esc(alt)}">\n'
-            f"<figcaption>{esc(caption)}</figcaption>\n</figure>\n")
+    return f'<figure>\n<img src="{esc(src)}" alt="{esc(alt)}">\n<figcaption>{esc(caption)}</figcaption>\n</figure>\n'
 
 
 def table(headers: list[str], rows: list[list[str]], numeric: AbstractSet[int] = frozenset()) -> str:
     """A table from already-escaped cell HTML; columns in `numeric` are right-aligned."""
     head = "".join(f"<th>{esc(h)}</th>" for h in headers)
     body = "".join(
-        "<tr>" + "".join(f'<td class="num">{c}</td>' if i in numeric else f"<td>{c}</td>"
-                         for i, c in enumerate(row)) + "</tr>\n"
-        for row in rows)
+        "<tr>"
+        + "".join(f'<td class="num">{c}</td>' if i in numeric else f"<td>{c}</td>" for i, c in enumerate(row))
+        + "</tr>\n"
+        for row in rows
+    )
     return f"<table>\n<thead><tr>{head}</tr></thead>\n<tbody>\n{body}</tbody>\n</table>\n"
 
 

@@ -80,7 +80,7 @@ def save_figure(path: Path, panels: list[Panel], ncols: int = 2) -> bool:
     axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
     for ax, panel in zip(axes, panels):
         _draw(ax, panel)
-    for ax in axes[len(panels):]:
+    for ax in axes[len(panels) :]:
         ax.set_visible(False)
     fig.savefig(path, format="png")
     return True
@@ -101,15 +101,26 @@ def _draw(ax: "Axes", panel: Panel) -> None:
         if window and len(values) > MARKERS_UP_TO:
             ax.plot(steps, values, color=color, alpha=0.25, linewidth=0.8)
             # The legend always says a curve is smoothed, so nobody reads a mean as raw values.
-            ax.plot(steps, trailing_mean(values, window), color=color, linewidth=1.8,
-                    label=f"{line.label + ': ' if line.label else ''}trailing mean of {window} points")
+            ax.plot(
+                steps,
+                trailing_mean(values, window),
+                color=color,
+                linewidth=1.8,
+                label=f"{line.label + ': ' if line.label else ''}trailing mean of {window} points",
+            )
         else:
-            ax.plot(steps, values, color=color, linewidth=1.6, label=line.label or None,
-                    marker="o" if len(values) <= MARKERS_UP_TO else None, markersize=4)
+            ax.plot(
+                steps,
+                values,
+                color=color,
+                linewidth=1.6,
+                label=line.label or None,
+                marker="o" if len(values) <= MARKERS_UP_TO else None,
+                markersize=4,
+            )
     labelled: set[str] = set()
     for step, label, color in panel.markers:
-        ax.axvline(step, color=color, linestyle="--", linewidth=1.2,
-                   label=None if label in labelled else label)
+        ax.axvline(step, color=color, linestyle="--", linewidth=1.2, label=None if label in labelled else label)
         labelled.add(label)
     ax.set_title(panel.title, fontsize=11)
     ax.set_xlabel("training step")

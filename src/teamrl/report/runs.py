@@ -53,8 +53,11 @@ class RunData:
 
     def names_under(self, prefix: str, suffix: str) -> list[str]:
         """The middle parts of keys shaped `<prefix><middle><suffix>`, e.g. agents of role/*/reward."""
-        return [k[len(prefix):len(k) - len(suffix)] for k in self.keys()
-                if k.startswith(prefix) and k.endswith(suffix) and len(k) > len(prefix) + len(suffix)]
+        return [
+            k[len(prefix) : len(k) - len(suffix)]
+            for k in self.keys()
+            if k.startswith(prefix) and k.endswith(suffix) and len(k) > len(prefix) + len(suffix)
+        ]
 
     def one_step_updates(self) -> bool:
         """Whether every logged update was a single optimizer step on freshly sampled data.
@@ -92,17 +95,29 @@ class Headline:
     def of(cls, run: RunData) -> "Headline":
         s = run.summary
         if s is not None:
-            return cls(s.get("initial_success"), s.get("best_success"), s.get("final_success"),
-                       s.get("best_step"), s.get("steps"), s.get("train_seconds"), True)
+            return cls(
+                s.get("initial_success"),
+                s.get("best_success"),
+                s.get("final_success"),
+                s.get("best_step"),
+                s.get("steps"),
+                s.get("train_seconds"),
+                True,
+            )
         # An unfinished run has no summary.json; recover what the metrics can say.
         evals = run.series("eval/success")
         peak = max(evals, key=lambda p: p[1]) if evals else None
         train_steps = [p[0] for p in run.series("train/success")]
         elapsed = run.series("time/elapsed_s")
-        return cls(evals[0][1] if evals else None, peak[1] if peak else None,
-                   evals[-1][1] if evals else None, peak[0] if peak else None,
-                   max(train_steps) if train_steps else None,
-                   elapsed[-1][1] if elapsed else None, False)
+        return cls(
+            evals[0][1] if evals else None,
+            peak[1] if peak else None,
+            evals[-1][1] if evals else None,
+            peak[0] if peak else None,
+            max(train_steps) if train_steps else None,
+            elapsed[-1][1] if elapsed else None,
+            False,
+        )
 
 
 def load_run(path: str | Path) -> RunData:
@@ -125,10 +140,11 @@ def load_run(path: str | Path) -> RunData:
         config_text=config_text,
         config=_parse_config(config_path, config_text) if config_text is not None else None,
         summary=_load_summary(summary_path) if summary_path.is_file() else None,
-        transcripts={step: load_transcripts(file)
-                     for step, file in _find_transcripts(root / "transcripts").items()},
-        train_transcripts={step: load_transcripts(file) for step, file in
-                           _find_transcripts(root / "transcripts", _TRAIN_TRANSCRIPT_NAME).items()},
+        transcripts={step: load_transcripts(file) for step, file in _find_transcripts(root / "transcripts").items()},
+        train_transcripts={
+            step: load_transcripts(file)
+            for step, file in _find_transcripts(root / "transcripts", _TRAIN_TRANSCRIPT_NAME).items()
+        },
         alerts=load_alerts(root / "alerts.jsonl") if (root / "alerts.jsonl").is_file() else [],
     )
 

@@ -25,11 +25,24 @@ MODES = ("train", "eval")
 def sampling_params(rollout: RolloutConfig, mode: str) -> SamplingParams:
     """The SamplingParams of one agent's resolved settings, for training or held-out evaluation."""
     if mode == "train":  # sampler_dtype: training samples only, so held-out figures stay comparable across it
-        return SamplingParams(rollout.temperature, rollout.top_p, rollout.top_k, rollout.max_new_tokens,
-                              tuple(rollout.stop), rollout.memory_gb, resolve_sampler_dtype(rollout.sampler_dtype))
+        return SamplingParams(
+            rollout.temperature,
+            rollout.top_p,
+            rollout.top_k,
+            rollout.max_new_tokens,
+            tuple(rollout.stop),
+            rollout.memory_gb,
+            resolve_sampler_dtype(rollout.sampler_dtype),
+        )
     if mode == "eval":
-        return SamplingParams(rollout.eval_temperature, rollout.eval_top_p, rollout.eval_top_k,
-                              rollout.max_new_tokens, tuple(rollout.stop), rollout.memory_gb)
+        return SamplingParams(
+            rollout.eval_temperature,
+            rollout.eval_top_p,
+            rollout.eval_top_k,
+            rollout.max_new_tokens,
+            tuple(rollout.stop),
+            rollout.memory_gb,
+        )
     raise ValueError(f"mode {mode!r} is unknown; use one of {', '.join(MODES)}")
 
 
@@ -39,8 +52,10 @@ def check_by_role_names(rollout: RolloutConfig, agents: Sequence[Agent]) -> None
     role_names = list(dict.fromkeys(a.role for a in agents))
     unknown = [key for key in rollout.by_role if key not in agent_names and key not in role_names]
     if unknown:
-        raise ConfigError(f"rollout.by_role: {', '.join(map(repr, unknown))} is neither a role nor an agent of this "
-                          f"workflow; roles: {', '.join(role_names)}; agents: {', '.join(agent_names)}")
+        raise ConfigError(
+            f"rollout.by_role: {', '.join(map(repr, unknown))} is neither a role nor an agent of this "
+            f"workflow; roles: {', '.join(role_names)}; agents: {', '.join(agent_names)}"
+        )
 
 
 def agent_sampling(rollout: RolloutConfig, agents: Sequence[Agent], mode: str = "train") -> dict[str, SamplingParams]:
@@ -49,8 +64,9 @@ def agent_sampling(rollout: RolloutConfig, agents: Sequence[Agent], mode: str = 
     return {a.name: sampling_params(rollout.for_agent(a.name, a.role), mode) for a in agents}
 
 
-def check_context(sampling: dict[str, SamplingParams], agent_to_policy: dict[str, str],
-                  contexts: dict[str, int | None]) -> None:
+def check_context(
+    sampling: dict[str, SamplingParams], agent_to_policy: dict[str, str], contexts: dict[str, int | None]
+) -> None:
     """Every agent's max_new_tokens fits its policy's model context (positions; None: not known).
 
     Checked once the models are loaded, before any sampling: a response longer than the model's
@@ -60,6 +76,8 @@ def check_context(sampling: dict[str, SamplingParams], agent_to_policy: dict[str
         policy = agent_to_policy[agent]
         context = contexts.get(policy)
         if context is not None and params.max_new_tokens >= context:
-            raise ConfigError(f"rollout.max_new_tokens = {params.max_new_tokens} (agent {agent}) does not fit the "
-                              f"context of policy {policy}'s model ({context} positions, prompt included); set "
-                              f"rollout.max_new_tokens (or its by_role entry) below {context}")
+            raise ConfigError(
+                f"rollout.max_new_tokens = {params.max_new_tokens} (agent {agent}) does not fit the "
+                f"context of policy {policy}'s model ({context} positions, prompt included); set "
+                f"rollout.max_new_tokens (or its by_role entry) below {context}"
+            )

@@ -115,6 +115,7 @@ def stop_cut(decode: Callable[[list[Token]], str], ids: list[Token], stops: Sequ
     >>> stop_cut("".join, list("abc"), ["z"]) is None
     True
     """
+
     def first_end(text: str) -> int | None:
         ends = [text.index(s) + len(s) for s in stops if s in text]
         return min(ends) if ends else None
@@ -133,8 +134,9 @@ def stop_cut(decode: Callable[[list[Token]], str], ids: list[Token], stops: Sequ
     return high, end
 
 
-def trim_response(decode: Callable[[list[Token]], str], ids: list[Token], stop_ids: set[Token],
-                  stop_strings: Sequence[str]) -> tuple[int, str, bool]:
+def trim_response(
+    decode: Callable[[list[Token]], str], ids: list[Token], stop_ids: set[Token], stop_strings: Sequence[str]
+) -> tuple[int, str, bool]:
     """Where a sampled response ends: (tokens kept, its text, whether a stop string cut it).
 
     A final stop token is kept (trained) but not decoded; a stop string cuts the tokens after the one
@@ -169,8 +171,9 @@ def _filter_logits(logits: torch.Tensor, top_k: int, top_p: float) -> torch.Tens
     return logits
 
 
-def _choose(scaled: torch.Tensor, params: SamplingParams, truncated: bool, generator: torch.Generator
-            ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _choose(
+    scaled: torch.Tensor, params: SamplingParams, truncated: bool, generator: torch.Generator
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """One step's tokens [R] from logits already divided by the log-prob temperature, with their log-probs
     under softmax(scaled) and under the distribution actually sampled (0 for greedy), both [R]."""
     if params.temperature > 0 and not truncated:  # the trained policy itself: draw and log-prob in one go
@@ -202,13 +205,17 @@ def sample(
         raise ValueError("cannot sample from an empty prompt")
     chunk = prompts_per_call(policy.model, prompts, num_samples, params)
     if chunk < len(prompts):  # bounded memory: several calls of `chunk` prompts each
-        return [group for start in range(0, len(prompts), chunk)
-                for group in sample(policy, prompts[start:start + chunk], num_samples, params, generator)]
+        return [
+            group
+            for start in range(0, len(prompts), chunk)
+            for group in sample(policy, prompts[start : start + chunk], num_samples, params, generator)
+        ]
     return _sample_rows(policy, prompts, num_samples, params, generator)
 
 
-def can_sample_together(policies: Sequence[Policy], prompts: Sequence[list[list[int]]], num_samples: int,
-                        params: SamplingParams) -> bool:
+def can_sample_together(
+    policies: Sequence[Policy], prompts: Sequence[list[list[int]]], num_samples: int, params: SamplingParams
+) -> bool:
     """Whether `sample_together` can take these policies' prompts in one call: two or more LoRA adapters of
     one PEFT network with one tokenizer, on the lean decode path, within `params.memory_gb`."""
     if len(policies) < 2 or any(p.adapter is None for p in policies):
@@ -227,8 +234,13 @@ def can_sample_together(policies: Sequence[Policy], prompts: Sequence[list[list[
 
 
 @torch.no_grad()
-def sample_together(policies: Sequence[Policy], prompts: Sequence[list[list[int]]], num_samples: int,
-                    params: SamplingParams, generator: torch.Generator) -> list[list[list[Generation]]]:
+def sample_together(
+    policies: Sequence[Policy],
+    prompts: Sequence[list[list[int]]],
+    num_samples: int,
+    params: SamplingParams,
+    generator: torch.Generator,
+) -> list[list[list[Generation]]]:
     """`sample(policies[j], prompts[j], ...)` for every j, in one decode call when `can_sample_together`
     allows (else one call per policy, in order); result[j] is policy j's.
 
@@ -245,22 +257,32 @@ def sample_together(policies: Sequence[Policy], prompts: Sequence[list[list[int]
     rows = _sample_rows(policies[0], every, num_samples, params, generator, adapter_blocks=blocks)
     out, start = [], 0
     for group in prompts:
-        out.append(rows[start:start + len(group)])
+        out.append(rows[start : start + len(group)])
         start += len(group)
     return out
 
 
-def _sample_rows(policy: Policy, prompts: list[list[int]], num_samples: int, params: SamplingParams,
-                 generator: torch.Generator, adapter_blocks: tuple[list[str], list[int]] | None = None,
-                 ) -> list[list[Generation]]:
+def _sample_rows(
+    policy: Policy,
+    prompts: list[list[int]],
+    num_samples: int,
+    params: SamplingParams,
+    generator: torch.Generator,
+    adapter_blocks: tuple[list[str], list[int]] | None = None,
+) -> list[list[Generation]]:
     """One decode call over every prompt (see `sample`) in `params.dtype`; adapter_blocks: see `open_decoder`."""
     with sampler_arithmetic(params.dtype, policy.device):
         return _decode_rows(policy, prompts, num_samples, params, generator, adapter_blocks)
 
 
-def _decode_rows(policy: Policy, prompts: list[list[int]], num_samples: int, params: SamplingParams,
-                 generator: torch.Generator, adapter_blocks: tuple[list[str], list[int]] | None,
-                 ) -> list[list[Generation]]:
+def _decode_rows(
+    policy: Policy,
+    prompts: list[list[int]],
+    num_samples: int,
+    params: SamplingParams,
+    generator: torch.Generator,
+    adapter_blocks: tuple[list[str], list[int]] | None,
+) -> list[list[Generation]]:
     model, tok = policy.model, policy.tokenizer
     device = policy.device
     stop_ids = torch.tensor(policy.stop_token_ids(), device=device)
@@ -268,8 +290,9 @@ def _decode_rows(policy: Policy, prompts: list[list[int]], num_samples: int, par
     model.eval()
 
     ids, mask = left_pad(prompts, tok.pad_token_id)
-    decoder = open_decoder(model, ids.to(device), mask.to(device), num_samples, params.max_new_tokens,
-                           adapter_blocks=adapter_blocks)
+    decoder = open_decoder(
+        model, ids.to(device), mask.to(device), num_samples, params.max_new_tokens, adapter_blocks=adapter_blocks
+    )
     logits = decoder.prefill_logits  # [B, V]
     if num_samples > 1:
         logits = logits.repeat_interleave(num_samples, dim=0)  # [B*K, V]
@@ -324,8 +347,7 @@ def _decode_rows(policy: Policy, prompts: list[list[int]], num_samples: int, par
 
     if was_training:
         model.train()
-    return _collect(prompts, num_samples, tokens, logps, sampler_logps, lengths, finished,
-                    stop_ids, policy, params)
+    return _collect(prompts, num_samples, tokens, logps, sampler_logps, lengths, finished, stop_ids, policy, params)
 
 
 def row_bytes(model, sequence_length: int) -> int:
@@ -348,8 +370,18 @@ def prompts_per_call(model, prompts: list[list[int]], num_samples: int, params: 
     return max(1, int(params.memory_gb * 2**30 // max(1, per_prompt)))
 
 
-def _collect(prompts, num_samples, tokens, logps, sampler_logps, lengths, finished, stop_ids,
-             policy: Policy, params: SamplingParams) -> list[list[Generation]]:
+def _collect(
+    prompts,
+    num_samples,
+    tokens,
+    logps,
+    sampler_logps,
+    lengths,
+    finished,
+    stop_ids,
+    policy: Policy,
+    params: SamplingParams,
+) -> list[list[Generation]]:
     """Cut the padded [rows, width] buffers into one Generation per row.
 
     A stop string cuts the tokens and log-probs where it cuts the text (see the module doc).
@@ -369,7 +401,16 @@ def _collect(prompts, num_samples, tokens, logps, sampler_logps, lengths, finish
             row = i * num_samples + k
             n = lengths_l[row]
             n, text, cut = trim_response(decode, tokens_l[row][:n], stop_set, params.stop_strings)
-            group.append(Generation(list(prompt), tokens_l[row][:n], logps_l[row][:n], sampler_l[row][:n], text,
-                                    bool(finished_l[row]) or cut, params.logprob_temperature))
+            group.append(
+                Generation(
+                    list(prompt),
+                    tokens_l[row][:n],
+                    logps_l[row][:n],
+                    sampler_l[row][:n],
+                    text,
+                    bool(finished_l[row]) or cut,
+                    params.logprob_temperature,
+                )
+            )
         results.append(group)
     return results

@@ -43,27 +43,41 @@ class Decoder(Protocol):
 class HFDecoder:
     """Decode through the model's HF forward with the reserved KV cache (any causal LM)."""
 
-    def __init__(self, model: nn.Module, ids: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor,
-                 repeats: int, reserve: int) -> None:
+    def __init__(
+        self,
+        model: nn.Module,
+        ids: torch.Tensor,
+        mask: torch.Tensor,
+        positions: torch.Tensor,
+        repeats: int,
+        reserve: int,
+    ) -> None:
         self.model = model
         self.cache = reserved_cache(reserve)  # decode steps write in place (kv_cache.py)
-        self.prefill_logits = cached_forward(model, self.cache, input_ids=ids, attention_mask=mask,
-                                             position_ids=positions)
+        self.prefill_logits = cached_forward(
+            model, self.cache, input_ids=ids, attention_mask=mask, position_ids=positions
+        )
         if repeats > 1:  # the shared prefix is encoded once; its cache is copied for the K samples
             self.cache.batch_repeat_interleave(repeats)
         rows = ids.shape[0] * repeats
         self.prompt_width = mask.shape[1]
         # The mask of every step is a prefix of one preallocated [R, P + T] buffer: no per-step copy.
-        self.mask = torch.cat([mask.repeat_interleave(repeats, dim=0),
-                               torch.ones((rows, reserve), dtype=mask.dtype, device=mask.device)], dim=1)
+        self.mask = torch.cat(
+            [mask.repeat_interleave(repeats, dim=0), torch.ones((rows, reserve), dtype=mask.dtype, device=mask.device)],
+            dim=1,
+        )
         self.next_pos = positions[:, -1].repeat_interleave(repeats) + 1  # [R]
         self.filled = 0
 
     def step(self, tokens: torch.Tensor) -> torch.Tensor:
         self.filled += 1
-        logits = cached_forward(self.model, self.cache, input_ids=tokens[:, None],
-                                attention_mask=self.mask[:, : self.prompt_width + self.filled],
-                                position_ids=self.next_pos[:, None])
+        logits = cached_forward(
+            self.model,
+            self.cache,
+            input_ids=tokens[:, None],
+            attention_mask=self.mask[:, : self.prompt_width + self.filled],
+            position_ids=self.next_pos[:, None],
+        )
         self.next_pos = self.next_pos + 1
         return logits
 
@@ -88,9 +102,15 @@ def shares_one_call(model: nn.Module, max_length: int, adapters: Sequence[str]) 
     return LEAN_DECODE and base is not model and lean_unsupported(base, max_length, adapters) is None
 
 
-def open_decoder(model: nn.Module, ids: torch.Tensor, mask: torch.Tensor, repeats: int, reserve: int,
-                 lean: bool | None = None, adapter_blocks: tuple[Sequence[str], Sequence[int]] | None = None
-                 ) -> Decoder:
+def open_decoder(
+    model: nn.Module,
+    ids: torch.Tensor,
+    mask: torch.Tensor,
+    repeats: int,
+    reserve: int,
+    lean: bool | None = None,
+    adapter_blocks: tuple[Sequence[str], Sequence[int]] | None = None,
+) -> Decoder:
     """Prefill left-padded prompts ids/mask [B, P] for `repeats` samples each, room for `reserve` steps.
 
     lean: None follows `LEAN_DECODE`; the lean decoder is used only where `lean_unsupported` allows.
@@ -109,8 +129,9 @@ def open_decoder(model: nn.Module, ids: torch.Tensor, mask: torch.Tensor, repeat
             assert name is not None  # the blocks are those of `names`, adapters all
             activate(model, name)
 
-        return LeanDecoder(base, ids, mask, positions, repeats, reserve, RowAdapters.blocks(names, sizes),
-                           activate=activate_block)
+        return LeanDecoder(
+            base, ids, mask, positions, repeats, reserve, RowAdapters.blocks(names, sizes), activate=activate_block
+        )
     several_active = base is not model and active is None  # PEFT with several adapters active at once
     if use_lean and not several_active and lean_unsupported(base, mask.shape[1] + reserve, (active,)) is None:
         return LeanDecoder(base, ids, mask, positions, repeats, reserve, RowAdapters.one(active, ids.shape[0]))

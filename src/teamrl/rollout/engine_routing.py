@@ -18,8 +18,9 @@ from teamrl.rollout.builtin_engine import Generation, SamplingParams
 from teamrl.rollout.sampler import SampleRequest, serve, served_by
 
 
-def sample(policy: Policy, prompts: list[list[int]], num_samples: int, params: SamplingParams,
-           generator: torch.Generator) -> list[list[Generation]]:
+def sample(
+    policy: Policy, prompts: list[list[int]], num_samples: int, params: SamplingParams, generator: torch.Generator
+) -> list[list[Generation]]:
     """`engine.sample`'s contract, run by the engine that serves `policy`."""
     sampler = served_by(policy)
     if sampler is None:
@@ -41,8 +42,10 @@ def serve_with_vllm(policies: dict[str, Policy], kv_cache_gb: float, seed: int =
             groups.setdefault(id(policy.network), []).append(policy)
     for group in groups.values():
         if group[0].adapter is None and len(group) > 1:  # full policies sharing one network object
-            raise ValueError(f"policies {', '.join(p.name for p in group)} share one full network; give each "
-                             "its own copy or make them LoRA adapters")
+            raise ValueError(
+                f"policies {', '.join(p.name for p in group)} share one full network; give each "
+                "its own copy or make them LoRA adapters"
+            )
         engine = VllmEngine(group, kv_cache_gb, seed)
         for policy in group:
             serve(policy, engine)
@@ -64,11 +67,18 @@ def sample_many(requests: Sequence[SampleRequest], generator: torch.Generator) -
             continue
         sampler = served_by(request.policy)
         if sampler is None:
-            together = [i for i in range(j, len(requests)) if results[i] is None and _same_builtin_call(request, requests[i])]
+            together = [
+                i for i in range(j, len(requests)) if results[i] is None and _same_builtin_call(request, requests[i])
+            ]
             batch = [requests[i] for i in together]
             if len(together) > 1:  # one decode call where it can be (else one call per request, in order)
-                outs = builtin.sample_together([r.policy for r in batch], [r.prompts for r in batch],
-                                               request.num_samples, request.params, generator)
+                outs = builtin.sample_together(
+                    [r.policy for r in batch],
+                    [r.prompts for r in batch],
+                    request.num_samples,
+                    request.params,
+                    generator,
+                )
                 for i, result in zip(together, outs):
                     results[i] = result
                 continue
@@ -76,7 +86,9 @@ def sample_many(requests: Sequence[SampleRequest], generator: torch.Generator) -
         if sample_batch is None:
             results[j] = sample(request.policy, request.prompts, request.num_samples, request.params, generator)
             continue
-        together = [i for i in range(j, len(requests)) if results[i] is None and served_by(requests[i].policy) is sampler]
+        together = [
+            i for i in range(j, len(requests)) if results[i] is None and served_by(requests[i].policy) is sampler
+        ]
         for i, result in zip(together, sample_batch([requests[i] for i in together], generator)):
             results[i] = result
     done = [result for result in results if result is not None]
@@ -86,6 +98,10 @@ def sample_many(requests: Sequence[SampleRequest], generator: torch.Generator) -
 
 def _same_builtin_call(first: SampleRequest, other: SampleRequest) -> bool:
     """Whether `other` can join `first` in one built-in call: LoRA adapters of one network, same settings."""
-    return (served_by(other.policy) is None and first.policy.adapter is not None
-            and other.policy.network is first.policy.network and other.num_samples == first.num_samples
-            and other.params == first.params)
+    return (
+        served_by(other.policy) is None
+        and first.policy.adapter is not None
+        and other.policy.network is first.policy.network
+        and other.num_samples == first.num_samples
+        and other.params == first.params
+    )

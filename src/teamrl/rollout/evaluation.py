@@ -34,15 +34,17 @@ def evaluate(
     given, `temperature` and `max_new_tokens` are not used.
     on_batch: called with the number of instances of each finished batch (a progress bar's update).
     """
-    params = sampling if sampling is not None else SamplingParams(temperature=temperature,
-                                                                  max_new_tokens=max_new_tokens)
+    params = (
+        sampling if sampling is not None else SamplingParams(temperature=temperature, max_new_tokens=max_new_tokens)
+    )
     generator = torch.Generator().manual_seed(seed)
     rng = random.Random(seed)
     episodes: list[Episode] = []
     for start in range(0, instances, batch):
         ids = list(range(start, min(instances, start + batch)))
-        _, eps = run_episodes(workflow, ids, "heldout", policies, agent_to_policy, params, 1,
-                              RewardWeights(), generator, rng)
+        _, eps = run_episodes(
+            workflow, ids, "heldout", policies, agent_to_policy, params, 1, RewardWeights(), generator, rng
+        )
         episodes.extend(eps)
         if on_batch is not None:
             on_batch(len(ids))

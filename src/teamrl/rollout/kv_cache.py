@@ -19,8 +19,9 @@ class ReservedLayer(DynamicLayer):
 
     reserve = 0
 
-    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs
-               ) -> tuple[torch.Tensor, torch.Tensor]:
+    def update(
+        self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         if not self.is_initialized:
             self.lazy_initialization(key_states, value_states)
             self._keys = self._empty(key_states, key_states.shape[-2] + self.reserve)
@@ -31,8 +32,8 @@ class ReservedLayer(DynamicLayer):
             room = start + count + self.reserve
             self._keys = torch.cat([self._keys[..., :start, :], self._empty(key_states, room - start)], dim=-2)
             self._values = torch.cat([self._values[..., :start, :], self._empty(value_states, room - start)], dim=-2)
-        self._keys[..., start:start + count, :] = key_states
-        self._values[..., start:start + count, :] = value_states
+        self._keys[..., start : start + count, :] = key_states
+        self._values[..., start : start + count, :] = value_states
         self._length = start + count
         self._expose()
         return self.keys, self.values
@@ -49,7 +50,7 @@ class ReservedLayer(DynamicLayer):
             self._expose()
 
     def _expose(self) -> None:
-        self.keys, self.values = self._keys[..., :self._length, :], self._values[..., :self._length, :]
+        self.keys, self.values = self._keys[..., : self._length, :], self._values[..., : self._length, :]
 
     @staticmethod
     def _empty(like: torch.Tensor, length: int) -> torch.Tensor:

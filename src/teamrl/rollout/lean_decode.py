@@ -80,8 +80,9 @@ def lean_unsupported(model: HFModule, max_length: int, adapters: Sequence[str | 
         # hooks (accelerate offload, adapters, probes) would be skipped by calling weights directly
         if module._forward_hooks or module._forward_pre_hooks:
             return f"forward hooks on {type(module).__name__}"
-    linears = [model.lm_head] + [m for layer in _layers(model)
-                                 for m in (*layer.qkv, layer.o_proj, *layer.gate_up, layer.down)]
+    linears = [model.lm_head] + [
+        m for layer in _layers(model) for m in (*layer.qkv, layer.o_proj, *layer.gate_up, layer.down)
+    ]
     for module in linears:  # a quantised layer or a LoRA variant computes more than W x + b (+ B A x)
         problem = lora_unsupported(module, adapters)
         if problem is not None:
@@ -124,8 +125,9 @@ def _layers(model: HFModule) -> list[_Layer]:
         attn, mlp = layer.self_attn, layer.mlp
         qkv = (attn.qkv_proj,) if hasattr(attn, "qkv_proj") else (attn.q_proj, attn.k_proj, attn.v_proj)
         gate_up = (mlp.gate_up_proj,) if hasattr(mlp, "gate_up_proj") else (mlp.gate_proj, mlp.up_proj)
-        out.append(_Layer(layer.input_layernorm, layer.post_attention_layernorm, qkv, attn.o_proj,
-                          gate_up, mlp.down_proj))
+        out.append(
+            _Layer(layer.input_layernorm, layer.post_attention_layernorm, qkv, attn.o_proj, gate_up, mlp.down_proj)
+        )
     return out
 
 
@@ -146,8 +148,9 @@ class Prefill:
         if extra == 0:
             return self
         pad = lambda t: F.pad(t, (0, 0, extra, 0))  # noqa: E731 (dim -2, the columns)
-        return Prefill(self.last_hidden, [pad(k) for k in self.keys], [pad(v) for v in self.values],
-                       F.pad(self.mask, (extra, 0)))
+        return Prefill(
+            self.last_hidden, [pad(k) for k in self.keys], [pad(v) for v in self.values], F.pad(self.mask, (extra, 0))
+        )
 
 
 def prefill(network: HFModule, ids: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor) -> Prefill:
@@ -161,10 +164,15 @@ def prefill(network: HFModule, ids: torch.Tensor, mask: torch.Tensor, positions:
     if len(distinct) == rows:
         return prefill_distinct(network, ids, mask, positions)
     first = torch.full((len(distinct),), rows, device=ids.device).scatter_reduce(
-        0, inverse, torch.arange(rows, device=ids.device), reduce="amin")  # each distinct prompt's first row
+        0, inverse, torch.arange(rows, device=ids.device), reduce="amin"
+    )  # each distinct prompt's first row
     part = prefill_distinct(network, ids[first], mask[first], positions[first])
-    return Prefill(part.last_hidden[inverse], [k[inverse] for k in part.keys], [v[inverse] for v in part.values],
-                   part.mask[inverse])
+    return Prefill(
+        part.last_hidden[inverse],
+        [k[inverse] for k in part.keys],
+        [v[inverse] for v in part.values],
+        part.mask[inverse],
+    )
 
 
 def prefill_distinct(network: HFModule, ids: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor) -> Prefill:
@@ -178,8 +186,13 @@ def prefill_distinct(network: HFModule, ids: torch.Tensor, mask: torch.Tensor, p
     keyword = cache_keyword(network)
 
     def run(input_ids, attention_mask, position_ids, cache):
-        return network(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
-                       use_cache=True, **{keyword: cache}).last_hidden_state  # final norm applied
+        return network(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            position_ids=position_ids,
+            use_cache=True,
+            **{keyword: cache},
+        ).last_hidden_state  # final norm applied
 
     common = shared_prefix(ids, mask)
     if common < MIN_SHARED_PREFIX:
@@ -187,8 +200,9 @@ def prefill_distinct(network: HFModule, ids: torch.Tensor, mask: torch.Tensor, p
         hidden = run(ids, mask, positions, cache)
     else:
         hidden, cache, mask = forward_prefix_once(run, ids, mask, common)
-    return Prefill(hidden[:, -1, :], [layer.keys for layer in cache.layers], [layer.values for layer in cache.layers],
-                   mask)
+    return Prefill(
+        hidden[:, -1, :], [layer.keys for layer in cache.layers], [layer.values for layer in cache.layers], mask
+    )
 
 
 class LeanDecoder:
@@ -198,9 +212,17 @@ class LeanDecoder:
     that finish leave with `keep`; a prompt whose samples have all left is dropped too.
     """
 
-    def __init__(self, model: HFModule, ids: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor,
-                 repeats: int, reserve: int, adapters: RowAdapters | None = None,
-                 activate: Callable[[str | None], None] | None = None) -> None:
+    def __init__(
+        self,
+        model: HFModule,
+        ids: torch.Tensor,
+        mask: torch.Tensor,
+        positions: torch.Tensor,
+        repeats: int,
+        reserve: int,
+        adapters: RowAdapters | None = None,
+        activate: Callable[[str | None], None] | None = None,
+    ) -> None:
         """Prefill ids/mask/positions [B, P] with the HF forward; room for `reserve` decode steps.
 
         adapters: the LoRA adapter of each block of *prompts* (None: whatever `model` runs now, for every

@@ -33,8 +33,14 @@ def logprob_gap(policy: Policy, samples: Sequence[Sample], limit: int = GAP_SAMP
     was_training = network.training
     network.eval()  # dropout off: the sampler had none
     with torch.no_grad():
-        logp, mask, _ = shared_prefix_logprobs(network, [list(p) for p in slot], [g.response_ids for g in chosen],
-                                               index, policy.tokenizer.pad_token_id, temps)
+        logp, mask, _ = shared_prefix_logprobs(
+            network,
+            [list(p) for p in slot],
+            [g.response_ids for g in chosen],
+            index,
+            policy.tokenizer.pad_token_id,
+            temps,
+        )
     if was_training:
         network.train()
     old = torch.zeros_like(mask)
@@ -44,8 +50,9 @@ def logprob_gap(policy: Policy, samples: Sequence[Sample], limit: int = GAP_SAMP
     return float(diff.sum() / mask.sum()), float(diff.max())
 
 
-def gap_metrics(policies: dict[str, Policy], samples: Sequence[Sample], warn_above: float,
-                only: Sequence[str] | None = None) -> tuple[dict[str, float], dict[str, str]]:
+def gap_metrics(
+    policies: dict[str, Policy], samples: Sequence[Sample], warn_above: float, only: Sequence[str] | None = None
+) -> tuple[dict[str, float], dict[str, str]]:
     """`rollout/logprob_gap/<policy>` (mean) and `rollout/logprob_gap_max/<policy>` metrics, and a warning
     (policy -> message) for each policy whose mean gap exceeds `warn_above`.
 
@@ -60,8 +67,10 @@ def gap_metrics(policies: dict[str, Policy], samples: Sequence[Sample], warn_abo
         metrics[f"rollout/logprob_gap/{name}"] = mean_gap
         metrics[f"rollout/logprob_gap_max/{name}"] = max_gap
         if mean_gap > warn_above:
-            warnings[name] = (f"policy {name}: the sampler's log-probs differ from the trainer's by {mean_gap:.3g} per "
-                              f"token on average (max {max_gap:.3g}; threshold rollout.logprob_gap_warn = "
-                              f"{warn_above:g}), so the PPO ratio is off 1 before the update; check the dtype "
-                              "(float32 agrees to ~1e-6) and that weights reach the engine")
+            warnings[name] = (
+                f"policy {name}: the sampler's log-probs differ from the trainer's by {mean_gap:.3g} per "
+                f"token on average (max {max_gap:.3g}; threshold rollout.logprob_gap_warn = "
+                f"{warn_above:g}), so the PPO ratio is off 1 before the update; check the dtype "
+                "(float32 agrees to ~1e-6) and that weights reach the engine"
+            )
     return metrics, warnings

@@ -35,8 +35,14 @@ class SampleRequest:
 class Sampler(Protocol):
     """An engine: draws `num_samples` responses per prompt for a policy it serves (see `builtin_engine.sample`)."""
 
-    def sample(self, policy: Policy, prompts: list[list[int]], num_samples: int, params: SamplingParams,
-               generator: torch.Generator) -> list[list[Generation]]: ...
+    def sample(
+        self,
+        policy: Policy,
+        prompts: list[list[int]],
+        num_samples: int,
+        params: SamplingParams,
+        generator: torch.Generator,
+    ) -> list[list[Generation]]: ...
 
     def close(self) -> None: ...
 

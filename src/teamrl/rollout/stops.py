@@ -106,7 +106,7 @@ class StopScanner:
         if not candidates:
             return done
         start = max(0, step + 1 - self.span)
-        tails = tokens[rows[candidates], start: step + 1].tolist()
+        tails = tokens[rows[candidates], start : step + 1].tolist()
         for j, tail in zip(candidates, tails):
             text = self.tokenizer.decode(tail, skip_special_tokens=True)
             done[j] = any(s in text for s in self.stops)

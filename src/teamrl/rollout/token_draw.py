@@ -35,8 +35,10 @@ def draw_tokens(probs: torch.Tensor, generator: torch.Generator) -> torch.Tensor
     rest = (u - before).to(inside.dtype)
     # the token: the first whose running sum exceeds the rest; should the rest reach the block's own sum
     # (its float32 total and the float64 block end round differently), the block's last token with mass
-    index = torch.minimum(torch.searchsorted(inside, rest, right=True),
-                          torch.searchsorted(inside, inside[:, -1:].contiguous(), right=False))
+    index = torch.minimum(
+        torch.searchsorted(inside, rest, right=True),
+        torch.searchsorted(inside, inside[:, -1:].contiguous(), right=False),
+    )
     return (block * DRAW_BLOCK + index).squeeze(-1)
 
 
@@ -53,4 +55,3 @@ def draw_from_logits(scaled: torch.Tensor, generator: torch.Generator) -> tuple[
     probs = torch.softmax(scaled, dim=-1)
     tokens = draw_tokens(probs, generator)
     return tokens, probs.gather(-1, tokens[:, None]).squeeze(-1).double().log().to(scaled.dtype)
-

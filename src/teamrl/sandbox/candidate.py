@@ -101,8 +101,16 @@ class _Server:
             return {"raised": type(exc).__name__, "message": text}
 
 
-def run_candidate(source: str, fd_map: dict[int, int], workdir: str, limits: dict[str, Any],
-                  how: child.Confinement, guard_config: dict[str, Any] | None, rpc_in: int, rpc_out: int) -> None:
+def run_candidate(
+    source: str,
+    fd_map: dict[int, int],
+    workdir: str,
+    limits: dict[str, Any],
+    how: child.Confinement,
+    guard_config: dict[str, Any] | None,
+    rpc_in: int,
+    rpc_out: int,
+) -> None:
     """Entry point in the forked candidate process. Never returns.
 
     fd_map must map rpc_in and rpc_out to themselves so that `confine` keeps them open.

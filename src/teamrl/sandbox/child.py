@@ -73,8 +73,9 @@ class Confinement:
     syscall_filter: bool = False
 
 
-def confine(fd_map: dict[int, int], workdir: str, limits: dict[str, Any], how: Confinement,
-            new_session: bool = True) -> None:
+def confine(
+    fd_map: dict[int, int], workdir: str, limits: dict[str, Any], how: Confinement, new_session: bool = True
+) -> None:
     """Process-level confinement; `fd_map` maps target fd -> current fd (all others get closed).
 
     new_session: start a session and process group of our own (False for a caller that already
@@ -126,12 +127,17 @@ _STDIO: list[Any] = []
 def ready_interpreter() -> None:
     """Prepare, in the worker before any fork, what every program shares: environment and stdio."""
     os.environ.clear()
-    os.environ.update({
-        "PATH": MINIMAL_PATH, "LANG": "C.UTF-8",
-        # Numeric libraries would otherwise start one thread per core, blowing the process
-        # and memory limits before the program does anything.
-        "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
-    })
+    os.environ.update(
+        {
+            "PATH": MINIMAL_PATH,
+            "LANG": "C.UTF-8",
+            # Numeric libraries would otherwise start one thread per core, blowing the process
+            # and memory limits before the program does anything.
+            "OMP_NUM_THREADS": "1",
+            "OPENBLAS_NUM_THREADS": "1",
+            "MKL_NUM_THREADS": "1",
+        }
+    )
     # The worker never uses these; in a child, fds 0-2 are the program's pipes by the time they are.
     _STDIO[:] = [
         open(0, "r", encoding="utf-8", closefd=False),  # noqa: SIM115
@@ -147,6 +153,7 @@ def prepare_interpreter(workdir: str, guard_config: dict[str, Any] | None, sourc
     os.environ["HOME"] = workdir
     os.environ["TMPDIR"] = workdir
     import tempfile
+
     tempfile.tempdir = None  # recompute from TMPDIR on first use
     sys.argv = [PROGRAM_FILENAME]
     sys.path.insert(0, workdir)
@@ -187,7 +194,8 @@ def _print_exception(exc: BaseException) -> None:
     try:
         report = traceback.TracebackException(type(exc), exc, exc.__traceback__)
         report.stack = traceback.StackSummary.from_list(
-            [frame for frame in report.stack if not frame.filename.startswith(_PACKAGE_DIR)])
+            [frame for frame in report.stack if not frame.filename.startswith(_PACKAGE_DIR)]
+        )
         sys.stderr.write("".join(report.format()))
     except BaseException:  # noqa: BLE001 - e.g. MemoryError while formatting
         try:
@@ -217,6 +225,7 @@ def finish(exit_code: int) -> None:
         if threading is not None:
             threading._shutdown()  # join non-daemon threads, as a normal exit would
         import atexit
+
         atexit._run_exitfuncs()
     except SystemExit as exc:
         exit_code = _exit_code_of(exc)
@@ -231,8 +240,14 @@ def finish(exit_code: int) -> None:
     os._exit(exit_code)
 
 
-def run_program(source: str, fd_map: dict[int, int], workdir: str, limits: dict[str, Any],
-                how: Confinement, guard_config: dict[str, Any] | None) -> None:
+def run_program(
+    source: str,
+    fd_map: dict[int, int],
+    workdir: str,
+    limits: dict[str, Any],
+    how: Confinement,
+    guard_config: dict[str, Any] | None,
+) -> None:
     """Entry point in the forked child for a plain program run. Never returns."""
     try:
         confine(fd_map, workdir, limits, how)

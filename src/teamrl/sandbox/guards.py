@@ -27,10 +27,19 @@ _AF_UNIX = 1  # Linux value; `socket` itself is not imported here to keep the ch
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 
 # Events that create processes or reach native code; blocked outright when process creation is off.
-_PROCESS_EVENTS = frozenset({
-    "os.exec", "os.posix_spawn", "os.spawn", "os.system", "subprocess.Popen", "os.fork",
-    "os.forkpty", "pty.spawn", "os.startfile",
-})
+_PROCESS_EVENTS = frozenset(
+    {
+        "os.exec",
+        "os.posix_spawn",
+        "os.spawn",
+        "os.system",
+        "subprocess.Popen",
+        "os.fork",
+        "os.forkpty",
+        "pty.spawn",
+        "os.startfile",
+    }
+)
 _NATIVE_EVENTS = frozenset({"ctypes.dlopen", "ctypes.dlsym", "ctypes.call_function", "ctypes.cdata"})
 _NATIVE_MODULES = frozenset({"ctypes", "_ctypes", "_posixsubprocess", "cffi", "_cffi_backend"})
 # C modules that create named objects in /dev/shm (POSIX shared memory, named semaphores) with no
@@ -39,10 +48,21 @@ _NATIVE_MODULES = frozenset({"ctypes", "_ctypes", "_posixsubprocess", "cffi", "_
 _SHARED_MEMORY_MODULES = frozenset({"_posixshmem", "_multiprocessing"})
 _NETWORK_EVENTS = frozenset({"socket.connect", "socket.bind", "socket.sendto", "socket.sendmsg"})
 # Events whose first (and for rename/link also second) argument is a path being modified.
-_PATH_WRITE_EVENTS = frozenset({
-    "os.remove", "os.rmdir", "os.mkdir", "os.chmod", "os.chown", "os.truncate", "os.utime",
-    "os.mkfifo", "os.mknod", "os.setxattr", "os.removexattr",
-})
+_PATH_WRITE_EVENTS = frozenset(
+    {
+        "os.remove",
+        "os.rmdir",
+        "os.mkdir",
+        "os.chmod",
+        "os.chown",
+        "os.truncate",
+        "os.utime",
+        "os.mkfifo",
+        "os.mknod",
+        "os.setxattr",
+        "os.removexattr",
+    }
+)
 _PATH_PAIR_EVENTS = frozenset({"os.rename", "os.link", "shutil.move"})
 # Events whose last argument (last two for the pairs) is a dir_fd, -1 when none was given.
 _DIR_FD_EVENTS = frozenset({"os.mkdir", "os.rmdir", "os.remove", "os.chmod", "os.chown", "os.utime"})
@@ -195,8 +215,15 @@ def prepare(read_roots: Sequence[str], hidden_paths: list[str]) -> AllowList:
     return _PREPARED[key]
 
 
-def install(workdir: str, block_network: bool, restrict_files: bool, block_processes: bool,
-            hidden_paths: list[str], read_roots: Sequence[str] = (), block_host_shm: bool = False) -> None:
+def install(
+    workdir: str,
+    block_network: bool,
+    restrict_files: bool,
+    block_processes: bool,
+    hidden_paths: list[str],
+    read_roots: Sequence[str] = (),
+    block_host_shm: bool = False,
+) -> None:
     """Install the audit hook for this (forked, single-program) interpreter.
 
     read_roots: what the program may read besides its own directory, the device nodes and its
@@ -210,7 +237,8 @@ def install(workdir: str, block_network: bool, restrict_files: bool, block_proce
         allowed = prepare(read_roots, hidden_paths).extended([workdir, f"/proc/{my_pid}"])
         workdir = allowed.resolve(workdir)
     refused_modules = (_NATIVE_MODULES if block_processes else frozenset()) | (
-        _SHARED_MEMORY_MODULES if block_host_shm else frozenset())
+        _SHARED_MEMORY_MODULES if block_host_shm else frozenset()
+    )
     for name in refused_modules:
         sys.modules.pop(name, None)  # already-imported modules would skip the import event
     if block_processes:
@@ -261,7 +289,8 @@ def _check_file_event(event: str, args: tuple[Any, ...], check_read: Any, check_
     if event == "open":
         path, mode, flags = args[0], args[1], args[2]
         writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (
-            isinstance(flags, int) and flags & _WRITE_FLAGS)
+            isinstance(flags, int) and flags & _WRITE_FLAGS
+        )
         if writing:
             check_write(path)
         check_read(path)

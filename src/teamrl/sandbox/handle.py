@@ -47,9 +47,19 @@ def kill_user_processes(uid: int) -> None:
     Run as `uid` (never as root), kill(-1) reaches only that user's processes.
     """
     try:
-        subprocess.run(["kill", "-KILL", "-1"], user=uid, group=uid, extra_groups=[],
-                       env=_MINIMAL_ENV, cwd="/", stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                       stderr=subprocess.DEVNULL, timeout=10, check=False)
+        subprocess.run(
+            ["kill", "-KILL", "-1"],
+            user=uid,
+            group=uid,
+            extra_groups=[],
+            env=_MINIMAL_ENV,
+            cwd="/",
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            timeout=10,
+            check=False,
+        )
     except (OSError, subprocess.SubprocessError):
         pass  # no `kill` binary, or the id switch failed: nothing was signalled
 
@@ -64,8 +74,12 @@ class WorkerHandle:
     def __init__(self, config: dict[str, Any]):
         self.proc = subprocess.Popen(
             [sys.executable, "-I", "-c", _BOOTSTRAP],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=dict(_MINIMAL_ENV),
-            cwd="/", close_fds=True, start_new_session=True,  # Ctrl-C in the grader's terminal stays ours
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env=dict(_MINIMAL_ENV),
+            cwd="/",
+            close_fds=True,
+            start_new_session=True,  # Ctrl-C in the grader's terminal stays ours
         )
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self.in_fd = self.proc.stdin.fileno()

@@ -33,10 +33,31 @@ import os
 from typing import Any
 
 from . import pidns, rootfs, syscall_filter
-from .linux import (CLONE_NEWCGROUP, CLONE_NEWIPC, CLONE_NEWNET, CLONE_NEWNS, CLONE_NEWUSER, MS_BIND, MS_NOATIME,
-                    MS_NODEV, MS_NODIRATIME, MS_NOEXEC, MS_NOSUID, MS_PRIVATE, MS_RDONLY, MS_REC, MS_RELATIME,
-                    MS_REMOUNT, MS_STRICTATIME, PR_SET_CHILD_SUBREAPER, PR_SET_NO_NEW_PRIVS, mount, prctl,
-                    umount_detached, unshare)
+from .linux import (
+    CLONE_NEWCGROUP,
+    CLONE_NEWIPC,
+    CLONE_NEWNET,
+    CLONE_NEWNS,
+    CLONE_NEWUSER,
+    MS_BIND,
+    MS_NOATIME,
+    MS_NODEV,
+    MS_NODIRATIME,
+    MS_NOEXEC,
+    MS_NOSUID,
+    MS_PRIVATE,
+    MS_RDONLY,
+    MS_REC,
+    MS_RELATIME,
+    MS_REMOUNT,
+    MS_STRICTATIME,
+    PR_SET_CHILD_SUBREAPER,
+    PR_SET_NO_NEW_PRIVS,
+    mount,
+    prctl,
+    umount_detached,
+    unshare,
+)
 
 # Programs of the worker with (host) pid P run as uid/gid SANDBOX_ID_BASE + P: unique among live workers
 # and far above the ids that real accounts or container sub-id ranges use.
@@ -82,8 +103,15 @@ def sources_shown(mountinfo: str, bound: list[str]) -> list[str]:
 
 def _mounts() -> list[tuple[str, int]]:
     """(mount point, per-mount flags to keep) for every mount visible to this process."""
-    keep = {"nosuid": MS_NOSUID, "nodev": MS_NODEV, "noexec": MS_NOEXEC, "noatime": MS_NOATIME,
-            "nodiratime": MS_NODIRATIME, "relatime": MS_RELATIME, "strictatime": MS_STRICTATIME}
+    keep = {
+        "nosuid": MS_NOSUID,
+        "nodev": MS_NODEV,
+        "noexec": MS_NOEXEC,
+        "noatime": MS_NOATIME,
+        "nodiratime": MS_NODIRATIME,
+        "relatime": MS_RELATIME,
+        "strictatime": MS_STRICTATIME,
+    }
     result = []
     with open("/proc/self/mountinfo", encoding="utf-8") as fh:
         for line in fh:
@@ -166,9 +194,16 @@ def _probe_uid(uid: int, must_read: list[str]) -> bool:
     return os.waitstatus_to_exitcode(status) == 0
 
 
-def setup_worker(fallback_scratch: str, hide_paths: list[str], parent_pid: int, mode: str,
-                 tmpfs_mb: int, visible: list[str], pid_namespace: bool = True,
-                 new_root: bool = True) -> dict[str, Any]:
+def setup_worker(
+    fallback_scratch: str,
+    hide_paths: list[str],
+    parent_pid: int,
+    mode: str,
+    tmpfs_mb: int,
+    visible: list[str],
+    pid_namespace: bool = True,
+    new_root: bool = True,
+) -> dict[str, Any]:
     """Apply process-wide isolation to the worker; return what is active.
 
     mode: "auto" (namespaces and a separate uid when root, else an unprivileged user namespace),
@@ -204,11 +239,20 @@ def setup_worker(fallback_scratch: str, hide_paths: list[str], parent_pid: int, 
     # No program can gain privileges through a setuid binary.
     prctl(PR_SET_NO_NEW_PRIVS, 1)
 
-    report: dict[str, Any] = {"network": "python-socket-block", "filesystem": "python-audit-hook",
-                              "ipc": "host", "syscall_filter": False,
-                              "sandbox_uid": None, "user_namespace": False, "pid_namespace": False,
-                              "host_pid": os.getpid(), "visible_paths": list(visible), "hidden_paths": [],
-                              "scratch": fallback_scratch, "notes": notes}
+    report: dict[str, Any] = {
+        "network": "python-socket-block",
+        "filesystem": "python-audit-hook",
+        "ipc": "host",
+        "syscall_filter": False,
+        "sandbox_uid": None,
+        "user_namespace": False,
+        "pid_namespace": False,
+        "host_pid": os.getpid(),
+        "visible_paths": list(visible),
+        "hidden_paths": [],
+        "scratch": fallback_scratch,
+        "notes": notes,
+    }
     if mode == "off":
         notes.append("OS isolation disabled by configuration")
         return report
@@ -248,8 +292,7 @@ def setup_worker(fallback_scratch: str, hide_paths: list[str], parent_pid: int, 
         unshare(CLONE_NEWIPC)
         report["ipc"] = "per-program"
     except OSError as exc:
-        notes.append(f"no IPC namespace ({exc.strerror}): programs share the host's SysV IPC and "
-                     "POSIX message queues")
+        notes.append(f"no IPC namespace ({exc.strerror}): programs share the host's SysV IPC and POSIX message queues")
     # This PID namespace's /proc (or the host's), kept for the worker: the new root has none
     # without a PID namespace of our own.
     proc_dir_fd = os.open("/proc", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
@@ -262,20 +305,28 @@ def setup_worker(fallback_scratch: str, hide_paths: list[str], parent_pid: int, 
         report["filesystem"] = "allowlist-root"
         report["scratch"] = "/tmp"
         if report["pid_namespace"]:  # programs have a /proc only then
-            with open(os.open("self/mountinfo", os.O_RDONLY | os.O_CLOEXEC, dir_fd=proc_dir_fd),
-                      encoding="utf-8", errors="replace") as fh:
+            with open(
+                os.open("self/mountinfo", os.O_RDONLY | os.O_CLOEXEC, dir_fd=proc_dir_fd),
+                encoding="utf-8",
+                errors="replace",
+            ) as fh:
                 shown = sources_shown(fh.read(), mounts["bound"])
             if shown:
-                notes.append("programs' /proc/self/mountinfo names the host directories these visible "
-                             f"paths are bound from: {', '.join(shown)}")
+                notes.append(
+                    "programs' /proc/self/mountinfo names the host directories these visible "
+                    f"paths are bound from: {', '.join(shown)}"
+                )
     except OSError as exc:
-        notes.append(f"no private root filesystem ({exc.strerror or exc}); the in-process guards "
-                     "enforce the allow-list")
+        notes.append(
+            f"no private root filesystem ({exc.strerror or exc}); the in-process guards enforce the allow-list"
+        )
     if is_root:
         uid = SANDBOX_ID_BASE + report["host_pid"]  # os.getpid() is 1 in every PID namespace
         if _probe_uid(uid, [os.path.dirname(os.__file__)]):
             report["sandbox_uid"] = uid
         else:
-            notes.append(f"cannot switch to uid {uid} (or it cannot read the Python installation); "
-                         "programs keep the worker's uid")
+            notes.append(
+                f"cannot switch to uid {uid} (or it cannot read the Python installation); "
+                "programs keep the worker's uid"
+            )
     return report

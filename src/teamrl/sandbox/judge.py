@@ -55,16 +55,25 @@ def _contains_assert(node: ast.AST) -> bool:
 
 def _recorded(stmts: list[ast.stmt], index: int | None) -> ast.Try:
     """try/<stmts>/except: record(index, exc)/else: record(index, None); index None: failures are ignored."""
-    call = lambda arg: ast.Expr(ast.Call(ast.Name(RECORD_NAME, ast.Load()),  # noqa: E731
-                                         [ast.Constant(index), arg], []))
+    call = lambda arg: ast.Expr(
+        ast.Call(
+            ast.Name(RECORD_NAME, ast.Load()),  # noqa: E731
+            [ast.Constant(index), arg],
+            [],
+        )
+    )
     handler: list[ast.stmt]
     orelse: list[ast.stmt]
     if index is None:
         handler, orelse = [ast.Pass()], []
     else:
         handler, orelse = [call(ast.Name("__teamrl_exc__", ast.Load()))], [call(ast.Constant(None))]
-    wrapped = ast.Try(body=stmts, handlers=[ast.ExceptHandler(ast.Name("BaseException", ast.Load()), "__teamrl_exc__",
-                                                              handler)], orelse=orelse, finalbody=[])
+    wrapped = ast.Try(
+        body=stmts,
+        handlers=[ast.ExceptHandler(ast.Name("BaseException", ast.Load()), "__teamrl_exc__", handler)],
+        orelse=orelse,
+        finalbody=[],
+    )
     return ast.copy_location(wrapped, stmts[0])
 
 
@@ -88,8 +97,9 @@ def plan_steps(steps: Any) -> tuple[Any, list[str]]:
     Raises ValueError with a clear message for unusable steps.
     """
     if not isinstance(steps, list) or not all(
-            isinstance(step, list) and len(step) == 2 and isinstance(step[0], str) and isinstance(step[1], bool)
-            for step in steps):
+        isinstance(step, list) and len(step) == 2 and isinstance(step[0], str) and isinstance(step[1], bool)
+        for step in steps
+    ):
         raise ValueError("steps must be a list of [statement source, is a unit] pairs")
     body: list[ast.stmt] = []
     units: list[str] = []
@@ -174,8 +184,12 @@ class Client:
 
     def call(self, target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         try:
-            encoded = {"op": "call", "target": values.encode(target, _ref_of),
-                       "args": values.encode(list(args), _ref_of), "kwargs": values.encode(dict(kwargs), _ref_of)}
+            encoded = {
+                "op": "call",
+                "target": values.encode(target, _ref_of),
+                "args": values.encode(list(args), _ref_of),
+                "kwargs": values.encode(dict(kwargs), _ref_of),
+            }
         except values.ValueCodecError as exc:
             raise TypeError(str(exc)) from None
         return self.request(encoded)
@@ -264,8 +278,9 @@ class RemoteObject:
         return self._unary("str", str)
 
     def _untrusted(self, *_: Any) -> Any:
-        raise UntrustedValue(f"the program returned a {self._type} object, not plain data; "
-                             "comparing it would trust its own __eq__")
+        raise UntrustedValue(
+            f"the program returned a {self._type} object, not plain data; comparing it would trust its own __eq__"
+        )
 
     __eq__ = __ne__ = __lt__ = __le__ = __gt__ = __ge__ = __contains__ = _untrusted
     __hash__ = object.__hash__
@@ -309,8 +324,9 @@ class _Namespace(dict):
 # ----------------------------------------------------------------------------- main
 
 
-def run_judge(tests: str, setup: str, entry_point: str | None, req_fd: int, resp_fd: int, result_fd: int,
-              steps: Any = None) -> int:
+def run_judge(
+    tests: str, setup: str, entry_point: str | None, req_fd: int, resp_fd: int, result_fd: int, steps: Any = None
+) -> int:
     """Run the tests against the candidate; stream results to `result_fd`; return an exit code.
 
     steps: model-written tests as [source, is_unit] pairs (see `plan_steps`), used instead of
@@ -332,8 +348,14 @@ def run_judge(tests: str, setup: str, entry_point: str | None, req_fd: int, resp
     client = Client(req_fd, resp_fd)
     hello = client.hello()
     if "load_error" in hello or not isinstance(hello.get("names"), dict):
-        report({"done": True, "status": "error", "error": str(hello.get("load_error", "bad hello"))[:2000],
-                "program_loaded": False})
+        report(
+            {
+                "done": True,
+                "status": "error",
+                "error": str(hello.get("load_error", "bad hello"))[:2000],
+                "program_loaded": False,
+            }
+        )
         return 0
     names = {str(k): str(v) for k, v in hello["names"].items()}
     namespace = _Namespace(client, names)
@@ -360,8 +382,13 @@ def run_judge(tests: str, setup: str, entry_point: str | None, req_fd: int, resp
         for index in range(len(units)):
             if index not in recorded:
                 report({"unit": index, "passed": False, "error": "not run: " + message[:300]})
-        gone = (isinstance(exc, CandidateGone) or getattr(exc, "teamrl_from_program", False)
-                or client.gone is not None)
-        report({"done": True, "status": "ok" if gone or recorded else "error", "error": message,
-                "candidate_gone": client.gone is not None})
+        gone = isinstance(exc, CandidateGone) or getattr(exc, "teamrl_from_program", False) or client.gone is not None
+        report(
+            {
+                "done": True,
+                "status": "ok" if gone or recorded else "error",
+                "error": message,
+                "candidate_gone": client.gone is not None,
+            }
+        )
     return 0

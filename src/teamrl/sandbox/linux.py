@@ -22,8 +22,9 @@ CLONE_NEWUSER = 0x10000000
 CLONE_NEWPID = 0x20000000
 CLONE_NEWNET = 0x40000000
 # Every CLONE_NEW* flag clone(2) accepts.
-NAMESPACE_FLAGS = (CLONE_NEWNS | CLONE_NEWCGROUP | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWUSER | CLONE_NEWPID
-                   | CLONE_NEWNET)
+NAMESPACE_FLAGS = (
+    CLONE_NEWNS | CLONE_NEWCGROUP | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET
+)
 
 MS_RDONLY = 1
 MS_NOSUID = 2
@@ -51,19 +52,47 @@ PR_SET_NO_NEW_PRIVS = 38
 AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
 SYSCALLS: dict[str, dict[str, int]] = {
     "x86_64": {
-        "execve": 59, "clone": 56, "pivot_root": 155, "add_key": 248, "request_key": 249, "keyctl": 250,
-        "unshare": 272, "perf_event_open": 298, "setns": 308, "memfd_create": 319, "bpf": 321,
-        "execveat": 322, "userfaultfd": 323, "io_uring_setup": 425, "io_uring_enter": 426,
-        "io_uring_register": 427, "clone3": 435,
+        "execve": 59,
+        "clone": 56,
+        "pivot_root": 155,
+        "add_key": 248,
+        "request_key": 249,
+        "keyctl": 250,
+        "unshare": 272,
+        "perf_event_open": 298,
+        "setns": 308,
+        "memfd_create": 319,
+        "bpf": 321,
+        "execveat": 322,
+        "userfaultfd": 323,
+        "io_uring_setup": 425,
+        "io_uring_enter": 426,
+        "io_uring_register": 427,
+        "clone3": 435,
     },
     "aarch64": {
-        "execve": 221, "clone": 220, "pivot_root": 41, "add_key": 217, "request_key": 218, "keyctl": 219,
-        "unshare": 97, "perf_event_open": 241, "setns": 268, "memfd_create": 279, "bpf": 280,
-        "execveat": 281, "userfaultfd": 282, "io_uring_setup": 425, "io_uring_enter": 426,
-        "io_uring_register": 427, "clone3": 435,
+        "execve": 221,
+        "clone": 220,
+        "pivot_root": 41,
+        "add_key": 217,
+        "request_key": 218,
+        "keyctl": 219,
+        "unshare": 97,
+        "perf_event_open": 241,
+        "setns": 268,
+        "memfd_create": 279,
+        "bpf": 280,
+        "execveat": 281,
+        "userfaultfd": 282,
+        "io_uring_setup": 425,
+        "io_uring_enter": 426,
+        "io_uring_register": 427,
+        "clone3": 435,
     },
     # Machines without a seccomp filter here: only what the worker calls itself.
-    "riscv64": {"pivot_root": 41}, "ppc64le": {"pivot_root": 203}, "s390x": {"pivot_root": 217},
+    "riscv64": {"pivot_root": 41},
+    "ppc64le": {"pivot_root": 203},
+    "s390x": {"pivot_root": 217},
 }
 
 _libc: Any = None
@@ -95,8 +124,10 @@ def check(ret: int, what: str) -> None:
 
 def prctl(option: int, arg2: int = 0) -> None:
     """Call prctl(2) with one argument; raise OSError on failure."""
-    check(libc().prctl(option, ctypes.c_ulong(arg2), ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0)),
-          f"prctl({option})")
+    check(
+        libc().prctl(option, ctypes.c_ulong(arg2), ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0)),
+        f"prctl({option})",
+    )
 
 
 class _CapHeader(ctypes.Structure):

@@ -26,8 +26,20 @@ import os
 import select
 import signal
 
-from .linux import (CLONE_NEWNS, CLONE_NEWPID, MS_NODEV, MS_NOEXEC, MS_NOSUID, MS_PRIVATE, MS_REC, PR_SET_PDEATHSIG,
-                    mount, prctl, try_in_child, unshare)
+from .linux import (
+    CLONE_NEWNS,
+    CLONE_NEWPID,
+    MS_NODEV,
+    MS_NOEXEC,
+    MS_NOSUID,
+    MS_PRIVATE,
+    MS_REC,
+    PR_SET_PDEATHSIG,
+    mount,
+    prctl,
+    try_in_child,
+    unshare,
+)
 
 
 # Most private first: "invisible" (Linux 5.8+) hides other processes' /proc entries entirely, the
@@ -56,6 +68,7 @@ def probe() -> str | None:
     *future* children for good (in a user namespace it cannot be undone), so the worker only
     calls it once it knows the whole sequence works.
     """
+
     def attempt() -> None:
         try:
             unshare(CLONE_NEWPID)

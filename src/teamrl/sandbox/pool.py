@@ -26,9 +26,31 @@ from .spec import ProgramResult, SandboxLimits, TestCaseResult, TestResult
 
 # Imported once in each worker so programs that use them start without import cost.
 DEFAULT_PREIMPORT = (
-    "collections", "itertools", "functools", "math", "heapq", "bisect", "re", "string", "random",
-    "typing", "dataclasses", "copy", "operator", "fractions", "decimal", "json", "datetime",
-    "enum", "array", "statistics", "traceback", "tempfile", "threading", "queue", "io",
+    "collections",
+    "itertools",
+    "functools",
+    "math",
+    "heapq",
+    "bisect",
+    "re",
+    "string",
+    "random",
+    "typing",
+    "dataclasses",
+    "copy",
+    "operator",
+    "fractions",
+    "decimal",
+    "json",
+    "datetime",
+    "enum",
+    "array",
+    "statistics",
+    "traceback",
+    "tempfile",
+    "threading",
+    "queue",
+    "io",
 )
 # Extra time the grader waits for a worker beyond the program's wall limit (fork, cleanup).
 _REPLY_GRACE_S = 15.0
@@ -51,8 +73,7 @@ def default_hide_paths() -> list[str]:
     repo_root = Path(PACKAGE_DIR).parents[2]  # src/teamrl/sandbox -> repo root (source checkout)
     if (repo_root / "pyproject.toml").exists():
         candidates += [str(repo_root), str(repo_root.parent / "shared" / "datasets")]
-    needed = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, os.path.dirname(os.__file__),
-                                           sys.executable)}
+    needed = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, os.path.dirname(os.__file__), sys.executable)}
     result = []
     for cand in candidates:
         real = os.path.realpath(cand)
@@ -87,8 +108,10 @@ def check_grant_paths(paths: Sequence[str | os.PathLike[str]]) -> list[str]:
         if not os.path.exists(path):
             raise ValueError(f"grant_paths entry {path!r} does not exist; create it before the Sandbox")
         if os.path.realpath(path) == "/tmp" or os.path.realpath(path).startswith("/tmp/"):
-            raise ValueError(f"grant_paths entry {path!r} is under /tmp, which programs see as a private "
-                             "tmpfs of their own; put the files somewhere else (e.g. under the run directory)")
+            raise ValueError(
+                f"grant_paths entry {path!r} is under /tmp, which programs see as a private "
+                "tmpfs of their own; put the files somewhere else (e.g. under the run directory)"
+            )
         result.append(path)
     return result
 
@@ -129,10 +152,16 @@ class Sandbox:
     _pid_namespace = True
     _new_root = True
 
-    def __init__(self, limits: SandboxLimits = SandboxLimits(), workers: int = 2,
-                 hide_paths: list[str] | None = None, os_isolation: bool | str = True,
-                 preimport: tuple[str, ...] = DEFAULT_PREIMPORT, tmpfs_mb: int = 256,
-                 grant_paths: Sequence[str | os.PathLike[str]] = ()):
+    def __init__(
+        self,
+        limits: SandboxLimits = SandboxLimits(),
+        workers: int = 2,
+        hide_paths: list[str] | None = None,
+        os_isolation: bool | str = True,
+        preimport: tuple[str, ...] = DEFAULT_PREIMPORT,
+        tmpfs_mb: int = 256,
+        grant_paths: Sequence[str | os.PathLike[str]] = (),
+    ):
         if not isinstance(limits, SandboxLimits):
             raise TypeError(f"limits must be a SandboxLimits, got {type(limits).__name__}")
         if not (isinstance(workers, int) and workers >= 1):
@@ -148,15 +177,22 @@ class Sandbox:
         hide = [str(Path(PACKAGE_DIR).parent)] + list(hide_paths or [])
         # An explicit grant wins over a hidden directory around it.
         granted = [os.path.realpath(g) for g in self.grant_paths]
-        hide = [h for h in map(os.path.realpath, hide)
-                if not any(g == h or g.startswith(h.rstrip("/") + "/") for g in granted)]
+        hide = [
+            h
+            for h in map(os.path.realpath, hide)
+            if not any(g == h or g.startswith(h.rstrip("/") + "/") for g in granted)
+        ]
         self._scratch = os.path.join(_fast_tmp_dir(), f"teamrl-sandbox-{uuid.uuid4().hex[:12]}")
         self._config = {
             "parent_pid": os.getpid(),
-            "hide_paths": hide, "grant_paths": list(self.grant_paths),
-            "os_isolation": {True: "auto", False: "off", "userns": "userns"}[os_isolation], "tmpfs_mb": int(tmpfs_mb),
-            "fallback_scratch": self._scratch, "preimport": list(preimport),
-            "pid_namespace": self._pid_namespace, "new_root": self._new_root,
+            "hide_paths": hide,
+            "grant_paths": list(self.grant_paths),
+            "os_isolation": {True: "auto", False: "off", "userns": "userns"}[os_isolation],
+            "tmpfs_mb": int(tmpfs_mb),
+            "fallback_scratch": self._scratch,
+            "preimport": list(preimport),
+            "pid_namespace": self._pid_namespace,
+            "new_root": self._new_root,
         }
         self._lock = threading.Lock()
         self._closed = False
@@ -200,8 +236,12 @@ class Sandbox:
         reply = self._call({"op": "run", "code": code, "stdin": stdin, "limits": self.limits.to_wire()})
         if "error" in reply:
             return ProgramResult("", reply["error"], None, False, "sandbox_error", 0.0)
-        return ProgramResult(**{k: reply[k] for k in ("stdout", "stderr", "exit_code", "timed_out", "status", "wall_s",
-                                                      "cpu_s", "limit")})
+        return ProgramResult(
+            **{
+                k: reply[k]
+                for k in ("stdout", "stderr", "exit_code", "timed_out", "status", "wall_s", "cpu_s", "limit")
+            }
+        )
 
     def run_many(self, codes: list[str], stdin: list[str] | None = None) -> list[ProgramResult]:
         """Run programs concurrently over the worker pool; results come back in input order."""
@@ -253,12 +293,24 @@ class Sandbox:
             raise TypeError(f"program must be a str, got {type(program).__name__}")
         wire_steps = []
         for step in steps:
-            if not (isinstance(step, (tuple, list)) and len(step) == 2 and isinstance(step[0], str)
-                    and isinstance(step[1], bool)):
+            if not (
+                isinstance(step, (tuple, list))
+                and len(step) == 2
+                and isinstance(step[0], str)
+                and isinstance(step[1], bool)
+            ):
                 raise TypeError(f"each step must be a (source str, is_unit bool) pair, got {step!r:.80}")
             wire_steps.append([step[0], step[1]])
-        reply = self._call({"op": "run_tests", "program": program, "entry_point": None, "untrusted": True,
-                            "limits": self.limits.to_wire()}, {"steps": wire_steps})
+        reply = self._call(
+            {
+                "op": "run_tests",
+                "program": program,
+                "entry_point": None,
+                "untrusted": True,
+                "limits": self.limits.to_wire(),
+            },
+            {"steps": wire_steps},
+        )
         return self._test_result(reply)
 
     def run_untrusted_tests_many(self, jobs: list[tuple[str, Sequence[tuple[str, bool]]]]) -> list[TestResult]:
@@ -268,16 +320,25 @@ class Sandbox:
     @staticmethod
     def _test_result(reply: dict[str, Any]) -> TestResult:
         if "results" not in reply:
-            return TestResult(0, 0, "sandbox_error", error=reply.get("error", "no reply"), wall_s=reply.get("wall_s", 0.0))
+            return TestResult(
+                0, 0, "sandbox_error", error=reply.get("error", "no reply"), wall_s=reply.get("wall_s", 0.0)
+            )
         cases = []
         for index, source in enumerate(reply["units"]):
             outcome = reply["results"][index]
-            passed, error = (outcome if outcome is not None else (False, "not run"))
+            passed, error = outcome if outcome is not None else (False, "not run")
             cases.append(TestCaseResult(index, bool(passed), source, error))
         return TestResult(
-            passed=sum(c.passed for c in cases), total=len(cases), status=reply["status"], cases=cases,
-            program_stdout=reply["program_stdout"], program_stderr=reply["program_stderr"], error=reply["error"],
-            wall_s=reply["wall_s"], program_loaded=reply.get("program_loaded", True))
+            passed=sum(c.passed for c in cases),
+            total=len(cases),
+            status=reply["status"],
+            cases=cases,
+            program_stdout=reply["program_stdout"],
+            program_stderr=reply["program_stderr"],
+            error=reply["error"],
+            wall_s=reply["wall_s"],
+            program_loaded=reply.get("program_loaded", True),
+        )
 
     def run_io_tests(self, program: str, cases: list[Any]) -> TestResult:
         """Grade a stdin/stdout program: one unit per case, each run as its own program.
@@ -293,14 +354,27 @@ class Sandbox:
         cases_out, status = [], "ok"
         for index, ((inp, expected), run) in enumerate(zip(pairs, runs)):
             passed = run.status == "ok" and outputs_match(expected, run.stdout)
-            error = "" if passed else (f"status {run.status}: {run.stderr[-300:]}" if run.status != "ok"
-                                       else f"wrong output: {run.stdout[:200]!r}")
+            error = (
+                ""
+                if passed
+                else (
+                    f"status {run.status}: {run.stderr[-300:]}"
+                    if run.status != "ok"
+                    else f"wrong output: {run.stdout[:200]!r}"
+                )
+            )
             cases_out.append(TestCaseResult(index, passed, f"stdin: {inp[:200]!r}", error))
             if run.status not in ("ok", "error") and status in ("ok", "error"):
                 status = run.status
-        return TestResult(sum(c.passed for c in cases_out), len(cases_out), status, cases_out,
-                          program_stdout=runs[0].stdout, program_stderr=runs[0].stderr,
-                          wall_s=sum(r.wall_s for r in runs))
+        return TestResult(
+            sum(c.passed for c in cases_out),
+            len(cases_out),
+            status,
+            cases_out,
+            program_stdout=runs[0].stdout,
+            program_stderr=runs[0].stderr,
+            wall_s=sum(r.wall_s for r in runs),
+        )
 
     def run_tests_many(self, jobs: list[dict[str, Any]]) -> list[TestResult]:
         """`run_tests` for many jobs (dicts of its keyword arguments) over the pool, in input order."""
@@ -350,8 +424,9 @@ class Sandbox:
             raise SandboxError("this Sandbox is closed")
         if os.getpid() != self._owner_pid:
             # Two processes writing to the same worker pipes would corrupt every request.
-            raise SandboxError("this Sandbox was created in another process (before a fork); "
-                               "create a new Sandbox in this process")
+            raise SandboxError(
+                "this Sandbox was created in another process (before a fork); create a new Sandbox in this process"
+            )
         assert self.limits.wall_time_s is not None  # SandboxLimits.__post_init__ fills it in
         worker = self._idle.get()
         try:

@@ -123,8 +123,9 @@ def scan(root: int, skip: frozenset[int] = frozenset()) -> Scan:
         for tid in tids:
             try:
                 state = _after_command(read_proc(f"{pid}/task/{tid}/stat"))[0]
-                todo += [kid for kid in (int(x) for x in read_proc(f"{pid}/task/{tid}/children").split())
-                         if kid not in skip]
+                todo += [
+                    kid for kid in (int(x) for x in read_proc(f"{pid}/task/{tid}/children").split()) if kid not in skip
+                ]
             except (OSError, IndexError):
                 continue
             try:

@@ -39,14 +39,28 @@ import sys
 import sysconfig
 from typing import Any
 
-from .linux import (MS_BIND, MS_NODEV, MS_NOEXEC, MS_NOSUID, MS_RDONLY, MS_REC, MS_REMOUNT, mount, pivot_root,
-                    umount_detached)
+from .linux import (
+    MS_BIND,
+    MS_NODEV,
+    MS_NOEXEC,
+    MS_NOSUID,
+    MS_RDONLY,
+    MS_REC,
+    MS_REMOUNT,
+    mount,
+    pivot_root,
+    umount_detached,
+)
 
 SYSTEM_DIRS = ("/usr/lib", "/usr/lib64", "/lib", "/lib64", "/usr/bin", "/bin", "/usr/share/zoneinfo")
 SYSTEM_FILES = ("/etc/ld.so.cache",)
 DEVICES = ("null", "zero", "full", "random", "urandom")
-DEV_LINKS = {"fd": "/proc/self/fd", "stdin": "/proc/self/fd/0", "stdout": "/proc/self/fd/1",
-             "stderr": "/proc/self/fd/2"}
+DEV_LINKS = {
+    "fd": "/proc/self/fd",
+    "stdin": "/proc/self/fd/0",
+    "stdout": "/proc/self/fd/1",
+    "stderr": "/proc/self/fd/2",
+}
 # Prefixes too broad to list whole: for a Python installed there, only its library dirs are listed.
 _SYSTEM_PREFIXES = ("/", "/usr", "/usr/local")
 # Where the new root is assembled before pivot_root (any directory would do: the namespace is ours).
@@ -150,8 +164,9 @@ def _hide(root: str, hide_paths: list[str], null_fd: int) -> list[str]:
     return hidden
 
 
-def enter_new_root(entries: list[tuple[str, str, str]], tmpfs_mb: int, hide_paths: list[str],
-                   with_proc: bool, mount_flags: Any) -> dict[str, list[str]]:
+def enter_new_root(
+    entries: list[tuple[str, str, str]], tmpfs_mb: int, hide_paths: list[str], with_proc: bool, mount_flags: Any
+) -> dict[str, list[str]]:
     """Make `entries` (see `plan`), /dev, /tmp (and /proc) the whole filesystem; pivot into it.
 
     mount_flags(path) -> the per-mount flags (nosuid, nodev, ...) of the mount holding `path`,
@@ -159,6 +174,7 @@ def enter_new_root(entries: list[tuple[str, str, str]], tmpfs_mb: int, hide_path
     (O_PATH) before the first mount, so that none is shadowed by the new root being built.
     Returns the paths bound and hidden.
     """
+
     def opened(path: str) -> int:
         return os.open(path, os.O_PATH | (os.O_DIRECTORY if os.path.isdir(path) else 0))
 

@@ -59,8 +59,10 @@ class SandboxLimits:
 
     wall_time_s: float | None = field(
         default=None,
-        metadata={"help": "Wall-clock seconds from start until the program is killed (status 'timeout'); "
-                  "None: the generous backstop wall_backstop_s(cpu_time_s) = 10 x cpu_time_s + 10."},
+        metadata={
+            "help": "Wall-clock seconds from start until the program is killed (status 'timeout'); "
+            "None: the generous backstop wall_backstop_s(cpu_time_s) = 10 x cpu_time_s + 10."
+        },
     )
     cpu_time_s: float = field(
         default=5.0,
@@ -71,9 +73,11 @@ class SandboxLimits:
     )
     idle_time_s: float | None = field(
         default=None,
-        metadata={"help": "Seconds a program may spend with none of its threads running or waiting for a "
-                  "CPU (sleeping, blocked, stopped) before it is killed (status 'timeout', limit 'idle'); "
-                  "None: equal to cpu_time_s."},
+        metadata={
+            "help": "Seconds a program may spend with none of its threads running or waiting for a "
+            "CPU (sleeping, blocked, stopped) before it is killed (status 'timeout', limit 'idle'); "
+            "None: equal to cpu_time_s."
+        },
     )
     memory_mb: int = field(
         default=512,
@@ -85,8 +89,7 @@ class SandboxLimits:
     max_output_bytes: int = field(
         default=64_000,
         metadata={
-            "help": "Bytes kept from each of stdout and stderr; writing more kills the program "
-            "(status 'output_limit')."
+            "help": "Bytes kept from each of stdout and stderr; writing more kills the program (status 'output_limit')."
         },
     )
     max_file_bytes: int = field(

@@ -39,9 +39,13 @@ class WorkerState:
         self.pid = os.getpid()
         # pid 1 of a namespace of our own: kill(-1) then reaches exactly the programs' processes.
         self.pid_namespace: bool = report["pid_namespace"] and self.pid == 1
-        self.confinement = child.Confinement(self.uid, self.pid, self.user_namespace,
-                                             private_ipc=report["ipc"] == "per-program",
-                                             syscall_filter=report["syscall_filter"])
+        self.confinement = child.Confinement(
+            self.uid,
+            self.pid,
+            self.user_namespace,
+            private_ipc=report["ipc"] == "per-program",
+            syscall_filter=report["syscall_filter"],
+        )
         self.counter = 0
         self.tainted = False  # set when leftovers could not be cleaned; the grader restarts us
         self.guard_template: dict[str, Any] | None = None
@@ -52,12 +56,16 @@ class WorkerState:
         block_processes = self.uid is None or not self.private_tmp
         if block_network or restrict_files or block_processes:
             self.guard_template = {
-                "block_network": block_network, "restrict_files": restrict_files,
-                "block_processes": block_processes, "hidden_paths": hide_paths,
-                "read_roots": report["visible_paths"], "block_host_shm": not self.private_tmp,
+                "block_network": block_network,
+                "restrict_files": restrict_files,
+                "block_processes": block_processes,
+                "hidden_paths": hide_paths,
+                "read_roots": report["visible_paths"],
+                "block_host_shm": not self.private_tmp,
             }
-        report["guards"] = {k: v for k, v in (self.guard_template or {}).items()
-                            if k not in ("hidden_paths", "read_roots")}
+        report["guards"] = {
+            k: v for k, v in (self.guard_template or {}).items() if k not in ("hidden_paths", "read_roots")
+        }
 
     def new_workdir(self) -> str:
         self.counter += 1
@@ -186,9 +194,17 @@ def _nearly_full(fd: int) -> bool:
     return available > fcntl.fcntl(fd, fcntl.F_GETPIPE_SZ) - select.PIPE_BUF
 
 
-def supervise(pid: int, start: float, wall_s: float, stdin_fd: int, stdin_data: bytes,
-              streams: list[tuple[int, int, bool]], kill_on_over: int | None = None,
-              idle: IdleClock | None = None, cpu: TreeCpuClock | None = None) -> dict[str, Any]:
+def supervise(
+    pid: int,
+    start: float,
+    wall_s: float,
+    stdin_fd: int,
+    stdin_data: bytes,
+    streams: list[tuple[int, int, bool]],
+    kill_on_over: int | None = None,
+    idle: IdleClock | None = None,
+    cpu: TreeCpuClock | None = None,
+) -> dict[str, Any]:
     """Feed stdin, collect output, enforce the wall clock, the idle and CPU limits and output caps; reap `pid`.
 
     streams: (fd, cap, capped) read until `pid` exits; for `capped` streams going over `cap`
@@ -247,7 +263,7 @@ def supervise(pid: int, start: float, wall_s: float, stdin_fd: int, stdin_data: 
             elif fd == stdin_fd:
                 worked_for_it = True  # the program may have been waiting to read this
                 try:
-                    pending = pending[os.write(stdin_fd, pending[:_READ_CHUNK]):]
+                    pending = pending[os.write(stdin_fd, pending[:_READ_CHUNK]) :]
                 except (BlockingIOError, InterruptedError):
                     continue
                 except OSError:  # the program closed stdin / exited
@@ -275,10 +291,17 @@ def supervise(pid: int, start: float, wall_s: float, stdin_fd: int, stdin_data: 
         os.close(fd)
     # The program's own rusage counts the children it reaped; the tree clock also those it did not.
     used = max(usage.ru_utime + usage.ru_stime, cpu.cpu_s if cpu is not None else 0.0)
-    return {"status": status, "cpu": used, "timed_out": timed_out, "cpu_over": cpu_over,
-            "idle": idled, "idle_s": idle.idle_s if idle is not None else 0.0,
-            "over": over or any(len(bufs[fd]) > caps[fd] for fd in capped), "wall": wall,
-            "outputs": [bytes(bufs[fd][:caps[fd]]) for fd, _, _ in streams]}
+    return {
+        "status": status,
+        "cpu": used,
+        "timed_out": timed_out,
+        "cpu_over": cpu_over,
+        "idle": idled,
+        "idle_s": idle.idle_s if idle is not None else 0.0,
+        "over": over or any(len(bufs[fd]) > caps[fd] for fd in capped),
+        "wall": wall,
+        "outputs": [bytes(bufs[fd][: caps[fd]]) for fd, _, _ in streams],
+    }
 
 
 def _killpg(pgid: int) -> None:

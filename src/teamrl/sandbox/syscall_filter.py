@@ -52,9 +52,21 @@ _SECCOMP_MODE_FILTER = 2
 NR_OFFSET, ARCH_OFFSET, ARG0_OFFSET = 0, 4, 16
 
 # Refused outright with EPERM, whatever their arguments (why: the module docstring).
-REFUSED = ("add_key", "request_key", "keyctl", "unshare", "setns",
-           "io_uring_setup", "io_uring_enter", "io_uring_register", "userfaultfd", "perf_event_open", "bpf",
-           "memfd_create", "execveat")
+REFUSED = (
+    "add_key",
+    "request_key",
+    "keyctl",
+    "unshare",
+    "setns",
+    "io_uring_setup",
+    "io_uring_enter",
+    "io_uring_register",
+    "userfaultfd",
+    "perf_event_open",
+    "bpf",
+    "memfd_create",
+    "execveat",
+)
 # x32 system calls arrive on x86_64 with this bit set in the number and the same architecture.
 _X32_SYSCALL_BIT = 0x40000000
 
@@ -81,8 +93,9 @@ def _assemble(lines: list[tuple[int, int | str, int | str, int] | str]) -> list[
             continue
         op, jt, jf, k = line
         here = len(code) + 1  # jumps count from the next instruction
-        code.append((op, labels[jt] - here if isinstance(jt, str) else jt,
-                     labels[jf] - here if isinstance(jf, str) else jf, k))
+        code.append(
+            (op, labels[jt] - here if isinstance(jt, str) else jt, labels[jf] - here if isinstance(jf, str) else jf, k)
+        )
     return code
 
 
@@ -126,8 +139,13 @@ def install() -> None:
     code = program()
     instructions = (_Instruction * len(code))(*[_Instruction(*line) for line in code])
     prog = _Program(len(code), instructions)
-    ret = libc().prctl(ctypes.c_int(PR_SET_SECCOMP), ctypes.c_ulong(_SECCOMP_MODE_FILTER), ctypes.byref(prog),
-                       ctypes.c_ulong(0), ctypes.c_ulong(0))
+    ret = libc().prctl(
+        ctypes.c_int(PR_SET_SECCOMP),
+        ctypes.c_ulong(_SECCOMP_MODE_FILTER),
+        ctypes.byref(prog),
+        ctypes.c_ulong(0),
+        ctypes.c_ulong(0),
+    )
     if ret != 0:
         err = ctypes.get_errno()
         raise OSError(err, f"installing the seccomp filter: {os.strerror(err)}")
@@ -138,6 +156,7 @@ def probe() -> str | None:
 
     Tried in a throw-away child: a filter cannot be removed once installed.
     """
+
     def attempt() -> None:
         install()
         if libc().unshare(ctypes.c_int(0x10000000)) == 0 or ctypes.get_errno() != errno.EPERM:

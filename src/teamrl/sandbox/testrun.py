@@ -65,9 +65,15 @@ def _judge_main(req: dict[str, Any], in_fd: int, fds: dict[int, int], state: Wor
             resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
             memory = _JUDGE_MEMORY_MB * 1024 * 1024
             resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
-        code = judge.run_judge(str(second.get("tests", "")), str(second.get("setup", "") or ""),
-                               req.get("entry_point"), req_fd=4, resp_fd=3, result_fd=5,
-                               steps=second.get("steps") if req.get("untrusted") else None)
+        code = judge.run_judge(
+            str(second.get("tests", "")),
+            str(second.get("setup", "") or ""),
+            req.get("entry_point"),
+            req_fd=4,
+            resp_fd=3,
+            result_fd=5,
+            steps=second.get("steps") if req.get("untrusted") else None,
+        )
     except BaseException:  # noqa: BLE001 - anything here is a sandbox bug: say so on our stderr
         try:
             os.write(2, traceback.format_exc().encode()[-4000:])
@@ -95,11 +101,11 @@ def _parse_results(data: bytes) -> list[dict[str, Any]]:
     """
     messages, pos = [], 0
     while pos + 4 <= len(data):
-        (length,) = struct.unpack(">I", data[pos:pos + 4])
+        (length,) = struct.unpack(">I", data[pos : pos + 4])
         if pos + 4 + length > len(data):
             break
         try:
-            msg = json.loads(data[pos + 4:pos + 4 + length].decode("utf-8"))
+            msg = json.loads(data[pos + 4 : pos + 4 + length].decode("utf-8"))
         except ValueError:  # includes UnicodeDecodeError
             break
         if not isinstance(msg, dict):
@@ -127,14 +133,20 @@ def run_tests_request(state: WorkerState, req: dict[str, Any], in_fd: int) -> di
         if cpid == 0:
             try:
                 candidate.run_candidate(
-                    req["program"], {0: null, 1: out_w, 2: err_w, 3: to_cand_r, 4: to_judge_w}, workdir, limits,
-                    state.confinement, state.guard_config(workdir), rpc_in=3, rpc_out=4)
+                    req["program"],
+                    {0: null, 1: out_w, 2: err_w, 3: to_cand_r, 4: to_judge_w},
+                    workdir,
+                    limits,
+                    state.confinement,
+                    state.guard_config(workdir),
+                    rpc_in=3,
+                    rpc_out=4,
+                )
             finally:
                 os._exit(child.SETUP_FAILED_EXIT)
         jpid = os.fork()
         if jpid == 0:
-            _judge_main(req, in_fd, {0: null, 1: null, 2: null, 3: to_judge_r, 4: to_cand_w, 5: res_w},
-                        state, workdir)
+            _judge_main(req, in_fd, {0: null, 1: null, 2: null, 3: to_judge_r, 4: to_cand_w, 5: res_w}, state, workdir)
     finally:
         for fd in (null, out_w, err_w, to_cand_r, to_cand_w, to_judge_r, to_judge_w, res_w):
             os.close(fd)
@@ -148,10 +160,17 @@ def run_tests_request(state: WorkerState, req: dict[str, Any], in_fd: int) -> di
             remove_files(state, workdir)
     try:
         # The idle clock watches the candidate and the judge together: the run waits only when both do.
-        judged = supervise(jpid, start, limits["wall_time_s"], -1, b"",
-                           [(out_r, cap, True), (err_r, cap, True), (res_r, _RESULT_CAP, False)], kill_on_over=cpid,
-                           idle=IdleClock(state.pid, limits["idle_time_s"], start),
-                           cpu=TreeCpuClock(child.cpu_limit_s(limits), exclude=frozenset([jpid])))
+        judged = supervise(
+            jpid,
+            start,
+            limits["wall_time_s"],
+            -1,
+            b"",
+            [(out_r, cap, True), (err_r, cap, True), (res_r, _RESULT_CAP, False)],
+            kill_on_over=cpid,
+            idle=IdleClock(state.pid, limits["idle_time_s"], start),
+            cpu=TreeCpuClock(child.cpu_limit_s(limits), exclude=frozenset([jpid])),
+        )
         # Still running once the judge is done is normal (it waits for the next call): then we
         # kill it and its exit says nothing. Otherwise its exit status tells what happened to it;
         # when the judge saw it go, give it a moment to finish dying (e.g. from SIGXCPU).
@@ -184,18 +203,34 @@ def run_tests_request(state: WorkerState, req: dict[str, Any], in_fd: int) -> di
             results[msg["unit"]] = [bool(msg["passed"]), str(msg.get("error", ""))]
         if msg.get("done"):
             done = msg
-    cand = {"status": cand_status, "cpu": usage.ru_utime + usage.ru_stime, "timed_out": judged["timed_out"],
-            "over": judged["over"]}
+    cand = {
+        "status": cand_status,
+        "cpu": usage.ru_utime + usage.ru_stime,
+        "timed_out": judged["timed_out"],
+        "over": judged["over"],
+    }
     cand_state, _, _ = classify(cand, limits, stderr)
     if judged["timed_out"]:
-        status, error = "timeout", (f"the wall-clock backstop of {limits['wall_time_s']} s was reached "
-                                     "(the program or the tests waited instead of computing)")
+        status, error = (
+            "timeout",
+            (
+                f"the wall-clock backstop of {limits['wall_time_s']} s was reached "
+                "(the program or the tests waited instead of computing)"
+            ),
+        )
     elif judged["idle"]:
-        status, error = "timeout", (f"the program and the tests waited {judged['idle_s']:.1f} s without "
-                                     f"computing (the idle limit is {limits['idle_time_s']} s)")
+        status, error = (
+            "timeout",
+            (
+                f"the program and the tests waited {judged['idle_s']:.1f} s without "
+                f"computing (the idle limit is {limits['idle_time_s']} s)"
+            ),
+        )
     elif judged["cpu_over"]:
-        status, error = "timeout", (f"the program's processes used more than {child.cpu_limit_s(limits)} s of CPU "
-                                    "together")
+        status, error = (
+            "timeout",
+            (f"the program's processes used more than {child.cpu_limit_s(limits)} s of CPU together"),
+        )
     elif judged["over"]:
         status, error = "output_limit", "the program wrote more than the output limit"
     elif cand_state in ("timeout", "killed", "memory"):
@@ -208,7 +243,13 @@ def run_tests_request(state: WorkerState, req: dict[str, Any], in_fd: int) -> di
         # The judge only ever says "ok" or "error" (anything else was written by untrusted tests).
         status = "ok" if done.get("status") == "ok" else "error"
         error = str(done.get("error", ""))
-    return {"units": units, "results": results, "status": status, "error": error, "program_stdout": stdout,
-            "program_stderr": stderr, "wall_s": judged["wall"],
-            "program_loaded": bool(done.get("program_loaded", True)) if done else True}
-
+    return {
+        "units": units,
+        "results": results,
+        "status": status,
+        "error": error,
+        "program_stdout": stdout,
+        "program_stderr": stderr,
+        "wall_s": judged["wall"],
+        "program_loaded": bool(done.get("program_loaded", True)) if done else True,
+    }

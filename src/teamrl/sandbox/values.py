@@ -55,8 +55,9 @@ def _convert_foreign(value: Any) -> Any:
     return None
 
 
-def encode(value: Any, to_ref: Callable[[Any], dict[str, Any]] | None = None, convert: bool = False,
-           _depth: int = 0) -> Any:
+def encode(
+    value: Any, to_ref: Callable[[Any], dict[str, Any]] | None = None, convert: bool = False, _depth: int = 0
+) -> Any:
     """Encode `value` as JSON-able data.
 
     to_ref: called for values that are not plain data; returns their reference encoding. Without
@@ -74,8 +75,10 @@ def encode(value: Any, to_ref: Callable[[Any], dict[str, Any]] | None = None, co
     if kind is tuple:
         return {"$": _TAG_TUPLE, "v": [encode(x, to_ref, convert, depth) for x in value]}
     if kind is dict:
-        return {"$": _TAG_DICT, "v": [[encode(k, to_ref, convert, depth), encode(v, to_ref, convert, depth)]
-                                      for k, v in value.items()]}
+        return {
+            "$": _TAG_DICT,
+            "v": [[encode(k, to_ref, convert, depth), encode(v, to_ref, convert, depth)] for k, v in value.items()],
+        }
     if kind is set or kind is frozenset:
         tag = _TAG_SET if kind is set else _TAG_FROZENSET
         return {"$": tag, "v": [encode(x, to_ref, convert, depth) for x in value]}
@@ -133,4 +136,3 @@ def decode(data: Any, from_ref: Callable[[dict[str, Any]], Any] | None = None, _
     if tag in (TAG_REF, TAG_NAME) and from_ref is not None:
         return from_ref(data)
     raise ValueCodecError(f"unknown value tag {tag!r}")
-

@@ -47,18 +47,30 @@ def run_request(state: WorkerState, req: dict[str, Any]) -> dict[str, Any]:
     pid = os.fork()
     if pid == 0:
         try:
-            child.run_program(req["code"], {0: in_r, 1: out_w, 2: err_w}, workdir, limits, state.confinement,
-                              state.guard_config(workdir))
+            child.run_program(
+                req["code"],
+                {0: in_r, 1: out_w, 2: err_w},
+                workdir,
+                limits,
+                state.confinement,
+                state.guard_config(workdir),
+            )
         finally:
             os._exit(child.SETUP_FAILED_EXIT)
     for fd in (in_r, out_w, err_w):
         os.close(fd)
     try:
         cap = limits["max_output_bytes"]
-        outcome = supervise(pid, start, limits["wall_time_s"], in_w, req.get("stdin", "").encode("utf-8"),
-                            [(out_r, cap, True), (err_r, cap, True)],
-                            idle=IdleClock(state.pid, limits["idle_time_s"], start),
-                            cpu=TreeCpuClock(child.cpu_limit_s(limits)))
+        outcome = supervise(
+            pid,
+            start,
+            limits["wall_time_s"],
+            in_w,
+            req.get("stdin", "").encode("utf-8"),
+            [(out_r, cap, True), (err_r, cap, True)],
+            idle=IdleClock(state.pid, limits["idle_time_s"], start),
+            cpu=TreeCpuClock(child.cpu_limit_s(limits)),
+        )
     finally:
         kill_leftovers(state)
         remove_files(state, workdir)
@@ -67,8 +79,16 @@ def run_request(state: WorkerState, req: dict[str, Any]) -> dict[str, Any]:
     limit = ""
     if timed_out:
         limit = "wall" if outcome["timed_out"] else "idle" if outcome["idle"] else "cpu"
-    return {"stdout": stdout, "stderr": stderr, "exit_code": exit_code, "timed_out": timed_out,
-            "status": status, "wall_s": outcome["wall"], "cpu_s": outcome["cpu"], "limit": limit}
+    return {
+        "stdout": stdout,
+        "stderr": stderr,
+        "exit_code": exit_code,
+        "timed_out": timed_out,
+        "status": status,
+        "wall_s": outcome["wall"],
+        "cpu_s": outcome["cpu"],
+        "limit": limit,
+    }
 
 
 def main(config: dict[str, Any]) -> None:
@@ -88,9 +108,16 @@ def main(config: dict[str, Any]) -> None:
     # this package (in a checkout, or anywhere) is no longer reachable.
     visible = rootfs.visible_paths(config["grant_paths"])
     rootfs.prune_sys_path(visible)
-    report = isolation.setup_worker(config["fallback_scratch"], config["hide_paths"], config["parent_pid"],
-                                    config["os_isolation"], config["tmpfs_mb"], visible,
-                                    config["pid_namespace"], config["new_root"])
+    report = isolation.setup_worker(
+        config["fallback_scratch"],
+        config["hide_paths"],
+        config["parent_pid"],
+        config["os_isolation"],
+        config["tmpfs_mb"],
+        visible,
+        config["pid_namespace"],
+        config["new_root"],
+    )
     state = WorkerState(report, config["hide_paths"])
     if state.guard_template is not None and state.guard_template["restrict_files"]:
         guards.prepare(state.guard_template["read_roots"], state.guard_template["hidden_paths"])

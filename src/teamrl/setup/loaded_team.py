@@ -24,8 +24,10 @@ def check_results_folder(folder: str | Path) -> Path:
     """`folder` as a Path when it is new or an empty folder; else ConfigError (nothing is written over)."""
     folder = Path(folder)
     if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
-        raise ConfigError(f"{folder} exists and is not an empty folder; give a new folder for the results "
-                          "(teamrl does not write over files it did not make)")
+        raise ConfigError(
+            f"{folder} exists and is not an empty folder; give a new folder for the results "
+            "(teamrl does not write over files it did not make)"
+        )
     return folder
 
 
@@ -52,8 +54,9 @@ def locate(path: Path) -> tuple[RunConfig, Path]:
     elif path.parent.name == "checkpoints" and (path.parent.parent / "config.yaml").is_file():
         run, checkpoint = path.parent.parent, path
     else:
-        raise ConfigError(f"{path} is neither a run directory (config.yaml, checkpoints/) nor one of its "
-                          "checkpoints/<tag> folders")
+        raise ConfigError(
+            f"{path} is neither a run directory (config.yaml, checkpoints/) nor one of its checkpoints/<tag> folders"
+        )
     return load_config(run / "config.yaml"), checkpoint
 
 
@@ -75,22 +78,38 @@ class EvalResult:
 
         folder = check_results_folder(folder)
         folder.mkdir(parents=True, exist_ok=True)
-        summary = {"success": self.success, "team_return": self.team_return, "turns": self.turns,
-                   "reward_by_agent": self.reward_by_agent, "instances": self.instances}
+        summary = {
+            "success": self.success,
+            "team_return": self.team_return,
+            "turns": self.turns,
+            "reward_by_agent": self.reward_by_agent,
+            "instances": self.instances,
+        }
         (folder / "eval.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
         with open(folder / "episodes.jsonl", "w", encoding="utf-8") as handle:
             for episode in self.episodes:
-                row = {"instance": episode.instance, "success": bool(episode.success),
-                       "team_return": episode.team_return, "turns": episode.turns,
-                       "rewards_by_agent": episode.rewards_by_agent, "transcript": episode.transcript}
+                row = {
+                    "instance": episode.instance,
+                    "success": bool(episode.success),
+                    "team_return": episode.team_return,
+                    "turns": episode.turns,
+                    "rewards_by_agent": episode.rewards_by_agent,
+                    "transcript": episode.transcript,
+                }
                 handle.write(json.dumps(row, default=str) + "\n")
         return folder
 
     @classmethod
     def from_metrics(cls, metrics: Mapping[str, float], episodes: list[Episode]) -> EvalResult:
         rewards = {key.removeprefix("reward/"): value for key, value in metrics.items() if key.startswith("reward/")}
-        return cls(success=metrics["success"], team_return=metrics["team_return"], turns=metrics["turns"],
-                   reward_by_agent=rewards, instances=len(episodes), episodes=episodes)
+        return cls(
+            success=metrics["success"],
+            team_return=metrics["team_return"],
+            turns=metrics["turns"],
+            reward_by_agent=rewards,
+            instances=len(episodes),
+            episodes=episodes,
+        )
 
 
 class Team:
@@ -100,16 +119,18 @@ class Team:
     checkpoint (final, else best; or a `checkpoints/<tag>` folder). Nothing here imports the training loop.
     """
 
-    def __init__(self, config: RunConfig, workflow: Workflow, policies: dict[str, Policy],
-                 agent_to_policy: dict[str, str]) -> None:
+    def __init__(
+        self, config: RunConfig, workflow: Workflow, policies: dict[str, Policy], agent_to_policy: dict[str, str]
+    ) -> None:
         self.config = config
         self.workflow = workflow
         self.policies = policies
         self.agent_to_policy = agent_to_policy
 
     @classmethod
-    def from_config(cls, config: RunConfig | str | Path | Mapping[str, Any],
-                    checkpoint: str | Path | None = None) -> Team:
+    def from_config(
+        cls, config: RunConfig | str | Path | Mapping[str, Any], checkpoint: str | Path | None = None
+    ) -> Team:
         """The team of `config` with its base (untrained) policies, or with the policies saved in
         `checkpoint` (a run's `checkpoints/<tag>` folder)."""
         from teamrl.setup.team import build_policies, build_workflow, policies_from_checkpoint
@@ -147,12 +168,25 @@ class Team:
         if count < 1:
             raise ConfigError(f"instances must be at least 1, got {count}")
         sampling = agent_sampling(self.config.rollout, self.workflow.agents, "eval")
-        metrics, episodes = evaluate(self.workflow, self.policies, self.agent_to_policy, count,
-                                     seed=self.config.seed if seed is None else seed, sampling=sampling)
+        metrics, episodes = evaluate(
+            self.workflow,
+            self.policies,
+            self.agent_to_policy,
+            count,
+            seed=self.config.seed if seed is None else seed,
+            sampling=sampling,
+        )
         return EvalResult.from_metrics(metrics, episodes)
 
-    def ask(self, agent: str, prompt: str | list[dict[str, str]], *, temperature: float | None = None,
-            max_new_tokens: int | None = None, seed: int = 0) -> str:
+    def ask(
+        self,
+        agent: str,
+        prompt: str | list[dict[str, str]],
+        *,
+        temperature: float | None = None,
+        max_new_tokens: int | None = None,
+        seed: int = 0,
+    ) -> str:
         """One answer of `agent`'s policy to a prompt (text, or chat messages), sampled with the agent's
         evaluation settings unless `temperature` / `max_new_tokens` are given."""
         import dataclasses

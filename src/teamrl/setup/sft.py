@@ -26,8 +26,10 @@ Demo = tuple[Prompt, str]
 def demo_prompt(prompt: str | list[dict[str, str]]) -> str:
     """A scripted demonstration's prompt as SFT text (a workflow may render chat messages instead)."""
     if not isinstance(prompt, str):
-        raise ValueError("supervised warm-ups train on text prompts, and these demonstrations rendered chat messages; "
-                         "set workflow.prompt_style=compact for the scripted agents")
+        raise ValueError(
+            "supervised warm-ups train on text prompts, and these demonstrations rendered chat messages; "
+            "set workflow.prompt_style=compact for the scripted agents"
+        )
     return prompt
 
 
@@ -52,14 +54,18 @@ class SFTSettings:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        problems = [f"{name} must be {want}, got {value}" for name, value, ok, want in [
-            ("steps", self.steps, self.steps >= 1, ">= 1"),
-            ("lr", self.lr, self.lr > 0, "> 0"),
-            ("warmup_steps", self.warmup_steps, self.warmup_steps >= 0, ">= 0"),
-            ("pack_tokens", self.pack_tokens, self.pack_tokens == 0 or self.pack_tokens >= 2, "0 or >= 2"),
-            ("eval_every", self.eval_every, self.eval_every >= 0, ">= 0"),
-            ("patience", self.patience, self.patience >= 0, ">= 0"),
-        ] if not ok]
+        problems = [
+            f"{name} must be {want}, got {value}"
+            for name, value, ok, want in [
+                ("steps", self.steps, self.steps >= 1, ">= 1"),
+                ("lr", self.lr, self.lr > 0, "> 0"),
+                ("warmup_steps", self.warmup_steps, self.warmup_steps >= 0, ">= 0"),
+                ("pack_tokens", self.pack_tokens, self.pack_tokens == 0 or self.pack_tokens >= 2, "0 or >= 2"),
+                ("eval_every", self.eval_every, self.eval_every >= 0, ">= 0"),
+                ("patience", self.patience, self.patience >= 0, ">= 0"),
+            ]
+            if not ok
+        ]
         if self.patience and not self.eval_every:
             problems.append("patience needs eval_every > 0 (early stopping reads the held-out scores)")
         if problems:
@@ -85,12 +91,12 @@ class SFTResult:
 def encode_demos(policy: Policy, demos: list[Demo]) -> list[tuple[list[int], list[int]]]:
     """(prompt ids, response ids + EOS) of each demo."""
     tok = policy.tokenizer
-    return [(policy.encode_prompt(p), tok(r, add_special_tokens=False)["input_ids"] + [tok.eos_token_id])
-            for p, r in demos]
+    return [
+        (policy.encode_prompt(p), tok(r, add_special_tokens=False)["input_ids"] + [tok.eos_token_id]) for p, r in demos
+    ]
 
 
-def demo_loss(policy: Policy, encoded: list[tuple[list[int], list[int]]], pack_tokens: int
-              ) -> torch.Tensor:
+def demo_loss(policy: Policy, encoded: list[tuple[list[int], list[int]]], pack_tokens: int) -> torch.Tensor:
     """Token-weighted mean response NLL of the encoded demos, in the chosen layout (differentiable)."""
     pad = policy.tokenizer.pad_token_id
     if pack_tokens:
@@ -110,7 +116,7 @@ def heldout_loss(policy: Policy, demos: list[Demo], chunk: int = 64) -> float:
     policy.model.eval()
     total, count = 0.0, 0
     for start in range(0, len(demos), chunk):
-        encoded = encode_demos(policy, demos[start: start + chunk])
+        encoded = encode_demos(policy, demos[start : start + chunk])
         tokens = sum(len(r) for _, r in encoded)
         total += demo_loss(policy, encoded, 0).item() * tokens
         count += tokens
@@ -137,8 +143,9 @@ def supervised_finetune(
     optimizer = torch.optim.AdamW(model.parameters(), lr=settings.lr, weight_decay=0.01)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, settings.lr_factor)
     # bf16 autocast runs the matmuls in bf16 where the CPU has native bf16 dot products.
-    autocast = (torch.autocast(next(model.parameters()).device.type, dtype=torch.bfloat16)
-                if settings.bf16 else nullcontext())
+    autocast = (
+        torch.autocast(next(model.parameters()).device.type, dtype=torch.bfloat16) if settings.bf16 else nullcontext()
+    )
     result = SFTResult(losses=[])
     best, since_best = math.inf, 0
     model.train()

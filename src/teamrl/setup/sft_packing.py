@@ -25,9 +25,7 @@ class PackedRows:
     demos: int  # how many demos the rows hold
 
 
-def pack_rows(
-    sequences: list[tuple[list[int], list[int]]], row_tokens: int, pad_id: int
-) -> PackedRows:
+def pack_rows(sequences: list[tuple[list[int], list[int]]], row_tokens: int, pad_id: int) -> PackedRows:
     """Pack (prompt ids, response ids) pairs into rows of `row_tokens` tokens, first fit by length.
 
     A demo longer than `row_tokens` is refused (it would be cut, and the cut changes its loss).
@@ -45,8 +43,10 @@ def pack_rows(
         if not response:
             raise ValueError(f"demo {i} has an empty response: nothing to learn from it")
         if length > row_tokens:
-            raise ValueError(f"demo {i} has {length} tokens, more than a row's {row_tokens}: "
-                             "raise row_tokens (the warm-up recipe's pack_tokens)")
+            raise ValueError(
+                f"demo {i} has {length} tokens, more than a row's {row_tokens}: "
+                "raise row_tokens (the warm-up recipe's pack_tokens)"
+            )
         slot = next((r for r, free in enumerate(room) if free >= length), None)
         if slot is None:
             rows.append([])
@@ -64,13 +64,13 @@ def pack_rows(
             prompt, response = sequences[i]
             seq = prompt + response
             n = len(seq)
-            ids[r, col: col + n] = torch.tensor(seq)
-            positions[r, col: col + n] = torch.arange(n)
+            ids[r, col : col + n] = torch.tensor(seq)
+            positions[r, col : col + n] = torch.arange(n)
             # position t predicts token t+1: the response tokens are predicted from the last prompt
             # token up to the second-to-last response token.
             start = col + len(prompt) - 1
-            targets[r, start: start + len(response)] = torch.tensor(response)
-            loss_mask[r, start: start + len(response)] = 1.0
+            targets[r, start : start + len(response)] = torch.tensor(response)
+            loss_mask[r, start : start + len(response)] = 1.0
             col += n
         # The padding is one more "sequence" (positions from 0), so it never joins the last demo.
         positions[r, col:] = torch.arange(row_tokens - col)
@@ -84,8 +84,12 @@ def packed_nll(model: PreTrainedModel, rows: PackedRows) -> tuple[torch.Tensor, 
     on [B, L, H].
     """
     device = next(model.parameters()).device
-    hidden = model.get_decoder()(input_ids=rows.input_ids.to(device), position_ids=rows.position_ids.to(device),
-                         attention_mask=None, use_cache=False).last_hidden_state  # [B, L, H]
+    hidden = model.get_decoder()(
+        input_ids=rows.input_ids.to(device),
+        position_ids=rows.position_ids.to(device),
+        attention_mask=None,
+        use_cache=False,
+    ).last_hidden_state  # [B, L, H]
     where = rows.loss_mask.to(device).bool()
     logits = model.get_output_embeddings()(hidden[where]).float()  # [N, V]
     nll = torch.nn.functional.cross_entropy(logits, rows.targets.to(device)[where], reduction="sum")

@@ -24,8 +24,13 @@ TINY_DEFAULT = "tiny-default"
 def build_workflow(config: RunConfig) -> Workflow:
     wf = config.workflow
     entry = task_entry(config.task["name"])
-    return entry.build(wf.name, config.task_settings(), max_turns=wf.max_turns,
-                       prompt_style=wf.prompt_style, format_bonus=wf.format_bonus)
+    return entry.build(
+        wf.name,
+        config.task_settings(),
+        max_turns=wf.max_turns,
+        prompt_style=wf.prompt_style,
+        format_bonus=wf.format_bonus,
+    )
 
 
 def resolve_model_path(config: RunConfig, model: str | None = None) -> str:
@@ -35,8 +40,11 @@ def resolve_model_path(config: RunConfig, model: str | None = None) -> str:
     if model != TINY_DEFAULT:
         return resolve_model_source(model)  # a shipped checkpoint or a .gguf: its converted, cached folder
     kind = "team" if config.workflow.name == "single" else config.workflow.name
-    return str(warm_up(WarmupRecipe.for_task(config.task, config.workflow.max_turns, kind,
-                                             steps=config.policy.warmup_sft_steps)))
+    return str(
+        warm_up(
+            WarmupRecipe.for_task(config.task, config.workflow.max_turns, kind, steps=config.policy.warmup_sft_steps)
+        )
+    )
 
 
 def agent_mapping(config: RunConfig, workflow: Workflow) -> dict[str, str]:
@@ -44,8 +52,9 @@ def agent_mapping(config: RunConfig, workflow: Workflow) -> dict[str, str]:
     return agent_policy_mapping(config.regime, config.roles, config.policies, workflow.agents)
 
 
-def policy_settings(config: RunConfig, mapping: dict[str, str], model_path: str | None = None
-                    ) -> dict[str, PolicyConfig]:
+def policy_settings(
+    config: RunConfig, mapping: dict[str, str], model_path: str | None = None
+) -> dict[str, PolicyConfig]:
     """Each used policy's settings with `model` resolved to a loadable path.
 
     model_path: used instead of warming up wherever a policy's model is 'tiny-default'.
@@ -76,8 +85,9 @@ def check_policy_sources(config: RunConfig, names: list[str]) -> None:
             raise FileNotFoundError(f"{section}tokenizer = {cfg.tokenizer!r} is a file; give a tokenizer folder")
 
 
-def build_policies(config: RunConfig, workflow: Workflow, model_path: str | None = None, training: bool = True
-                   ) -> tuple[dict[str, Policy], dict[str, str]]:
+def build_policies(
+    config: RunConfig, workflow: Workflow, model_path: str | None = None, training: bool = True
+) -> tuple[dict[str, Policy], dict[str, str]]:
     """The policies of the agent -> policy mapping, loaded; LoRA policies on one base share it.
 
     training: whether they are about to be trained (else sampling-only settings are not warned about).
@@ -86,14 +96,17 @@ def build_policies(config: RunConfig, workflow: Workflow, model_path: str | None
     """
     mapping = agent_mapping(config, workflow)
     policies = load_policies(policy_settings(config, mapping, model_path))
-    warn_about_settings(config, policies, mapping, {a.name: a.role for a in workflow.agents}, training)  # tiny-model settings on a real LLM, pure bf16
+    warn_about_settings(
+        config, policies, mapping, {a.name: a.role for a in workflow.agents}, training
+    )  # tiny-model settings on a real LLM, pure bf16
     if config.rollout.engine == "vllm":  # their sampling goes to vLLM engines from now on
         serve_with_vllm(policies, config.rollout.vllm_kv_cache_gb, config.seed)
     return policies, mapping
 
 
-def policies_from_checkpoint(config: RunConfig, workflow: Workflow, folder: Path
-                             ) -> tuple[dict[str, Policy], dict[str, str]]:
+def policies_from_checkpoint(
+    config: RunConfig, workflow: Workflow, folder: Path
+) -> tuple[dict[str, Policy], dict[str, str]]:
     """The configured policies with the weights of a checkpoint (checkpoints/<tag>/<policy>/).
 
     `folder` may instead be one HF model folder: then every policy is a full copy of it.
@@ -103,14 +116,17 @@ def policies_from_checkpoint(config: RunConfig, workflow: Workflow, folder: Path
     _refuse_run_directory(folder)
     mapping = agent_mapping(config, workflow)
     if (folder / "config.json").is_file():
-        settings = {name: dataclasses.replace(config.policy_config(name), model=str(folder), tokenizer="",
-                                              lora=None)
-                    for name in dict.fromkeys(mapping.values())}
+        settings = {
+            name: dataclasses.replace(config.policy_config(name), model=str(folder), tokenizer="", lora=None)
+            for name in dict.fromkeys(mapping.values())
+        }
         return load_policies(settings), mapping
     missing = [name for name in dict.fromkeys(mapping.values()) if not (folder / name).is_dir()]
     if missing:
-        raise ConfigError(f"--checkpoint {folder} has no folder for policies {', '.join(missing)}; "
-                          "it was written for another regime or `roles:` mapping")
+        raise ConfigError(
+            f"--checkpoint {folder} has no folder for policies {', '.join(missing)}; "
+            "it was written for another regime or `roles:` mapping"
+        )
     # Full policies load straight from their folders; adapters need their base, which the adapter
     # folder names. Neither needs the tiny default to be warmed up again.
     settings = {}

@@ -127,8 +127,9 @@ def auto_threads(cores: int, others_load: float, cap: int = AUTO_CAP) -> int:
     return max(1, min(cap, cores, free))
 
 
-def resolve_threads(setting: int | str, own_load: float = 0.0, cap: int | None = None,
-                    others_now: float | None = None) -> int:
+def resolve_threads(
+    setting: int | str, own_load: float = 0.0, cap: int | None = None, others_now: float | None = None
+) -> int:
     """The thread count `setting` means here and now.
 
     own_load: cores this process itself keeps busy (its share of the load average, which is not

@@ -61,8 +61,7 @@ class WarmupRecipe:
     """Demos of unseen training instances scored for the held-out demo loss."""
 
     @classmethod
-    def for_task(cls, task: dict[str, Any], max_turns: int, workflow: str = "team",
-                 **kwargs: Any) -> "WarmupRecipe":
+    def for_task(cls, task: dict[str, Any], max_turns: int, workflow: str = "team", **kwargs: Any) -> "WarmupRecipe":
         return cls(task=tuple(sorted(task.items())), workflow=workflow, max_turns=max_turns, **kwargs)
 
     def digest(self) -> str:
@@ -99,9 +98,11 @@ def _demo_streams(recipe: WarmupRecipe, seed: int) -> tuple[list[tuple[str, str]
     task = dict(recipe.task)
     entry, settings = task_entry(task["name"]), task_settings(task)
     if entry.demos is None:
-        raise ValueError(f"task {task['name']!r} has no scripted demonstrations to warm up the tiny "
-                         "default model: register the task with script= (scripted agents, see "
-                         "docs/howto/own-workflow.md), or set policy.model to a model folder")
+        raise ValueError(
+            f"task {task['name']!r} has no scripted demonstrations to warm up the tiny "
+            "default model: register the task with script= (scripted agents, see "
+            "docs/howto/own-workflow.md), or set policy.model to a model folder"
+        )
     runner = TrustedRunner()
     workflows = {"team": entry.build(recipe.workflow, settings, max_turns=recipe.max_turns, runner=runner)}
     if entry.single:
@@ -148,9 +149,16 @@ def heldout_demos(recipe: WarmupRecipe) -> list[Demo]:
 
 
 def sft_settings(recipe: WarmupRecipe) -> SFTSettings:
-    return SFTSettings(steps=recipe.steps, lr=recipe.lr, warmup_steps=recipe.warmup_steps,
-                       pack_tokens=recipe.pack_tokens, bf16=recipe.bf16, eval_every=recipe.eval_every,
-                       patience=recipe.patience, seed=recipe.seed)
+    return SFTSettings(
+        steps=recipe.steps,
+        lr=recipe.lr,
+        warmup_steps=recipe.warmup_steps,
+        pack_tokens=recipe.pack_tokens,
+        bf16=recipe.bf16,
+        eval_every=recipe.eval_every,
+        patience=recipe.patience,
+        seed=recipe.seed,
+    )
 
 
 BAR_FORMAT = "{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} steps [{elapsed} elapsed, ETA {remaining}{postfix}]"
@@ -159,8 +167,7 @@ BAR_FORMAT = "{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} steps [{elap
 
 def progress_bar(total: int, verbose: bool) -> tqdm:
     """The warm-up's progress bar with an ETA (on stderr; off when not verbose)."""
-    return tqdm(total=total, desc="warm-up", disable=not verbose, dynamic_ncols=True,
-                bar_format=BAR_FORMAT)
+    return tqdm(total=total, desc="warm-up", disable=not verbose, dynamic_ncols=True, bar_format=BAR_FORMAT)
 
 
 def warm_up(recipe: WarmupRecipe, force: bool = False, verbose: bool = True) -> Path:
@@ -169,14 +176,16 @@ def warm_up(recipe: WarmupRecipe, force: bool = False, verbose: bool = True) -> 
     if (target / "config.json").exists() and not force:
         return target
     tokenizer = build_char_tokenizer()
-    model = build_tiny_model(tokenizer, hidden_size=recipe.hidden_size, num_layers=recipe.num_layers,
-                             seed=recipe.seed)
+    model = build_tiny_model(tokenizer, hidden_size=recipe.hidden_size, num_layers=recipe.num_layers, seed=recipe.seed)
     policy = Policy("warmup", model, tokenizer, use_chat_template=False)
     started, cpu_started = time.time(), time.process_time()
     if verbose:
         task = dict(recipe.task)["name"]
-        print(f"teamrl: warming up the tiny default model for task {task!r} ({recipe.steps} supervised steps on "
-              f"its scripted demos; a few minutes on a laptop CPU, once: cached in {target})", flush=True)
+        print(
+            f"teamrl: warming up the tiny default model for task {task!r} ({recipe.steps} supervised steps on "
+            f"its scripted demos; a few minutes on a laptop CPU, once: cached in {target})",
+            flush=True,
+        )
     bar = progress_bar(recipe.steps, verbose)
 
     def log(step: int, loss: float) -> None:
@@ -184,13 +193,18 @@ def warm_up(recipe: WarmupRecipe, force: bool = False, verbose: bool = True) -> 
         bar.set_postfix_str(f"loss {loss:.3f}", refresh=False)
 
     try:
-        result = supervised_finetune(policy, demo_batches(recipe), sft_settings(recipe),
-                                     heldout_demos(recipe), log)
+        result = supervised_finetune(policy, demo_batches(recipe), sft_settings(recipe), heldout_demos(recipe), log)
     finally:
         bar.close()
-    record = {"recipe": asdict(recipe), "final_loss": result.losses[-1], "steps_done": len(result.losses),
-              "stopped_early": result.stopped_early, "heldout_loss": result.heldout,
-              "seconds": time.time() - started, "cpu_seconds": time.process_time() - cpu_started}
+    record = {
+        "recipe": asdict(recipe),
+        "final_loss": result.losses[-1],
+        "steps_done": len(result.losses),
+        "stopped_early": result.stopped_early,
+        "heldout_loss": result.heldout,
+        "seconds": time.time() - started,
+        "cpu_seconds": time.process_time() - cpu_started,
+    }
 
     def write(folder: Path) -> None:
         model.save_pretrained(folder)

@@ -32,8 +32,13 @@ from teamrl.workflows.base import Workflow
 
 Triple = tuple[str, str, str]  # (agent, prompt, response)
 
-CALCULATOR_SKILL = (("value_correct", 0.7), ("value_off_by_one", 0.1), ("value_precedence", 0.05),
-                    ("value_random", 0.05), ("value_swapped", 0.1))
+CALCULATOR_SKILL = (
+    ("value_correct", 0.7),
+    ("value_off_by_one", 0.1),
+    ("value_precedence", 0.05),
+    ("value_random", 0.05),
+    ("value_swapped", 0.1),
+)
 """The variant's default Split-Calc calculator script: right 70% of the time instead of 50%, its
 errors spread as the default's (no wrong kind above 10%); the analyst script is the default's."""
 
@@ -63,13 +68,20 @@ class VariantRecipe:
     heldout_demos: int = 128
 
     def __post_init__(self) -> None:
-        if not self.role_weights or any(w < 0 for _, w in self.role_weights) or not any(
-                w > 0 for _, w in self.role_weights):
-            raise ValueError(f"variant warm-up role_weights must be (agent, weight >= 0) pairs with some weight > 0, "
-                             f"got {self.role_weights}")
+        if (
+            not self.role_weights
+            or any(w < 0 for _, w in self.role_weights)
+            or not any(w > 0 for _, w in self.role_weights)
+        ):
+            raise ValueError(
+                f"variant warm-up role_weights must be (agent, weight >= 0) pairs with some weight > 0, "
+                f"got {self.role_weights}"
+            )
         if self.skill and dict(self.task).get("name") != "split_calc":
-            raise ValueError(f"variant warm-up skill overrides Split-Calc's CalcSkill; task "
-                             f"{dict(self.task).get('name')!r} has no such script: set skill=()")
+            raise ValueError(
+                f"variant warm-up skill overrides Split-Calc's CalcSkill; task "
+                f"{dict(self.task).get('name')!r} has no such script: set skill=()"
+            )
         if self.steps < 1 or self.batch_size < 1:
             raise ValueError(f"variant warm-up steps and batch_size must be >= 1, got {self.steps}, {self.batch_size}")
 
@@ -84,7 +96,9 @@ class VariantRecipe:
         from teamrl.policies import tiny_model, tiny_variants
         from teamrl.setup import sft, sft_packing
 
-        modules = task_modules(dict(self.task)["name"], [tiny_model, tiny_variants, sft, sft_packing, sys.modules[__name__]])
+        modules = task_modules(
+            dict(self.task)["name"], [tiny_model, tiny_variants, sft, sft_packing, sys.modules[__name__]]
+        )
         return recipe_digest(asdict(self), modules)
 
 
@@ -94,8 +108,9 @@ def variant_dir(recipe: VariantRecipe) -> Path:
 
 def team_workflow(recipe: VariantRecipe) -> Workflow:
     task = dict(recipe.task)
-    return task_entry(task["name"]).build("team", task_settings(task), max_turns=recipe.max_turns,
-                                          runner=TrustedRunner())
+    return task_entry(task["name"]).build(
+        "team", task_settings(task), max_turns=recipe.max_turns, runner=TrustedRunner()
+    )
 
 
 def demo_stream(recipe: VariantRecipe, workflow: Workflow, seed: int) -> Iterator[Triple]:
@@ -103,8 +118,9 @@ def demo_stream(recipe: VariantRecipe, workflow: Workflow, seed: int) -> Iterato
     return ((agent, demo_prompt(prompt), response) for agent, prompt, response in _scripted(recipe, workflow, seed))
 
 
-def _scripted(recipe: VariantRecipe, workflow: Workflow, seed: int
-              ) -> Iterator[tuple[str, str | list[dict[str, str]], str]]:
+def _scripted(
+    recipe: VariantRecipe, workflow: Workflow, seed: int
+) -> Iterator[tuple[str, str | list[dict[str, str]], str]]:
     """The task's scripted demonstrations (its prompts as the workflow renders them)."""
     entry = task_entry(dict(recipe.task)["name"])
     if recipe.skill:
@@ -125,8 +141,10 @@ def weighted_demos(recipe: VariantRecipe, seed: int, weights: dict[str, int]) ->
     agents = [a.name for a in workflow.agents]
     unknown = sorted(set(weights) - set(agents))
     if unknown:
-        raise ValueError(f"variant warm-up role_weights name {', '.join(unknown)}, not agents of the team "
-                         f"workflow ({', '.join(agents)})")
+        raise ValueError(
+            f"variant warm-up role_weights name {', '.join(unknown)}, not agents of the team "
+            f"workflow ({', '.join(agents)})"
+        )
     cycle = [agent for agent in agents for _ in range(weights.get(agent, 0))]
     stream = demo_stream(recipe, workflow, seed)
     buffers: dict[str, collections.deque[Demo]] = collections.defaultdict(collections.deque)
@@ -163,21 +181,32 @@ def warm_up_variant(recipe: VariantRecipe, force: bool = False, verbose: bool = 
         return target
     started, cpu_started = time.time(), time.process_time()
     tokenizer = build_bpe_tokenizer(tokenizer_texts(recipe), recipe.vocab_size)
-    model = build_tiny_qwen2(tokenizer, hidden_size=recipe.hidden_size, num_layers=recipe.num_layers,
-                             seed=recipe.seed)
+    model = build_tiny_qwen2(tokenizer, hidden_size=recipe.hidden_size, num_layers=recipe.num_layers, seed=recipe.seed)
     if verbose:
-        print(f"teamrl: warming up the Qwen2 variant ({recipe.steps} supervised steps, roles weighted "
-              f"{dict(recipe.role_weights)}; cached in {target})", flush=True)
+        print(
+            f"teamrl: warming up the Qwen2 variant ({recipe.steps} supervised steps, roles weighted "
+            f"{dict(recipe.role_weights)}; cached in {target})",
+            flush=True,
+        )
     bar = progress_bar(recipe.steps, verbose)
     settings = SFTSettings(steps=recipe.steps, lr=recipe.lr, warmup_steps=recipe.warmup_steps, seed=recipe.seed)
     try:
-        result = supervised_finetune(Policy("variant", model, tokenizer, use_chat_template=False),
-                                     demo_batches(recipe), settings, heldout_demos(recipe),
-                                     lambda step, loss: bar.update(1))
+        result = supervised_finetune(
+            Policy("variant", model, tokenizer, use_chat_template=False),
+            demo_batches(recipe),
+            settings,
+            heldout_demos(recipe),
+            lambda step, loss: bar.update(1),
+        )
     finally:
         bar.close()
-    record = {"recipe": asdict(recipe), "final_loss": result.losses[-1], "heldout_loss": result.heldout,
-              "seconds": time.time() - started, "cpu_seconds": time.process_time() - cpu_started}
+    record = {
+        "recipe": asdict(recipe),
+        "final_loss": result.losses[-1],
+        "heldout_loss": result.heldout,
+        "seconds": time.time() - started,
+        "cpu_seconds": time.process_time() - cpu_started,
+    }
 
     def write(folder: Path) -> None:
         model.save_pretrained(folder)

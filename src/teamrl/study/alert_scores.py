@@ -36,14 +36,27 @@ from teamrl.config import DiagnosticsConfig
 from teamrl.diagnostics.alerts import Alert
 from teamrl.report.alert_replay import replay_alerts
 from teamrl.report.runs import load_metrics
-from teamrl.study.run_outcomes import (ADHERENCE_DROP, adherence_fall, adherence_onset, cliff, duplicated_agents,
-                                       errors_coincide, logged_roles, shared_roles)
+from teamrl.study.run_outcomes import (
+    ADHERENCE_DROP,
+    adherence_fall,
+    adherence_onset,
+    cliff,
+    duplicated_agents,
+    errors_coincide,
+    logged_roles,
+    shared_roles,
+)
 
 NO_GAIN = 0.02
 """A role did not learn when its test accuracy rose by at most this much over the untrained base's."""
 
-SCORED = (("collapse", "cliff"), ("echo_chamber", "cliff"), ("echo_chamber", "errors coincide"),
-          ("dominant_role", "adherence"), ("stalled_role", "no gain"))
+SCORED = (
+    ("collapse", "cliff"),
+    ("echo_chamber", "cliff"),
+    ("echo_chamber", "errors coincide"),
+    ("dominant_role", "adherence"),
+    ("stalled_role", "no gain"),
+)
 """(alert, the outcome it is scored against)."""
 RUN_OUTCOMES = ("cliff", "errors coincide")
 """Outcomes judged once per run (the others per role)."""
@@ -84,8 +97,7 @@ class Case:
     """outcome -> unit -> step it began (cliff, adherence)."""
 
 
-def case_of(seed: int, row: str, workflow: str, regime: str, cell: dict[str, Any],
-            untrained: dict[str, Any]) -> Case:
+def case_of(seed: int, row: str, workflow: str, regime: str, cell: dict[str, Any], untrained: dict[str, Any]) -> Case:
     run_dir = Path(cell["run_dir"])
     rows = load_metrics(run_dir / "metrics.jsonl")
     case = Case(seed, row, workflow, regime, run_dir)
@@ -94,11 +106,9 @@ def case_of(seed: int, row: str, workflow: str, regime: str, cell: dict[str, Any
     case.onsets["cliff"] = {"run": found.onset} if found else {}
     falls = {role: adherence_fall(rows, role) for role in shared_roles(rows)}
     case.outcomes["adherence"] = {r: f >= ADHERENCE_DROP - 1e-12 for r, f in falls.items() if f is not None}
-    case.onsets["adherence"] = {r: s for r in case.outcomes["adherence"]
-                                if (s := adherence_onset(rows, r)) is not None}
+    case.onsets["adherence"] = {r: s for r in case.outcomes["adherence"] if (s := adherence_onset(rows, r)) is not None}
     before, after = untrained.get("roles", {}), cell.get("roles", {})
-    case.outcomes["no gain"] = {r: after[r] - before[r] <= NO_GAIN for r in after
-                                if r in before and "/" not in r}
+    case.outcomes["no gain"] = {r: after[r] - before[r] <= NO_GAIN for r in after if r in before and "/" not in r}
     case.onsets["no gain"] = {}
     coincide = errors_coincide(after, duplicated_agents(rows, logged_roles(rows)))
     case.outcomes["errors coincide"] = {} if coincide is None else {"run": coincide}
@@ -127,8 +137,13 @@ def fired_units(alerts: list[Alert], kind: str, outcome: str) -> dict[str, int]:
     for alert in alerts:
         if alert.kind != kind:
             continue
-        unit = ("run" if outcome in RUN_OUTCOMES else
-                alert.subject.split(">", 1)[1] if kind == "dominant_role" else alert.subject)
+        unit = (
+            "run"
+            if outcome in RUN_OUTCOMES
+            else alert.subject.split(">", 1)[1]
+            if kind == "dominant_role"
+            else alert.subject
+        )
         out.setdefault(unit, alert.step)
     return out
 
@@ -164,16 +179,25 @@ class Score:
         return 2 * p * r / (p + r) if p + r else 0.0
 
 
-def score(kind: str, outcome: str, setting: tuple[str, ...], chosen: list[Case],
-          replayed: dict[tuple[Path, tuple[str, ...]], list[Alert]]) -> Score:
+def score(
+    kind: str,
+    outcome: str,
+    setting: tuple[str, ...],
+    chosen: list[Case],
+    replayed: dict[tuple[Path, tuple[str, ...]], list[Alert]],
+) -> Score:
     tp = fp = fn = tn = 0
     leads = []
     for case in chosen:
         fired = fired_units(replayed[(case.run_dir, setting)], kind, outcome)
         for unit, happened in case.outcomes[outcome].items():
             alerted = unit in fired
-            tp, fp, fn, tn = tp + (alerted and happened), fp + (alerted and not happened), \
-                fn + (happened and not alerted), tn + (not alerted and not happened)
+            tp, fp, fn, tn = (
+                tp + (alerted and happened),
+                fp + (alerted and not happened),
+                fn + (happened and not alerted),
+                tn + (not alerted and not happened),
+            )
             if alerted and happened and unit in case.onsets[outcome]:
                 leads.append(case.onsets[outcome][unit] - fired[unit])
     return Score(kind, outcome, setting, tp, fp, fn, tn, tuple(leads))
@@ -192,17 +216,25 @@ def evaluate(results: dict[str, Any], tune_seeds: set[int]) -> list[dict[str, An
     held = [c for c in all_cases if c.seed not in tune_seeds]
     tune = [c for c in all_cases if c.seed in tune_seeds]
     if not held or not tune:
-        raise ValueError(f"tune seeds {sorted(tune_seeds)} must leave some seeds of "
-                         f"{sorted({c.seed for c in all_cases})} on each side")
+        raise ValueError(
+            f"tune seeds {sorted(tune_seeds)} must leave some seeds of "
+            f"{sorted({c.seed for c in all_cases})} on each side"
+        )
     replayed = replay_all(all_cases)
     out = []
     for kind, outcome in SCORED:
         grid = GRIDS[kind]
         tuned = max(grid, key=lambda s: (score(kind, outcome, s, tune, replayed).f1, s == grid[0]))
-        out.append({"kind": kind, "predicts": outcome, "tuned": tuned,
-                    "default": score(kind, outcome, grid[0], held, replayed),
-                    "held_out_tuned": score(kind, outcome, tuned, held, replayed),
-                    "tune_fit": score(kind, outcome, tuned, tune, replayed)})
+        out.append(
+            {
+                "kind": kind,
+                "predicts": outcome,
+                "tuned": tuned,
+                "default": score(kind, outcome, grid[0], held, replayed),
+                "held_out_tuned": score(kind, outcome, tuned, held, replayed),
+                "tune_fit": score(kind, outcome, tuned, tune, replayed),
+            }
+        )
     return out
 
 
@@ -211,14 +243,18 @@ def _percent(value: float | None) -> str:
 
 
 def table(scored: list[dict[str, Any]]) -> str:
-    lines = ["| alert | predicts | thresholds | TP | FP | FN | TN | base rate | precision | recall | lead (steps) |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| alert | predicts | thresholds | TP | FP | FN | TN | base rate | precision | recall | lead (steps) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for entry in scored:
         for label, s in (("default", entry["default"]), ("tuned", entry["held_out_tuned"])):
-            lead = (f"{fmean(s.leads):+.1f} (min {min(s.leads)}, max {max(s.leads)})" if s.leads else "—")
+            lead = f"{fmean(s.leads):+.1f} (min {min(s.leads)}, max {max(s.leads)})" if s.leads else "—"
             setting = ", ".join(x.split(".", 1)[1] for x in s.setting)
-            lines.append(f"| {entry['kind']} ({label}) | {entry['predicts']} | {setting} | {s.tp} | {s.fp} | "
-                         f"{s.fn} | {s.tn} | {_percent(s.base_rate)} | {_percent(s.precision)} | {_percent(s.recall)} | {lead} |")
+            lines.append(
+                f"| {entry['kind']} ({label}) | {entry['predicts']} | {setting} | {s.tp} | {s.fp} | "
+                f"{s.fn} | {s.tn} | {_percent(s.base_rate)} | {_percent(s.precision)} | {_percent(s.recall)} | {lead} |"
+            )
     return "\n".join(lines)
 
 

@@ -32,10 +32,19 @@ from teamrl.config.run import config_to_dict
 from teamrl.study import real_budget
 from teamrl.study.rows import ROWS, Row, Study, named_model
 
-CODE_PACKAGES = ("teamrl.tasks", "teamrl.workflows", "teamrl.rollout", "teamrl.algorithms", "teamrl.setup",
-                 "teamrl.training", "teamrl.policies", "teamrl.config", "teamrl.demos", "teamrl.study")
-REPORT_ONLY = frozenset({"table.py", "flow_report.py", "alert_scores.py", "cells.py", "command.py",
-                          "scale_report.py"})
+CODE_PACKAGES = (
+    "teamrl.tasks",
+    "teamrl.workflows",
+    "teamrl.rollout",
+    "teamrl.algorithms",
+    "teamrl.setup",
+    "teamrl.training",
+    "teamrl.policies",
+    "teamrl.config",
+    "teamrl.demos",
+    "teamrl.study",
+)
+REPORT_ONLY = frozenset({"table.py", "flow_report.py", "alert_scores.py", "cells.py", "command.py", "scale_report.py"})
 """Study modules that write pages, list cells or parse the command line: no result depends on them."""
 
 
@@ -68,8 +77,9 @@ def cell_digest(config: RunConfig, protocol: dict[str, Any]) -> dict[str, str]:
     return {"config": config_digest(config, protocol), "code": code_digest()}
 
 
-def check_cells(target: Path, records: list[dict[str, Any]], now: dict[tuple[str, int], dict[str, str]],
-                log: Any = print) -> None:
+def check_cells(
+    target: Path, records: list[dict[str, Any]], now: dict[tuple[str, int], dict[str, str]], log: Any = print
+) -> None:
     """Refuse a folder any finished cell of which was made with another config or code than `now`'s.
 
     now: (row, seed) -> the digest this command makes for that cell (every finished cell's included)."""
@@ -89,10 +99,13 @@ def check_cells(target: Path, records: list[dict[str, Any]], now: dict[tuple[str
                 f"{target}: cell {key[0]} seed {key[1]} was made with another {what} ({what} digest "
                 f"{' / '.join(made.get(p, '?') for p in differing)}, now {' / '.join(now[key][p] for p in differing)}); "
                 f"its result cannot be mixed with this command's. Start a fresh folder (--out OTHER_DIR), or run "
-                f"the code and settings that made it (a worktree at the folder's commit keeps a long table on one code)")
+                f"the code and settings that made it (a worktree at the folder's commit keeps a long table on one code)"
+            )
     if unchecked:
-        log(f"{len(unchecked)} finished cell(s) have no digest (written before digests); kept unchecked: "
-            f"{', '.join(f'{r} seed {s}' for r, s in unchecked)}")
+        log(
+            f"{len(unchecked)} finished cell(s) have no digest (written before digests); kept unchecked: "
+            f"{', '.join(f'{r} seed {s}' for r, s in unchecked)}"
+        )
 
 
 def planned_seconds(study: Study) -> dict[str, float]:
@@ -101,8 +114,11 @@ def planned_seconds(study: Study) -> dict[str, float]:
     if b is None:
         return {}
     scales = {row.key: _model_of(row, study) for row in ROWS.values() if row.kind == "scale"}
-    planned = {**real_budget.main_table_seed_s(b), **real_budget.hetero_table_seed_s(b),
-               **real_budget.scale_table_seed_s(b, scales)}
+    planned = {
+        **real_budget.main_table_seed_s(b),
+        **real_budget.hetero_table_seed_s(b),
+        **real_budget.scale_table_seed_s(b, scales),
+    }
     return {key: seconds for key, seconds in planned.items() if key in study.rows}
 
 
@@ -137,8 +153,11 @@ def remaining(todo: list[tuple[str, int]], records: list[dict[str, Any]], planne
             total += seconds
             lines.append(f"  {row} seed {seed}: ~{duration(seconds)} ({source})")
     eta = f"ETA ~{duration(total)}" + (f" + {unknown} cell(s) not priced" if unknown else "")
-    head = f"{len(todo)} cell(s) to run, {len(records)} finished; {eta}" if todo else \
-        f"every cell finished ({len(records)})"
+    head = (
+        f"{len(todo)} cell(s) to run, {len(records)} finished; {eta}"
+        if todo
+        else f"every cell finished ({len(records)})"
+    )
     return [head, *lines]
 
 

@@ -21,9 +21,18 @@ QUICK_OVERRIDES = ("train.steps=6", "train.batch_size=8", "train.eval_every=3")
 table; its numbers are not the study's)."""
 
 
-def run_command(name: str, quick: bool, seeds: list[int] | None, rows: list[str] | None, out: str | None,
-                overrides: list[str], instances: int | None = None, verbose: bool = False, jobs: int = 1,
-                remaining_only: bool = False) -> Path:
+def run_command(
+    name: str,
+    quick: bool,
+    seeds: list[int] | None,
+    rows: list[str] | None,
+    out: str | None,
+    overrides: list[str],
+    instances: int | None = None,
+    verbose: bool = False,
+    jobs: int = 1,
+    remaining_only: bool = False,
+) -> Path:
     """Run the named study's rows over its seeds; returns the report page (OUT/index.html).
 
     A `policy.model=...` override replaces every model the study names (`Study.with_model`).
@@ -33,9 +42,12 @@ def run_command(name: str, quick: bool, seeds: list[int] | None, rows: list[str]
     """
     chosen = whole_study_model(study(name), overrides)
     chosen, protocol, quick_overrides = planned(chosen, quick)
-    protocol = replace(protocol, seeds=tuple(seeds) if seeds else protocol.seeds,
-                       validation_instances=instances or protocol.validation_instances,
-                       test_instances=instances or protocol.test_instances)
+    protocol = replace(
+        protocol,
+        seeds=tuple(seeds) if seeds else protocol.seeds,
+        validation_instances=instances or protocol.validation_instances,
+        test_instances=instances or protocol.test_instances,
+    )
     folder = Path(out) if out else Path("runs") / f"study-{name}{'-quick' if quick else ''}"
     all_overrides = [*quick_overrides, *overrides]
     if remaining_only:
@@ -64,13 +76,19 @@ def planned(chosen: Study, quick: bool) -> tuple[Study, Protocol, tuple[str, ...
         return (chosen, QUICK, QUICK_OVERRIDES) if quick else (chosen, FULL, ())
     if quick:
         if chosen.quick_budget is None:
-            raise ValueError(f"study {chosen.name!r} plans a full budget but no quick_budget for --quick; give it "
-                             "one (Study.quick_budget), or run without --quick")
+            raise ValueError(
+                f"study {chosen.name!r} plans a full budget but no quick_budget for --quick; give it "
+                "one (Study.quick_budget), or run without --quick"
+            )
         chosen = replace(chosen, budget=chosen.quick_budget)
     budget = chosen.budget
     assert budget is not None  # the full budget, or the quick one in its place
-    protocol = Protocol(seeds=tuple(range(budget.seeds)), validation_instances=budget.validation_instances,
-                        test_instances=budget.test_instances, test_samples=1)
+    protocol = Protocol(
+        seeds=tuple(range(budget.seeds)),
+        validation_instances=budget.validation_instances,
+        test_instances=budget.test_instances,
+        test_samples=1,
+    )
     return chosen, protocol, ()
 
 
@@ -85,16 +103,35 @@ def _report(chosen: Study, results: Path) -> Path:
     return page
 
 
-def _run_jobs(name: str, quick: bool, groups: list[list[int]], rows: list[str] | None, folder: Path,
-              overrides: list[str], instances: int | None) -> None:
+def _run_jobs(
+    name: str,
+    quick: bool,
+    groups: list[list[int]],
+    rows: list[str] | None,
+    folder: Path,
+    overrides: list[str],
+    instances: int | None,
+) -> None:
     """One `teamrl study` process per seed group, one torch thread each; logs in OUT/job-<seeds>.log."""
     folder.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "OMP_NUM_THREADS": "1"}  # one core per job: jobs x threads stays within the cores
     running = []
     for group in groups:
-        command = [sys.executable, "-m", "teamrl.cli", "study", name, *overrides, "--out", str(folder),
-                   "--seeds", *map(str, group), *(["--quick"] if quick else []),
-                   *(["--rows", *rows] if rows else []), *(["--instances", str(instances)] if instances else [])]
+        command = [
+            sys.executable,
+            "-m",
+            "teamrl.cli",
+            "study",
+            name,
+            *overrides,
+            "--out",
+            str(folder),
+            "--seeds",
+            *map(str, group),
+            *(["--quick"] if quick else []),
+            *(["--rows", *rows] if rows else []),
+            *(["--instances", str(instances)] if instances else []),
+        ]
         log = folder / f"job-{'-'.join(map(str, group))}.log"
         with open(log, "w") as handle:
             running.append((group, log, subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT, env=env)))
@@ -102,5 +139,7 @@ def _run_jobs(name: str, quick: bool, groups: list[list[int]], rows: list[str] |
     failed = [(group, log) for group, log, process in running if process.wait() != 0]
     if failed:
         tails = "\n".join(f"seeds {g}: {log}\n" + "\n".join(log.read_text().splitlines()[-5:]) for g, log in failed)
-        raise RuntimeError(f"{len(failed)} of {len(running)} study jobs failed (the rows they finished are kept in "
-                           f"{folder / 'results.json'}; run the command again to continue):\n{tails}")
+        raise RuntimeError(
+            f"{len(failed)} of {len(running)} study jobs failed (the rows they finished are kept in "
+            f"{folder / 'results.json'}; run the command again to continue):\n{tails}"
+        )

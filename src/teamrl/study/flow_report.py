@@ -27,8 +27,19 @@ from typing import Any
 from teamrl.report.plots import Line, Panel, save_figure
 from teamrl.report.runs import load_metrics
 from teamrl.study.protocol import Paired, paired, summarize
-from teamrl.study.run_outcomes import (ADHERENCE_DROP, CLIFF_DROP, JOB_TERMS, adherence_keys, cliff, duplicated_agents, logged_roles,
-                                       independent_offer, series_mean, start_end, training_series)
+from teamrl.study.run_outcomes import (
+    ADHERENCE_DROP,
+    CLIFF_DROP,
+    JOB_TERMS,
+    adherence_keys,
+    cliff,
+    duplicated_agents,
+    logged_roles,
+    independent_offer,
+    series_mean,
+    start_end,
+    training_series,
+)
 
 SEPARATE = ("per_role", "per_agent")
 """Regimes that give roles (or agents) policies of their own."""
@@ -72,8 +83,10 @@ def run_folder(cell: dict[str, Any], base: Path | None = None) -> Path:
         return recorded
     moved = base / "runs" / recorded.name
     if not moved.is_dir():
-        raise FileNotFoundError(f"run folder {recorded} is gone and {moved} does not exist: pass the study "
-                                "folder that holds runs/ (its metrics.jsonl files are read)")
+        raise FileNotFoundError(
+            f"run folder {recorded} is gone and {moved} does not exist: pass the study "
+            "folder that holds runs/ (its metrics.jsonl files are read)"
+        )
     return moved
 
 
@@ -86,21 +99,46 @@ def summarize_run(seed: int, cell: dict[str, Any], base: Path | None = None) -> 
     cos = [m for r in roles if (m := series_mean(rows, f"diag/role/{r}/dup_grad_cos")) is not None]
     diversity = [e for r in roles if (e := start_end(training_series(rows, f"diag/role/{r}/diversity")))]
     adherence = {r: e for r in roles if (e := start_end(training_series(rows, f"diag/role/{r}/format_ok")))}
-    job = {r: e for r in roles for key in adherence_keys(rows, r)[-1:] if not key.endswith("/format_ok")
-           if (e := start_end(training_series(rows, key)))}
-    return RunSummary(seed, cell["test_success"], cell.get("test_final"), max(v for _, v in curve), curve[-1][1],
-                      int(cell["best_step"]), cliff(curve) is not None, None if top is None else shares[top], top,
-                      fmean(cos) if cos else None,
-                      (fmean(d[0] for d in diversity), fmean(d[1] for d in diversity)) if diversity else None,
-                      adherence, job, curve,
-                      {f"{stat}/{r}": points for stat in SERIES for r in roles
-                       if (points := training_series(rows, f"diag/role/{r}/{stat}"))},
-                      dict(cell.get("roles", {})), duplicated_agents(rows, roles))
+    job = {
+        r: e
+        for r in roles
+        for key in adherence_keys(rows, r)[-1:]
+        if not key.endswith("/format_ok")
+        if (e := start_end(training_series(rows, key)))
+    }
+    return RunSummary(
+        seed,
+        cell["test_success"],
+        cell.get("test_final"),
+        max(v for _, v in curve),
+        curve[-1][1],
+        int(cell["best_step"]),
+        cliff(curve) is not None,
+        None if top is None else shares[top],
+        top,
+        fmean(cos) if cos else None,
+        (fmean(d[0] for d in diversity), fmean(d[1] for d in diversity)) if diversity else None,
+        adherence,
+        job,
+        curve,
+        {
+            f"{stat}/{r}": points
+            for stat in SERIES
+            for r in roles
+            if (points := training_series(rows, f"diag/role/{r}/{stat}"))
+        },
+        dict(cell.get("roles", {})),
+        duplicated_agents(rows, roles),
+    )
 
 
-def collect(results: dict[str, Any], base: Path | None = None) -> tuple[dict[tuple[str, str, str], list[RunSummary]],
-                                              dict[tuple[str, str], dict[int, float]],
-                                              dict[tuple[str, str], dict[int, dict[str, float]]]]:
+def collect(
+    results: dict[str, Any], base: Path | None = None
+) -> tuple[
+    dict[tuple[str, str, str], list[RunSummary]],
+    dict[tuple[str, str], dict[int, float]],
+    dict[tuple[str, str], dict[int, dict[str, float]]],
+]:
     """(row, workflow, cell) -> per-seed summaries of trained cells; (row, workflow) -> seed -> the untrained
     base's test success, and its per-role test accuracy. base: see `run_folder`."""
     trained: dict[tuple[str, str, str], list[RunSummary]] = defaultdict(list)
@@ -135,9 +173,11 @@ def _span(pairs: list[tuple[float, float] | None]) -> str:
 
 
 def matrix_table(trained: dict, untrained: dict, row: str) -> str:
-    lines = ["| workflow | cell | test (best ckpt) | test (last ckpt) | val peak → last | cliffs | best step | "
-             "top role share | dup grad cos | diversity | format adherence | job accuracy |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| workflow | cell | test (best ckpt) | test (last ckpt) | val peak → last | cliffs | best step | "
+        "top role share | dup grad cos | diversity | format adherence | job accuracy |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for (r, workflow), seeds in untrained.items():
         if r != row:
             continue
@@ -149,14 +189,17 @@ def matrix_table(trained: dict, untrained: dict, row: str) -> str:
             tops = {x.top_role for x in runs if x.top_role}
             roles = sorted({role for x in runs for role in x.adherence})
             adherence = "; ".join(f"{role} {_span([x.adherence.get(role) for x in runs])}" for role in roles)
-            job = "; ".join(f"{role} {_span([x.job.get(role) for x in runs])}"
-                            for role in sorted({role for x in runs for role in x.job}))
+            job = "; ".join(
+                f"{role} {_span([x.job.get(role) for x in runs])}"
+                for role in sorted({role for x in runs for role in x.job})
+            )
             lines.append(
                 f"| {workflow} | {name} | {_pct([x.test for x in runs])} | {_pct(finals) if finals else '—'} | "
                 f"{fmean(x.peak for x in runs):.0%} → {fmean(x.final for x in runs):.0%} | "
                 f"{sum(x.cliff for x in runs)}/{len(runs)} | {fmean(x.best_step for x in runs):.0f} | "
                 f"{_mean_or_dash([x.top_share for x in runs], '{:.0%}')}{' (' + '/'.join(sorted(tops)) + ')' if tops else ''} | "
-                f"{_mean_or_dash([x.dup_cos for x in runs])} | {_span([x.diversity for x in runs])} | {adherence or '—'} | {job or '—'} |")
+                f"{_mean_or_dash([x.dup_cos for x in runs])} | {_span([x.diversity for x in runs])} | {adherence or '—'} | {job or '—'} |"
+            )
     return "\n".join(lines)
 
 
@@ -167,8 +210,13 @@ def _paired_text(result: Paired) -> str:
 
 
 def _by(trained: dict, row: str, name: str, attr: str) -> dict[tuple[str, int], float]:
-    return {(w, x.seed): getattr(x, attr) for (r, w, n), runs in trained.items() if r == row and n == name
-            for x in runs if getattr(x, attr) is not None}
+    return {
+        (w, x.seed): getattr(x, attr)
+        for (r, w, n), runs in trained.items()
+        if r == row and n == name
+        for x in runs
+        if getattr(x, attr) is not None
+    }
 
 
 def _separate(trained: dict, row: str, attr: str) -> dict[tuple[str, int], float]:
@@ -186,50 +234,66 @@ def findings(trained: dict, row: str, untrained_roles: dict | None = None) -> li
     shared_test, separate_test = _by(trained, row, "shared", "test"), _separate(trained, row, "test")
     shared_peak, separate_peak = _by(trained, row, "shared", "peak"), _separate(trained, row, "peak")
     if set(shared_test) & set(separate_test):
-        out.append("- **Separate policies peak higher than a shared one** (best checkpoint on test, separate − "
-                   f"shared, pooled over workflows and seeds): {_paired_text(paired(separate_test, shared_test))}; "
-                   f"validation peak: {_paired_text(paired(separate_peak, shared_peak))}.")
-    runs = {n: [x for (r, _, n2), xs in trained.items() if r == row and n2 == n for x in xs]
-            for n in ("shared", *SEPARATE)}
+        out.append(
+            "- **Separate policies peak higher than a shared one** (best checkpoint on test, separate − "
+            f"shared, pooled over workflows and seeds): {_paired_text(paired(separate_test, shared_test))}; "
+            f"validation peak: {_paired_text(paired(separate_peak, shared_peak))}."
+        )
+    runs = {
+        n: [x for (r, _, n2), xs in trained.items() if r == row and n2 == n for x in xs] for n in ("shared", *SEPARATE)
+    }
     sep = runs["per_role"] + runs["per_agent"]
     if runs["shared"] and sep:
         drop = {k: fmean(x.peak - x.final for x in v) for k, v in (("shared", runs["shared"]), ("separate", sep))}
         evaluations = min(len(x.curve) for x in runs["shared"] + sep)
         if evaluations < 3:  # a cliff is a fall after a peak: the first and last evaluations cannot show one
-            out.append(f"- **Separate policies fall off late cliffs, shared ones are stable**: not measurable "
-                       f"({evaluations} validation evaluations a run).")
+            out.append(
+                f"- **Separate policies fall off late cliffs, shared ones are stable**: not measurable "
+                f"({evaluations} validation evaluations a run)."
+            )
         else:
-            out.append(f"- **Separate policies fall off late cliffs, shared ones are stable**: cliffs (validation ends "
-                       f"≥ {CLIFF_DROP:.0%} below its peak) in {sum(x.cliff for x in sep)} of {len(sep)} separate-policy "
-                       f"runs and {sum(x.cliff for x in runs['shared'])} of {len(runs['shared'])} shared runs; mean drop "
-                       f"from peak to last evaluation {drop['separate']:.1%} vs {drop['shared']:.1%}.")
+            out.append(
+                f"- **Separate policies fall off late cliffs, shared ones are stable**: cliffs (validation ends "
+                f"≥ {CLIFF_DROP:.0%} below its peak) in {sum(x.cliff for x in sep)} of {len(sep)} separate-policy "
+                f"runs and {sum(x.cliff for x in runs['shared'])} of {len(runs['shared'])} shared runs; mean drop "
+                f"from peak to last evaluation {drop['separate']:.1%} vs {drop['shared']:.1%}."
+            )
         for label, attr in (("format adherence", "adherence"), ("job accuracy", "job")):
-            falls = {k: [a[0] - a[1] for x in v for a in getattr(x, attr).values()] for k, v in
-                     (("shared", runs["shared"]), ("separate", sep))}
+            falls = {
+                k: [a[0] - a[1] for x in v for a in getattr(x, attr).values()]
+                for k, v in (("shared", runs["shared"]), ("separate", sep))
+            }
             if falls["shared"] and falls["separate"]:
-                out.append(f"- **Shared policies quietly lose role adherence** ({label}, first steps → last, per "
-                           f"role and run): mean fall {fmean(falls['shared']):+.2f} on shared policies vs "
-                           f"{fmean(falls['separate']):+.2f} on separate ones (negative: it rose); fell by "
-                           f"{ADHERENCE_DROP:.2f} or more in {sum(f >= ADHERENCE_DROP for f in falls['shared'])} of "
-                           f"{len(falls['shared'])} (shared) vs {sum(f >= ADHERENCE_DROP for f in falls['separate'])} "
-                           f"of {len(falls['separate'])} (separate).")
+                out.append(
+                    f"- **Shared policies quietly lose role adherence** ({label}, first steps → last, per "
+                    f"role and run): mean fall {fmean(falls['shared']):+.2f} on shared policies vs "
+                    f"{fmean(falls['separate']):+.2f} on separate ones (negative: it rose); fell by "
+                    f"{ADHERENCE_DROP:.2f} or more in {sum(f >= ADHERENCE_DROP for f in falls['shared'])} of "
+                    f"{len(falls['shared'])} (shared) vs {sum(f >= ADHERENCE_DROP for f in falls['separate'])} "
+                    f"of {len(falls['separate'])} (separate)."
+                )
     dup = [x for (r, w, n), xs in trained.items() if r == row and n == "shared" for x in xs if x.dup_cos is not None]
-    alone = [x for (r, w, n), xs in trained.items() if r == row and n == "per_agent" for x in xs
-             if x.diversity is not None]
+    alone = [
+        x for (r, w, n), xs in trained.items() if r == row and n == "per_agent" for x in xs if x.diversity is not None
+    ]
     if dup:
         fall = [x.diversity[0] - x.diversity[1] for x in dup if x.diversity]
         alone_fall = [x.diversity[0] - x.diversity[1] for x in alone]
-        out.append(f"- **Duplicated roles amplify each other** (voting's generators, debate's debaters on one "
-                   f"policy): mean gradient cosine between duplicated agents {fmean(x.dup_cos for x in dup):.2f}; "
-                   f"their output diversity fell by {fmean(fall):+.2f} on a shared policy"
-                   + (f" and by {fmean(alone_fall):+.2f} with a policy per agent." if alone_fall else "."))
+        out.append(
+            f"- **Duplicated roles amplify each other** (voting's generators, debate's debaters on one "
+            f"policy): mean gradient cosine between duplicated agents {fmean(x.dup_cos for x in dup):.2f}; "
+            f"their output diversity fell by {fmean(fall):+.2f} on a shared policy"
+            + (f" and by {fmean(alone_fall):+.2f} with a policy per agent." if alone_fall else ".")
+        )
     out += agreement(trained, row, untrained_roles)
     tops = [x for x in runs["shared"] if x.top_share is not None]
     if tops:
-        out.append(f"- **One role dominates a shared policy**: the largest role's gradient share averaged "
-                   f"{fmean(x.top_share for x in tops):.0%} over the shared runs; at least 60% (the alert's "
-                   f"default) in {sum(x.top_share >= 0.6 for x in tops)} of {len(tops)} runs "
-                   f"(roles: {', '.join(sorted({x.top_role for x in tops}))}).")
+        out.append(
+            f"- **One role dominates a shared policy**: the largest role's gradient share averaged "
+            f"{fmean(x.top_share for x in tops):.0%} over the shared runs; at least 60% (the alert's "
+            f"default) in {sum(x.top_share >= 0.6 for x in tops)} of {len(tops)} runs "
+            f"(roles: {', '.join(sorted({x.top_role for x in tops}))})."
+        )
     return out
 
 
@@ -244,28 +308,38 @@ def agreement(trained: dict, row: str, untrained_roles: dict | None = None) -> l
     for workflow in workflows:
         cells = {n: runs for (r, w, n), runs in trained.items() if (r, w) == (row, workflow)}
         counts = {role: n for runs in cells.values() for x in runs for role, n in x.agents.items()}
-        pickers = {k.split("/")[0] for runs in cells.values() for x in runs for k in x.test_roles if k.endswith("/offered")}
+        pickers = {
+            k.split("/")[0] for runs in cells.values() for x in runs for k in x.test_roles if k.endswith("/offered")
+        }
         if not counts or len(pickers) != 1:
             continue
         (answerer, n), picker = next(iter(counts.items())), pickers.pop()
         by_cell = {"untrained": list((untrained_roles or {}).get((row, workflow), {}).values())}
         by_cell |= {name: [x.test_roles for x in runs] for name, runs in cells.items()}
         for name, role_maps in by_cell.items():
-            triples = [(m[answerer], m[f"{picker}/offered"], independent_offer(m[answerer], n)) for m in role_maps
-                       if answerer in m and f"{picker}/offered" in m]
+            triples = [
+                (m[answerer], m[f"{picker}/offered"], independent_offer(m[answerer], n))
+                for m in role_maps
+                if answerer in m and f"{picker}/offered" in m
+            ]
             if triples:
                 p, offered, independent = (fmean(t[i] for t in triples) for i in range(3))
-                out.append(f"  - {workflow} {name}: {answerer} accuracy {p:.0%}; a right answer among the {n} "
-                           f"offered in {offered:.0%} of test episodes, where independent {answerer}s would offer "
-                           f"{independent:.0%}")
+                out.append(
+                    f"  - {workflow} {name}: {answerer} accuracy {p:.0%}; a right answer among the {n} "
+                    f"offered in {offered:.0%} of test episodes, where independent {answerer}s would offer "
+                    f"{independent:.0%}"
+                )
     if out:
         out.insert(0, "- **Do duplicated answerers fail together?** (test episodes, mean over seeds)")
     return out
 
 
 def mitigation_table(trained: dict, row: str) -> str:
-    lines = ["| workflow | mitigation | test (best) − shared | test (last) − shared | cliffs with / without | "
-             "top share with / without | diversity fall with / without |", "|---|---|---|---|---|---|---|"]
+    lines = [
+        "| workflow | mitigation | test (best) − shared | test (last) − shared | cliffs with / without | "
+        "top share with / without | diversity fall with / without |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for (r, workflow, name), runs in trained.items():
         if r != row or "+" not in name:
             continue
@@ -274,8 +348,10 @@ def mitigation_table(trained: dict, row: str) -> str:
         if not mine:
             continue
         best = paired({s: x.test for s, x in mine.items()}, {s: base[s].test for s in mine})
-        last_pairs = {s: x.test_final for s, x in mine.items() if x.test_final is not None and base[s].test_final is not None}
-        last = (_paired_text(paired(last_pairs, {s: base[s].test_final for s in last_pairs})) if last_pairs else "—")
+        last_pairs = {
+            s: x.test_final for s, x in mine.items() if x.test_final is not None and base[s].test_final is not None
+        }
+        last = _paired_text(paired(last_pairs, {s: base[s].test_final for s in last_pairs})) if last_pairs else "—"
 
         def fall(x: RunSummary) -> float | None:
             return None if x.diversity is None else x.diversity[0] - x.diversity[1]
@@ -285,7 +361,8 @@ def mitigation_table(trained: dict, row: str) -> str:
             f"{sum(x.cliff for x in mine.values())} / {sum(base[s].cliff for s in mine)} | "
             f"{_mean_or_dash([x.top_share for x in mine.values()], '{:.0%}')} / "
             f"{_mean_or_dash([base[s].top_share for s in mine], '{:.0%}')} | "
-            f"{_mean_or_dash([fall(x) for x in mine.values()])} / {_mean_or_dash([fall(base[s]) for s in mine])} |")
+            f"{_mean_or_dash([fall(x) for x in mine.values()])} / {_mean_or_dash([fall(base[s]) for s in mine])} |"
+        )
     return "\n".join(lines) if len(lines) > 2 else ""
 
 
@@ -300,8 +377,9 @@ def curve_panels(trained: dict, row: str) -> list[Panel]:
             for step, value in x.curve:
                 by_step[step].append(value)
         points = [(s, fmean(v)) for s, v in sorted(by_step.items())]
-        panels.setdefault(workflow, Panel(f"{workflow} ({row})", "validation success", fraction=True)
-                          ).lines.append(Line(f"{name} ({len(runs)} seeds)", points))
+        panels.setdefault(workflow, Panel(f"{workflow} ({row})", "validation success", fraction=True)).lines.append(
+            Line(f"{name} ({len(runs)} seeds)", points)
+        )
     return list(panels.values())
 
 
@@ -342,8 +420,16 @@ def report(results: dict[str, Any], plots: Path | None = None) -> str:
     rows = sorted({r for r, _, _ in trained})
     parts = []
     for row in rows:
-        parts += [f"## Row `{row}`", "", matrix_table(trained, untrained, row), "", "Findings:", "",
-                  *findings(trained, row, untrained_roles), ""]
+        parts += [
+            f"## Row `{row}`",
+            "",
+            matrix_table(trained, untrained, row),
+            "",
+            "Findings:",
+            "",
+            *findings(trained, row, untrained_roles),
+            "",
+        ]
         mitigations = mitigation_table(trained, row)
         if mitigations:
             parts += ["Mitigations (paired over seeds against the same row's shared cell):", "", mitigations, ""]
@@ -369,8 +455,10 @@ def write(results_file: Path, tune_seeds: int = 1) -> Path:
     seeds = sorted({r["seed"] for r in results["results"] if "cells" in r})
     if len(seeds) > tune_seeds:
         tuned = set(seeds[:tune_seeds])
-        text += (f"\n## Alerts as detectors (thresholds tuned on seed(s) {sorted(tuned)}, scored on "
-                 f"{seeds[tune_seeds:]})\n\n{alert_scores.table(alert_scores.evaluate(results, tuned))}\n")
+        text += (
+            f"\n## Alerts as detectors (thresholds tuned on seed(s) {sorted(tuned)}, scored on "
+            f"{seeds[tune_seeds:]})\n\n{alert_scores.table(alert_scores.evaluate(results, tuned))}\n"
+        )
     path = results_file.parent / "flows.md"
     path.write_text(text + "\n")
     return path

@@ -59,16 +59,22 @@ MITIGATIONS: dict[str, tuple[tuple[str, tuple[str, ...]], ...]] = {
     # (cell, overrides) added to the shared cell of each workflow in MITIGATED rows: the mitigation of the
     # failure mode that workflow can show (a dominant role among several roles on one policy; duplicated
     # agents that amplify each other) and a KL anchor against a cliff.
-    "voting": (("shared+role_balanced", ("regime=shared", "algorithm.role_balanced=true")),
-               ("shared+damping", ("regime=shared", "algorithm.coherence_damping=0.3")),
-               ("shared+kl", ("regime=shared", "algorithm.kl_coef=0.05"))),
+    "voting": (
+        ("shared+role_balanced", ("regime=shared", "algorithm.role_balanced=true")),
+        ("shared+damping", ("regime=shared", "algorithm.coherence_damping=0.3")),
+        ("shared+kl", ("regime=shared", "algorithm.kl_coef=0.05")),
+    ),
     "evaluator_optimizer": (("shared+role_balanced", ("regime=shared", "algorithm.role_balanced=true")),),
-    "orchestrator_workers": (("shared+role_balanced", ("regime=shared", "algorithm.role_balanced=true")),
-                             ("shared+kl", ("regime=shared", "algorithm.kl_coef=0.05"))),
+    "orchestrator_workers": (
+        ("shared+role_balanced", ("regime=shared", "algorithm.role_balanced=true")),
+        ("shared+kl", ("regime=shared", "algorithm.kl_coef=0.05")),
+    ),
     # The control of debate's damping cell: damping scaled the debaters' gradient by 0.988 on average
     # (seeds 0-2 at 7feebb1), so this is the shared cell with its step made that much smaller.
-    "debate": (("shared+damping", ("regime=shared", "algorithm.coherence_damping=0.3")),
-               ("shared+lr_matched", ("regime=shared", "policy.lr=9.88e-4"))),
+    "debate": (
+        ("shared+damping", ("regime=shared", "algorithm.coherence_damping=0.3")),
+        ("shared+lr_matched", ("regime=shared", "policy.lr=9.88e-4")),
+    ),
 }
 MITIGATED = ("flows_hot",)
 """The rows whose matrix adds the MITIGATIONS cells (where failures are likeliest: the higher lr)."""
@@ -114,13 +120,19 @@ def workflow_base(seed_run: "SeedRun", row: "Row", workflow: str, reuse_team: bo
     config = seed_run.config(row, (f"workflow.name={workflow}",))
     if config.policy.model != "tiny-default":
         return config.policy.model
-    recipe = WarmupRecipe.for_task(config.task, config.workflow.max_turns, workflow,
-                                   steps=config.policy.warmup_sft_steps, seed=seed_run.protocol.warmup_seed(seed_run.seed))
+    recipe = WarmupRecipe.for_task(
+        config.task,
+        config.workflow.max_turns,
+        workflow,
+        steps=config.policy.warmup_sft_steps,
+        seed=seed_run.protocol.warmup_seed(seed_run.seed),
+    )
     return str(warm_up(recipe, verbose=seed_run.verbose))
 
 
-def test_cell(seed_run: "SeedRun", row: "Row", extra: tuple[str, ...], model_path: str,
-              checkpoint: Path | None) -> dict[str, Any]:
+def test_cell(
+    seed_run: "SeedRun", row: "Row", extra: tuple[str, ...], model_path: str, checkpoint: Path | None
+) -> dict[str, Any]:
     """Test success and per-role accuracy of a base (checkpoint None) or a trained checkpoint."""
     config = seed_run.config(row, extra, split="test")
     workflow = build_workflow(config)
@@ -128,13 +140,18 @@ def test_cell(seed_run: "SeedRun", row: "Row", extra: tuple[str, ...], model_pat
     sampling = agent_sampling(config.rollout, workflow.agents, "eval")
     episodes = []
     for sample in range(seed_run.protocol.test_samples):
-        episodes += evaluate(workflow, policies, mapping, seed_run.protocol.test_instances,
-                             seed=(10_000 + seed_run.seed) * 1000 + sample, sampling=sampling)[1]
+        episodes += evaluate(
+            workflow,
+            policies,
+            mapping,
+            seed_run.protocol.test_instances,
+            seed=(10_000 + seed_run.seed) * 1000 + sample,
+            sampling=sampling,
+        )[1]
     return {"test_success": mean(float(e.success) for e in episodes), "roles": role_accuracy(workflow, episodes)}
 
 
-def train_cell(seed_run: "SeedRun", row: "Row", extra: tuple[str, ...], model_path: str, name: str
-               ) -> dict[str, Any]:
+def train_cell(seed_run: "SeedRun", row: "Row", extra: tuple[str, ...], model_path: str, name: str) -> dict[str, Any]:
     """One training run from `model_path`; its best checkpoint (validation) scored on the test split."""
     config = seed_run.config(row, extra, name=name)
     stale = Path(config.output_dir) / config.run_name
@@ -144,12 +161,20 @@ def train_cell(seed_run: "SeedRun", row: "Row", extra: tuple[str, ...], model_pa
     summary = json.loads((run_dir / "summary.json").read_text())
     best = test_cell(seed_run, row, extra, model_path, run_dir / "checkpoints" / "best")
     # The best step is the last one: `best` is `final` (the same weights, scored with the same seed).
-    final = best if summary["best_step"] == summary["steps"] else test_cell(
-        seed_run, row, extra, model_path, run_dir / "checkpoints" / "final")
+    final = (
+        best
+        if summary["best_step"] == summary["steps"]
+        else test_cell(seed_run, row, extra, model_path, run_dir / "checkpoints" / "final")
+    )
     return best | {
-        "test_final": final["test_success"], "roles_final": final["roles"],
-        "validation_initial": summary["initial_success"], "validation_best": summary["best_success"],
-        "best_step": summary["best_step"], "curve": curve(run_dir), "run_dir": str(run_dir)}
+        "test_final": final["test_success"],
+        "roles_final": final["roles"],
+        "validation_initial": summary["initial_success"],
+        "validation_best": summary["best_success"],
+        "best_step": summary["best_step"],
+        "curve": curve(run_dir),
+        "run_dir": str(run_dir),
+    }
 
 
 def produce(seed_run: "SeedRun", row: "Row") -> dict[str, Any]:
@@ -164,10 +189,17 @@ def produce(seed_run: "SeedRun", row: "Row") -> dict[str, Any]:
         if row.key in MITIGATED:
             regimes += list(MITIGATIONS.get(name, ()))
         for cell, overrides in regimes:
-            cells[name][cell] = train_cell(seed_run, row, (*extra, *overrides), model_path,
-                                           f"{row.key}-{name}-{cell.replace('+', '-')}-s{seed_run.seed}")
-            seed_run.log(f"seed {seed_run.seed} {row.key} {name} {cell}: test {cells[name][cell]['test_success']:.1%} "
-                         f"(untrained {cells[name]['untrained']['test_success']:.1%})")
+            cells[name][cell] = train_cell(
+                seed_run,
+                row,
+                (*extra, *overrides),
+                model_path,
+                f"{row.key}-{name}-{cell.replace('+', '-')}-s{seed_run.seed}",
+            )
+            seed_run.log(
+                f"seed {seed_run.seed} {row.key} {name} {cell}: test {cells[name][cell]['test_success']:.1%} "
+                f"(untrained {cells[name]['untrained']['test_success']:.1%})"
+            )
     return {"test_success": cells[HEADLINE[0]][HEADLINE[1]]["test_success"], "cells": cells}
 
 

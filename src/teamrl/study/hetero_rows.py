@@ -58,12 +58,21 @@ def oracle_for(task: str, workflow: Workflow) -> Oracle:
     try:
         return strong_team(task, workflow)
     except ValueError as err:
-        raise ConfigError(f"the hetero rows measure each base's per-role accuracy against a correct scripted "
-                          f"team: {err}") from None
+        raise ConfigError(
+            f"the hetero rows measure each base's per-role accuracy against a correct scripted team: {err}"
+        ) from None
 
 
-def role_accuracy(workflow: Workflow, policy: Policy, agent: str, oracle: Oracle, instances: int,
-                  params: SamplingParams, samples: int, seed: int) -> float:
+def role_accuracy(
+    workflow: Workflow,
+    policy: Policy,
+    agent: str,
+    oracle: Oracle,
+    instances: int,
+    params: SamplingParams,
+    samples: int,
+    seed: int,
+) -> float:
     """The share of `policy`'s sampled answers as `agent` whose team term is 1, on the first `instances`
     held-out instances, every agent before it answering as `oracle` does (one-turn sequential teams)."""
     names = [a.name for a in workflow.agents]
@@ -71,17 +80,23 @@ def role_accuracy(workflow: Workflow, policy: Policy, agent: str, oracle: Oracle
         raise ValueError(f"agent {agent!r} is not in the workflow ({', '.join(names)})")
     rng, generator = random.Random(seed), torch.Generator().manual_seed(seed)
     states = [workflow.new_state("heldout", i) for i in range(instances)]
-    for before in names[:names.index(agent)]:
+    for before in names[: names.index(agent)]:
         for state in states:
             workflow.apply(before, state, oracle(before, state, rng))
     prompts = [policy.encode_prompt(workflow.render(agent, state)) for state in states]
     drawn = sample(policy, prompts, samples, params, generator)
-    return float(mean(workflow.apply(agent, copy.deepcopy(state), g.text).team == 1.0
-                      for state, group in zip(states, drawn) for g in group))  # mean of bools may be an int
+    return float(
+        mean(
+            workflow.apply(agent, copy.deepcopy(state), g.text).team == 1.0
+            for state, group in zip(states, drawn)
+            for g in group
+        )
+    )  # mean of bools may be an int
 
 
-def base_strengths(config: RunConfig, bases: dict[str, str], instances: int, seed: int,
-                   stops: dict[str, tuple[str, ...]] | None = None) -> dict[str, dict[str, float]]:
+def base_strengths(
+    config: RunConfig, bases: dict[str, str], instances: int, seed: int, stops: dict[str, tuple[str, ...]] | None = None
+) -> dict[str, dict[str, float]]:
     """base name -> agent -> accuracy (`role_accuracy` at the config's evaluation sampling, with the base's
     `stops` added to each role's stop strings)."""
     workflow = build_workflow(config)
@@ -92,15 +107,29 @@ def base_strengths(config: RunConfig, bases: dict[str, str], instances: int, see
         # A named checkpoint (real_hetero_calc's bases) is converted once and loaded from its folder; the
         # chat template and system prompt are the config's, as in the training runs the strengths choose for.
         p = config.policy
-        policy = load_policy(name, resolve_model_source(path), p.dtype, p.device, p.chat_template,
-                             system_prompt=p.system_prompt, cpu_linear=p.cpu_linear)
+        policy = load_policy(
+            name,
+            resolve_model_source(path),
+            p.dtype,
+            p.device,
+            p.chat_template,
+            system_prompt=p.system_prompt,
+            cpu_linear=p.cpu_linear,
+        )
         extra = (stops or {}).get(name, ())
         strengths[name] = {
-            a.name: role_accuracy(workflow, policy, a.name, oracle, instances,
-                                  dataclasses.replace(params[a.name],
-                                                      stop_strings=(*params[a.name].stop_strings, *extra)),
-                                  STRENGTH_SAMPLES, seed)
-            for a in workflow.agents}
+            a.name: role_accuracy(
+                workflow,
+                policy,
+                a.name,
+                oracle,
+                instances,
+                dataclasses.replace(params[a.name], stop_strings=(*params[a.name].stop_strings, *extra)),
+                STRENGTH_SAMPLES,
+                seed,
+            )
+            for a in workflow.agents
+        }
     return strengths
 
 
@@ -130,14 +159,18 @@ def base_stops(paths: dict[str, str], named: set[str]) -> dict[str, tuple[str, .
     return stops
 
 
-def bases_overrides(assignment: dict[str, str], paths: dict[str, str],
-                    stops: dict[str, tuple[str, ...]] | None = None) -> tuple[str, ...]:
+def bases_overrides(
+    assignment: dict[str, str], paths: dict[str, str], stops: dict[str, tuple[str, ...]] | None = None
+) -> tuple[str, ...]:
     """Config overrides giving each role its own policy (named after the role) on its base's folder, and the
     stop strings of its base (`base_stops`) where it has any."""
     policies = ", ".join(f"{role}: {{model: {paths[base]}}}" for role, base in assignment.items())
     roles = ", ".join(f"{role}: {role}" for role in assignment)
-    stop_overrides = tuple(f"rollout.by_role.{role}.stop={json.dumps(list(stops[base]))}"
-                           for role, base in assignment.items() if stops and stops.get(base))
+    stop_overrides = tuple(
+        f"rollout.by_role.{role}.stop={json.dumps(list(stops[base]))}"
+        for role, base in assignment.items()
+        if stops and stops.get(base)
+    )
     return (f"policies={{{policies}}}", f"roles={{{roles}}}", *stop_overrides)
 
 
@@ -156,20 +189,19 @@ class HeteroBases:
             b_path = run.study.base_b or self._warm_variant(run, config)
             self.paths = {"A": run.model_path, "B": b_path}
             self.stops = base_stops(self.paths, {"A", "B"} if run.study.base_b else set())
-            self.strengths = base_strengths(config, self.paths, run.protocol.validation_instances, run.seed,
-                                            self.stops)
+            self.strengths = base_strengths(config, self.paths, run.protocol.validation_instances, run.seed, self.stops)
             seconds = time.time() - started
             run.log(f"seed {run.seed}: per-role accuracy {self.strengths} ({seconds:.0f} s with B's warm-up)")
             return seconds
         return 0.0
 
-
     @staticmethod
     def _warm_variant(run: "SeedRun", config: RunConfig) -> str:
         """The seed's warmed-up Qwen2 variant (a study naming no base B; a named base B needs none)."""
         steps = max(1, round(B_STEPS_PER_A_STEP * config.policy.warmup_sft_steps))
-        recipe = VariantRecipe.for_task(config.task, config.workflow.max_turns, steps=steps,
-                                        seed=run.protocol.warmup_seed(run.seed))
+        recipe = VariantRecipe.for_task(
+            config.task, config.workflow.max_turns, steps=steps, seed=run.protocol.warmup_seed(run.seed)
+        )
         run.log(f"seed {run.seed}: base B (Qwen2 variant) with warm-up seed {recipe.seed}")
         return str(warm_up_variant(recipe, verbose=run.verbose))
 
@@ -190,5 +222,9 @@ def produce(seed_run: "SeedRun", row: "Row") -> dict[str, Any]:
     else:
         raise ConfigError(f"row {row.key!r} of kind bases: only hetero and homo_b are defined")
     result = seed_run._train(row, bases_overrides(assignment, bases.paths, bases.stops))
-    return result | {"assignment": assignment, "strengths": bases.strengths, "base_b": bases.paths["B"],
-                     "bases_seconds": spent}
+    return result | {
+        "assignment": assignment,
+        "strengths": bases.strengths,
+        "base_b": bases.paths["B"],
+        "bases_seconds": spent,
+    }

@@ -57,11 +57,16 @@ class Budget:
 
     def overrides(self) -> tuple[str, ...]:
         """The config overrides this budget sets (the protocol's split sizes and seeds are set apart)."""
-        return (f"train.steps={self.steps}", f"train.batch_size={self.batch_size}", f"algorithm.k={self.k}",
-                f"rollout.max_new_tokens={self.max_new_tokens}", f"train.eval_every={self.eval_every}",
-                f"policy.lora={{r: {self.lora_rank}, alpha: {2 * self.lora_rank}, "
-                f"target_modules: [q_proj, k_proj, v_proj, o_proj]}}",
-                f"policy.warmup_sft_steps={self.tiny_warmup_steps}")
+        return (
+            f"train.steps={self.steps}",
+            f"train.batch_size={self.batch_size}",
+            f"algorithm.k={self.k}",
+            f"rollout.max_new_tokens={self.max_new_tokens}",
+            f"train.eval_every={self.eval_every}",
+            f"policy.lora={{r: {self.lora_rank}, alpha: {2 * self.lora_rank}, "
+            f"target_modules: [q_proj, k_proj, v_proj, o_proj]}}",
+            f"policy.warmup_sft_steps={self.tiny_warmup_steps}",
+        )
 
     def evaluations(self) -> int:
         """Held-out evaluations of one training run: the first, one every `eval_every` steps before the
@@ -88,10 +93,16 @@ class Budget:
 
 def main_table_seed_s(b: Budget) -> dict[str, float]:
     """Seconds of each row of the real Split-Calc table for one seed (the single agent has one turn)."""
-    return {"single": b.base_rates_s(turns=1), "single_grpo": b.train_s(turns=1), "team": b.base_rates_s(),
-            "shared": b.train_s(), "per_role": b.train_s(), "swapped": b.test_s(),
-            "alone": 2 * (b.train_s() - b.test_s()) + b.test_s(),  # one run per role, one test together
-            "trajectory": b.train_s()}
+    return {
+        "single": b.base_rates_s(turns=1),
+        "single_grpo": b.train_s(turns=1),
+        "team": b.base_rates_s(),
+        "shared": b.train_s(),
+        "per_role": b.train_s(),
+        "swapped": b.test_s(),
+        "alone": 2 * (b.train_s() - b.test_s()) + b.test_s(),  # one run per role, one test together
+        "trajectory": b.train_s(),
+    }
 
 
 STRENGTH_EPISODES_PER_INSTANCE = 4 * 2
@@ -104,10 +115,14 @@ def hetero_table_seed_s(b: Budget) -> dict[str, float]:
     The mixed pair costs the mean of the two models; the first `bases` row also measures both bases'
     per-role strengths (one-turn answers, so half an episode each)."""
     gemma = MODEL_COST["gemma-3-270m"]
-    strengths = sum(LOAD_S + c * b.validation_instances * STRENGTH_EPISODES_PER_INSTANCE * EVAL_EPISODE_S / 2
-                    for c in (1.0, gemma))
-    return {"per_role": b.train_s(), "hetero": strengths + b.train_s(cost=(1.0 + gemma) / 2),
-            "homo_b": b.train_s(cost=gemma)}
+    strengths = sum(
+        LOAD_S + c * b.validation_instances * STRENGTH_EPISODES_PER_INSTANCE * EVAL_EPISODE_S / 2 for c in (1.0, gemma)
+    )
+    return {
+        "per_role": b.train_s(),
+        "hetero": strengths + b.train_s(cost=(1.0 + gemma) / 2),
+        "homo_b": b.train_s(cost=gemma),
+    }
 
 
 SCALE_WORKFLOW_TURNS = {"voting": 4, "evaluator_optimizer": 2}

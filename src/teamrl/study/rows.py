@@ -50,38 +50,61 @@ class Row:
             raise ValueError(f"row {self.key!r}: kind must be one of {', '.join(KINDS)}, got {self.kind!r}")
 
 
-ROWS: dict[str, Row] = {row.key: row for row in (
-    Row("single", "eval", "single agent (untrained)", ("workflow.name=single",)),
-    Row("single_grpo", "train", "single agent + GRPO", ("workflow.name=single",)),
-    Row("team", "eval", "team (untrained)"),
-    Row("shared", "train", "AT-GRPO shared", ("regime=shared",)),
-    Row("per_role", "train", "AT-GRPO per-role", ("regime=per_role",)),
-    Row("swapped", "swap", "per-role, policies swapped"),
-    Row("alone", "alone", "roles trained alone, evaluated together"),
-    # Trajectory grouping with each agent's own per-turn rewards (the ones tree grouping uses): one group
-    # per (instance, agent) over K full episodes. With one answer per agent per episode it samples as many
-    # responses as tree grouping at the same k (2 K per instance), so only the grouping differs.
-    Row("trajectory", "train", "trajectory grouping (same rewards, same tokens)",
-        ("algorithm.grouping=trajectory", "algorithm.trajectory_credit=own")),
-    Row("sft", "sft", "offline SFT on strong scripted transcripts"),
-    Row("hetero", "bases", "heterogeneous pair (Llama/chars + Qwen2/BPE)"),
-    Row("homo_b", "bases", "homogeneous pair of base B (Qwen2/BPE)"),
-    Row("team_transfer", "transfer", "team (untrained), unseen variant"),
-    Row("single_grpo_transfer", "transfer", "single agent + GRPO, unseen variant", ("workflow.name=single",),
-        source="single_grpo"),
-    Row("shared_transfer", "transfer", "AT-GRPO shared, unseen variant", source="shared"),
-    Row("flows", "flows", "study workflows x regimes (voting shared; all: python -m teamrl.study.flow_report)",
-),
-    Row("flows_hot", "flows", "study workflows x regimes at 10x the lr, with mitigations (voting shared)",
-        ("policy.lr=1e-3",)),
-    # The policy-sharing paper's scale axis (real_scale_calc): one row per model, the same calc_flows content
-    # and budget. The tiny default reads compact prompts (its warm-up's); the real models chat prompts.
-    Row("scale_tiny", "scale", "scale: tiny character model (0.87M)",
-        ("policy.model=tiny-default", "workflow.prompt_style=compact", "policy.lora=null")),
-    Row("scale_smollm2", "scale", "scale: SmolLM2-135M-Instruct", ("policy.model=smollm2-135m-instruct",)),
-    # Gemma-3-270M is a base model: its answers end at the blank line before the next worked example.
-    Row("scale_gemma", "scale", "scale: Gemma-3-270M", ("policy.model=gemma-3-270m", 'rollout.stop=["\\n\\n"]')),
-)}
+ROWS: dict[str, Row] = {
+    row.key: row
+    for row in (
+        Row("single", "eval", "single agent (untrained)", ("workflow.name=single",)),
+        Row("single_grpo", "train", "single agent + GRPO", ("workflow.name=single",)),
+        Row("team", "eval", "team (untrained)"),
+        Row("shared", "train", "AT-GRPO shared", ("regime=shared",)),
+        Row("per_role", "train", "AT-GRPO per-role", ("regime=per_role",)),
+        Row("swapped", "swap", "per-role, policies swapped"),
+        Row("alone", "alone", "roles trained alone, evaluated together"),
+        # Trajectory grouping with each agent's own per-turn rewards (the ones tree grouping uses): one group
+        # per (instance, agent) over K full episodes. With one answer per agent per episode it samples as many
+        # responses as tree grouping at the same k (2 K per instance), so only the grouping differs.
+        Row(
+            "trajectory",
+            "train",
+            "trajectory grouping (same rewards, same tokens)",
+            ("algorithm.grouping=trajectory", "algorithm.trajectory_credit=own"),
+        ),
+        Row("sft", "sft", "offline SFT on strong scripted transcripts"),
+        Row("hetero", "bases", "heterogeneous pair (Llama/chars + Qwen2/BPE)"),
+        Row("homo_b", "bases", "homogeneous pair of base B (Qwen2/BPE)"),
+        Row("team_transfer", "transfer", "team (untrained), unseen variant"),
+        Row(
+            "single_grpo_transfer",
+            "transfer",
+            "single agent + GRPO, unseen variant",
+            ("workflow.name=single",),
+            source="single_grpo",
+        ),
+        Row("shared_transfer", "transfer", "AT-GRPO shared, unseen variant", source="shared"),
+        Row(
+            "flows",
+            "flows",
+            "study workflows x regimes (voting shared; all: python -m teamrl.study.flow_report)",
+        ),
+        Row(
+            "flows_hot",
+            "flows",
+            "study workflows x regimes at 10x the lr, with mitigations (voting shared)",
+            ("policy.lr=1e-3",),
+        ),
+        # The policy-sharing paper's scale axis (real_scale_calc): one row per model, the same calc_flows content
+        # and budget. The tiny default reads compact prompts (its warm-up's); the real models chat prompts.
+        Row(
+            "scale_tiny",
+            "scale",
+            "scale: tiny character model (0.87M)",
+            ("policy.model=tiny-default", "workflow.prompt_style=compact", "policy.lora=null"),
+        ),
+        Row("scale_smollm2", "scale", "scale: SmolLM2-135M-Instruct", ("policy.model=smollm2-135m-instruct",)),
+        # Gemma-3-270M is a base model: its answers end at the blank line before the next worked example.
+        Row("scale_gemma", "scale", "scale: Gemma-3-270M", ("policy.model=gemma-3-270m", 'rollout.stop=["\\n\\n"]')),
+    )
+}
 
 COMPARISONS: tuple[tuple[str, str, str], ...] = (
     ("shared", "single_grpo", "AT-GRPO team vs single-agent GRPO"),
@@ -155,50 +178,122 @@ class Study:
 
 
 SMOLLM2, GEMMA = "smollm2-135m-instruct", "gemma-3-270m"
-REAL_SETTINGS = (f"policy.model={SMOLLM2}", "workflow.prompt_style=chat", "policy.lr=3.0e-4",
-                 "rollout.temperature=0.5", "rollout.eval_temperature=0.5", "train.warmup_steps=2")
+REAL_SETTINGS = (
+    f"policy.model={SMOLLM2}",
+    "workflow.prompt_style=chat",
+    "policy.lr=3.0e-4",
+    "rollout.temperature=0.5",
+    "rollout.eval_temperature=0.5",
+    "train.warmup_steps=2",
+)
 """The real-model studies' settings (those of configs/smollm2_math_team.yaml): chat prompts, and T 0.5,
 at which SmolLM2 keeps a fair prior (T 1.0 ruins a 135M model's answers)."""
 REAL_MAIN_ROWS = ("single", "single_grpo", "team", "shared", "per_role", "swapped", "alone", "trajectory")
 # Sizes from teamrl.study.real_budget's prices (docs/study/real.md has the arithmetic): each full table
 # plans under 6 h on one core, each --quick under 15 min.
-REAL_MAIN = Budget(steps=12, batch_size=4, k=4, max_new_tokens=80, lora_rank=16, eval_every=6,
-                   validation_instances=32, test_instances=64, seeds=3)
-REAL_QUICK = Budget(steps=2, batch_size=2, k=2, max_new_tokens=80, lora_rank=16, eval_every=0,
-                    validation_instances=6, test_instances=6, seeds=1)
-REAL_SCALE = Budget(steps=4, batch_size=2, k=4, max_new_tokens=80, lora_rank=16, eval_every=0,
-                    validation_instances=16, test_instances=32, seeds=3)
-REAL_SCALE_QUICK = Budget(steps=1, batch_size=1, k=2, max_new_tokens=80, lora_rank=16, eval_every=0,
-                          validation_instances=2, test_instances=2, seeds=1, tiny_warmup_steps=50)
+REAL_MAIN = Budget(
+    steps=12,
+    batch_size=4,
+    k=4,
+    max_new_tokens=80,
+    lora_rank=16,
+    eval_every=6,
+    validation_instances=32,
+    test_instances=64,
+    seeds=3,
+)
+REAL_QUICK = Budget(
+    steps=2,
+    batch_size=2,
+    k=2,
+    max_new_tokens=80,
+    lora_rank=16,
+    eval_every=0,
+    validation_instances=6,
+    test_instances=6,
+    seeds=1,
+)
+REAL_SCALE = Budget(
+    steps=4,
+    batch_size=2,
+    k=4,
+    max_new_tokens=80,
+    lora_rank=16,
+    eval_every=0,
+    validation_instances=16,
+    test_instances=32,
+    seeds=3,
+)
+REAL_SCALE_QUICK = Budget(
+    steps=1,
+    batch_size=1,
+    k=2,
+    max_new_tokens=80,
+    lora_rank=16,
+    eval_every=0,
+    validation_instances=2,
+    test_instances=2,
+    seeds=1,
+    tiny_warmup_steps=50,
+)
 
 REAL_STUDIES: dict[str, Study] = {
     # (1) the AT-GRPO table on SmolLM2: Split-Calc's analyst sees only the operation, the calculator only the
     # operands, so neither can answer alone; the team's prior is fair (docs/study/real.md: why not math).
-    "real_split_calc": Study("real_split_calc", CONFIGS / "split_calc_team.yaml", overrides=REAL_SETTINGS,
-                             rows=REAL_MAIN_ROWS, budget=REAL_MAIN, quick_budget=REAL_QUICK),
+    "real_split_calc": Study(
+        "real_split_calc",
+        CONFIGS / "split_calc_team.yaml",
+        overrides=REAL_SETTINGS,
+        rows=REAL_MAIN_ROWS,
+        budget=REAL_MAIN,
+        quick_budget=REAL_QUICK,
+    ),
     # (2) the heterogeneous pair: SmolLM2 (base A, the per_role row's pair) + Gemma-3-270M (base B).
-    "real_hetero_calc": Study("real_hetero_calc", CONFIGS / "split_calc_team.yaml", overrides=REAL_SETTINGS,
-                              heterogeneous=True, base_b=GEMMA, rows=("per_role", "hetero", "homo_b"),
-                              labels=(("per_role", "homogeneous pair of SmolLM2 (per-role)"),
-                                      ("hetero", "heterogeneous pair (SmolLM2 + Gemma-3-270M)"),
-                                      ("homo_b", "homogeneous pair of Gemma-3-270M (per-role)")),
-                              budget=REAL_MAIN, quick_budget=REAL_QUICK),
+    "real_hetero_calc": Study(
+        "real_hetero_calc",
+        CONFIGS / "split_calc_team.yaml",
+        overrides=REAL_SETTINGS,
+        heterogeneous=True,
+        base_b=GEMMA,
+        rows=("per_role", "hetero", "homo_b"),
+        labels=(
+            ("per_role", "homogeneous pair of SmolLM2 (per-role)"),
+            ("hetero", "heterogeneous pair (SmolLM2 + Gemma-3-270M)"),
+            ("homo_b", "homogeneous pair of Gemma-3-270M (per-role)"),
+        ),
+        budget=REAL_MAIN,
+        quick_budget=REAL_QUICK,
+    ),
     # (3) the policy-sharing paper's scale axis on calc_flows content (the scale rows name their models).
-    "real_scale_calc": Study("real_scale_calc", CONFIGS / "calc_flows.yaml", overrides=REAL_SETTINGS,
-                             rows=("scale_tiny", "scale_smollm2", "scale_gemma"), budget=REAL_SCALE,
-                             quick_budget=REAL_SCALE_QUICK),
+    "real_scale_calc": Study(
+        "real_scale_calc",
+        CONFIGS / "calc_flows.yaml",
+        overrides=REAL_SETTINGS,
+        rows=("scale_tiny", "scale_smollm2", "scale_gemma"),
+        budget=REAL_SCALE,
+        quick_budget=REAL_SCALE_QUICK,
+    ),
 }
 
 STUDIES: dict[str, Study] = {
     "split_nav": Study("split_nav", CONFIGS / "split_nav_team.yaml"),
     # Trained on operands 1..9; the variant draws them from 1..15, so 64% of its instances have an operand
     # of two digits, which no training (or warm-up) instance has. No test instance is a training one.
-    "split_calc": Study("split_calc", CONFIGS / "split_calc_team.yaml", transfer=("task.max_operand=15",),
-                        transfer_label="operands 1..15 (trained on 1..9)", heterogeneous=True),
+    "split_calc": Study(
+        "split_calc",
+        CONFIGS / "split_calc_team.yaml",
+        transfer=("task.max_operand=15",),
+        transfer_label="operands 1..15 (trained on 1..9)",
+        heterogeneous=True,
+    ),
     # The matrix runs 60 steps (late behaviour), evaluates every 5 (a cliff's onset and an alert's lead time
     # are known to 5 steps) and logs gradient cosines and output diversity (the echo-chamber alert's inputs).
-    "workflows_calc": Study("workflows_calc", CONFIGS / "calc_flows.yaml", flows=True,
-                            overrides=("train.steps=60", "train.eval_every=5", "diagnostics.level=full")),
+    "workflows_calc": Study(
+        "workflows_calc",
+        CONFIGS / "calc_flows.yaml",
+        flows=True,
+        overrides=("train.steps=60", "train.eval_every=5", "diagnostics.level=full"),
+    ),
     **REAL_STUDIES,
 }
 
@@ -232,16 +327,23 @@ def select_rows(names: list[str] | None, chosen: Study | None = None) -> list[Ro
     refused = sorted(n for n in wanted if ROWS[n].kind in missing)
     if refused and chosen is None:  # only the scale rows: they exist only in the studies that list them
         owners = sorted(s.name for s in STUDIES.values() if set(refused) & set(s.rows))
-        raise ValueError(f"row(s) {', '.join(refused)} run only in the study that lists them "
-                         f"({', '.join(owners)}); pass that study")
+        raise ValueError(
+            f"row(s) {', '.join(refused)} run only in the study that lists them ({', '.join(owners)}); pass that study"
+        )
     if refused:
         assert chosen is not None  # every kind in `missing` but "scale" is added for a chosen study only
-        rows_of = {"transfer": "transfer variant", "bases": "heterogeneous pair", "flows": "workflow matrix",
-                   "scale": "scale axis"}
+        rows_of = {
+            "transfer": "transfer variant",
+            "bases": "heterogeneous pair",
+            "flows": "workflow matrix",
+            "scale": "scale axis",
+        }
         lacks = sorted({rows_of[ROWS[n].kind] for n in refused if ROWS[n].kind in rows_of})
         what = f"has no {' or '.join(lacks)} for" if lacks else "runs only the workflow matrix, not"
-        raise ValueError(f"study {chosen.name!r} {what} row(s) {', '.join(refused)}; drop them "
-                         f"(this study's rows: {', '.join(r.key for r in select_rows(None, chosen))})")
+        raise ValueError(
+            f"study {chosen.name!r} {what} row(s) {', '.join(refused)}; drop them "
+            f"(this study's rows: {', '.join(r.key for r in select_rows(None, chosen))})"
+        )
     return [row for key, row in ROWS.items() if key in wanted]
 
 
@@ -250,6 +352,8 @@ def _study_rows(names: list[str] | None, chosen: Study) -> list[Row]:
     names = list(names or chosen.rows)
     refused = sorted(n for n in names if n not in chosen.rows)
     if refused:
-        raise ValueError(f"study {chosen.name!r} has no row(s) {', '.join(refused)}; its rows: {', '.join(chosen.rows)}")
+        raise ValueError(
+            f"study {chosen.name!r} has no row(s) {', '.join(refused)}; its rows: {', '.join(chosen.rows)}"
+        )
     wanted = set(names) | ({"per_role"} if "swapped" in names else set())
     return [row for key, row in ROWS.items() if key in wanted]

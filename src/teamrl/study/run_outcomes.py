@@ -67,8 +67,9 @@ def training_series(rows: list[dict[str, Any]], key: str) -> list[tuple[int, flo
     return [(int(r["step"]), float(r[key])) for r in rows if "train/success" in r and r.get(key) is not None]
 
 
-def start_end(series: list[tuple[int, float]], baseline: int = BASELINE_STEPS, window: int = WINDOW
-              ) -> tuple[float, float] | None:
+def start_end(
+    series: list[tuple[int, float]], baseline: int = BASELINE_STEPS, window: int = WINDOW
+) -> tuple[float, float] | None:
     """(mean of the first `baseline` values, mean of the last `window`), or None when too short to tell
     them apart (fewer than baseline + window values)."""
     values = [v for _, v in series]
@@ -103,7 +104,7 @@ def fall_onset(series: list[tuple[int, float]], drop: float = ADHERENCE_DROP) ->
         return None
     base = fmean(v for _, v in series[:BASELINE_STEPS])
     for i in range(BASELINE_STEPS + WINDOW - 1, len(series)):
-        if base - fmean(v for _, v in series[i - WINDOW + 1:i + 1]) >= drop - 1e-12:
+        if base - fmean(v for _, v in series[i - WINDOW + 1 : i + 1]) >= drop - 1e-12:
             return series[i][0]
     return None
 
@@ -111,13 +112,17 @@ def fall_onset(series: list[tuple[int, float]], drop: float = ADHERENCE_DROP) ->
 def adherence_onset(rows: list[dict[str, Any]], role: str, drop: float = ADHERENCE_DROP) -> int | None:
     """First step at which the role's format adherence or job accuracy (trailing window) is `drop` below
     its baseline."""
-    onsets = [s for key in adherence_keys(rows, role) if (s := fall_onset(training_series(rows, key), drop)) is not None]
+    onsets = [
+        s for key in adherence_keys(rows, role) if (s := fall_onset(training_series(rows, key), drop)) is not None
+    ]
     return min(onsets) if onsets else None
 
 
 def shared_roles(rows: list[dict[str, Any]]) -> list[str]:
     """Roles that shared a policy with another role (only they log a gradient share)."""
-    return sorted({k.split("/")[2] for r in rows for k in r if k.startswith("diag/role/") and k.endswith("/grad_share")})
+    return sorted(
+        {k.split("/")[2] for r in rows for k in r if k.startswith("diag/role/") and k.endswith("/grad_share")}
+    )
 
 
 def logged_roles(rows: list[dict[str, Any]]) -> list[str]:
@@ -133,7 +138,7 @@ def series_mean(rows: list[dict[str, Any]], key: str) -> float | None:
 def duplicated_agents(rows: list[dict[str, Any]], roles: list[str]) -> dict[str, int]:
     """role -> number of its agents, for roles whose agents log their own stats as `<role>_<i>`."""
     agents = {k.split("/")[2] for r in rows for k in r if k.startswith("diag/agent/")}
-    counts = {role: sum(a.startswith(f"{role}_") and a[len(role) + 1:].isdigit() for a in agents) for role in roles}
+    counts = {role: sum(a.startswith(f"{role}_") and a[len(role) + 1 :].isdigit() for a in agents) for role in roles}
     return {role: n for role, n in counts.items() if n > 1}
 
 
@@ -146,8 +151,9 @@ def independent_offer(accuracy: float, n: int) -> float:
     return 1 - (1 - accuracy) ** n
 
 
-def errors_coincide(role_accuracy: dict[str, float], duplicates: dict[str, int], gap: float = COINCIDE_GAP
-                    ) -> bool | None:
+def errors_coincide(
+    role_accuracy: dict[str, float], duplicates: dict[str, int], gap: float = COINCIDE_GAP
+) -> bool | None:
     """Whether duplicated answerers' errors coincided on the test episodes: a picker's `<role>/offered`
     share (a right answer among theirs) at least `gap` below `independent_offer`; None when the workflow
     has no picker over duplicated answerers."""

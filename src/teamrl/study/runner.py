@@ -22,13 +22,25 @@ from teamrl.study.rows import ROWS, Row, Study
 from teamrl.study.seed_run import Log, RowProducer, SeedRun, row_config
 from teamrl.study.sft_row import sft_row
 
-ROW_KINDS: dict[str, RowProducer] = {"sft": sft_row, "bases": hetero_rows.produce, "flows": flow_rows.produce,
-                                     "scale": scale_rows.produce}
+ROW_KINDS: dict[str, RowProducer] = {
+    "sft": sft_row,
+    "bases": hetero_rows.produce,
+    "flows": flow_rows.produce,
+    "scale": scale_rows.produce,
+}
 """The row kinds produced outside `SeedRun`, each by its own module."""
 
 
-def run_study(study: Study, protocol: Protocol, rows: list[Row], out: Path, overrides: list[str],
-              log: Log = print, verbose: bool = False, dry_run: bool = False) -> Path:
+def run_study(
+    study: Study,
+    protocol: Protocol,
+    rows: list[Row],
+    out: Path,
+    overrides: list[str],
+    log: Log = print,
+    verbose: bool = False,
+    dry_run: bool = False,
+) -> Path:
     """Every row over every seed; writes OUT/results.json after each row.
 
     A results.json already in OUT (same study and overrides) is continued: its (row, seed) results are
@@ -38,9 +50,16 @@ def run_study(study: Study, protocol: Protocol, rows: list[Row], out: Path, over
     """
     out.mkdir(parents=True, exist_ok=True)
     target = out / "results.json"
-    fresh = {"study": study.name, "config": str(study.config), "overrides": overrides,
-             "protocol": {k: list(v) if isinstance(v, tuple) else v for k, v in vars(protocol).items()},
-             "rows": [], "labels": {}, "results": [], "seconds": 0.0}
+    fresh = {
+        "study": study.name,
+        "config": str(study.config),
+        "overrides": overrides,
+        "protocol": {k: list(v) if isinstance(v, tuple) else v for k, v in vars(protocol).items()},
+        "rows": [],
+        "labels": {},
+        "results": [],
+        "seconds": 0.0,
+    }
 
     def register(results: dict[str, Any]) -> None:
         _check_same(target, results, study, protocol, overrides)
@@ -75,8 +94,9 @@ def run_study(study: Study, protocol: Protocol, rows: list[Row], out: Path, over
             spent[str(seed)] = max(spent.get(str(seed), 0.0), seconds)
 
         results_file.update(target, fresh, note_warmup)
-        seed_run.trained.update({r["row"]: Path(r["run_dir"]) for r in results["results"]
-                                 if r["seed"] == seed and r.get("run_dir")})
+        seed_run.trained.update(
+            {r["row"]: Path(r["run_dir"]) for r in results["results"] if r["seed"] == seed and r.get("run_dir")}
+        )
         for row in todo:
             record = seed_run.run(row) | {"digest": digests[(row.key, seed)]}
             now = results_file.update(target, fresh, partial(results_file.add_record, record=record))
@@ -86,23 +106,28 @@ def run_study(study: Study, protocol: Protocol, rows: list[Row], out: Path, over
     return target
 
 
-def _digests(study: Study, protocol: Protocol, rows: list[Row], results: dict[str, Any], out: Path,
-             overrides: list[str]) -> dict[tuple[str, int], dict[str, str]]:
+def _digests(
+    study: Study, protocol: Protocol, rows: list[Row], results: dict[str, Any], out: Path, overrides: list[str]
+) -> dict[tuple[str, int], dict[str, str]]:
     """(row, seed) -> this command's cell digest, for every cell it may run and every finished one."""
     wanted = {(row.key, seed) for row in rows for seed in protocol.seeds}
     wanted |= {(r["row"], r["seed"]) for r in results["results"] if r["row"] in ROWS}
     settings = vars(protocol)
-    return {(key, seed): cells.cell_digest(row_config(study, protocol, ROWS[key].overrides, seed, out,
-                                                      f"{key}-s{seed}", overrides), settings)
-            for key, seed in sorted(wanted)}
+    return {
+        (key, seed): cells.cell_digest(
+            row_config(study, protocol, ROWS[key].overrides, seed, out, f"{key}-s{seed}", overrides), settings
+        )
+        for key, seed in sorted(wanted)
+    }
 
 
-def _check_same(target: Path, previous: dict[str, Any], study: Study, protocol: Protocol,
-                overrides: list[str]) -> None:
+def _check_same(target: Path, previous: dict[str, Any], study: Study, protocol: Protocol, overrides: list[str]) -> None:
     """Refuse to continue a folder of another study, other overrides or another protocol (seeds aside)."""
     settings = {k: v for k, v in vars(protocol).items() if k != "seeds"}
     earlier = {k: v for k, v in previous.get("protocol", {}).items() if k != "seeds"}
     if previous.get("study") != study.name or previous.get("overrides") != overrides or earlier != settings:
-        raise ConfigError(f"{target} holds study {previous.get('study')!r} with overrides {previous.get('overrides')} "
-                          f"and protocol {earlier}; continue it with the same study, overrides and protocol "
-                          f"(now {study.name!r}, {overrides}, {settings}), or use another --out folder")
+        raise ConfigError(
+            f"{target} holds study {previous.get('study')!r} with overrides {previous.get('overrides')} "
+            f"and protocol {earlier}; continue it with the same study, overrides and protocol "
+            f"(now {study.name!r}, {overrides}, {settings}), or use another --out folder"
+        )

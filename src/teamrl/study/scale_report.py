@@ -41,8 +41,9 @@ def scale_rows(results: dict[str, Any]) -> list[str]:
     return [row for row in results["rows"] if row in scale]
 
 
-def sharing_gains(results: dict[str, Any], row: str, workflow: str, last: bool = False
-                  ) -> tuple[dict[int, float], dict[int, float]]:
+def sharing_gains(
+    results: dict[str, Any], row: str, workflow: str, last: bool = False
+) -> tuple[dict[int, float], dict[int, float]]:
     """(shared, per_agent) test success per seed of one scale row's workflow; last: the last checkpoint's."""
     key = "test_final" if last else "test_success"
     shared, separate = {}, {}
@@ -70,8 +71,11 @@ def _claim_verdict(workflow: str, shared: dict[int, float], separate: dict[int, 
 def gain_table(results: dict[str, Any]) -> str:
     """Per scale and workflow: shared - per_agent test success in points, best and last checkpoint, the
     paper's predicted sign and the verdict on it (best checkpoint), over the seeds both cells ran."""
-    lines = ["| scale | workflow | paper predicts | shared - per_agent, best ckpt [95%] | verdict (best ckpt) | "
-             "shared - per_agent, last ckpt [95%] | seeds | sharing won (best) |", "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| scale | workflow | paper predicts | shared - per_agent, best ckpt [95%] | verdict (best ckpt) | "
+        "shared - per_agent, last ckpt [95%] | seeds | sharing won (best) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for row in scale_rows(results):
         for workflow, sign in PREDICTED_SIGN.items():
             shared, separate = sharing_gains(results, row, workflow)
@@ -79,9 +83,11 @@ def gain_table(results: dict[str, Any]) -> str:
                 continue
             last = sharing_gains(results, row, workflow, last=True)
             won = sum(shared[s] > separate[s] for s in shared)
-            lines.append(f"| {results['labels'].get(row, row)} | {workflow} | {'+' if sign > 0 else '-'} | "
-                         f"{_gain_text(shared, separate)} | {_claim_verdict(workflow, shared, separate)} | "
-                         f"{_gain_text(*last) if last[0] else '—'} | {len(shared)} | {won} of {len(shared)} |")
+            lines.append(
+                f"| {results['labels'].get(row, row)} | {workflow} | {'+' if sign > 0 else '-'} | "
+                f"{_gain_text(shared, separate)} | {_claim_verdict(workflow, shared, separate)} | "
+                f"{_gain_text(*last) if last[0] else '—'} | {len(shared)} | {won} of {len(shared)} |"
+            )
     return "\n".join(lines)
 
 
@@ -94,9 +100,11 @@ def _cliff_text(separate: list[RunSummary], shared: list[RunSummary]) -> str:
 
 def _offer_text(runs: list[RunSummary]) -> str:
     """Voting's generators: how often a right answer was offered on test vs n independent generators."""
-    found = [(x.test_roles["aggregator/offered"], independent_offer(x.test_roles["generator"], x.agents["generator"]))
-             for x in runs if "aggregator/offered" in x.test_roles and "generator" in x.test_roles
-             and x.agents.get("generator")]
+    found = [
+        (x.test_roles["aggregator/offered"], independent_offer(x.test_roles["generator"], x.agents["generator"]))
+        for x in runs
+        if "aggregator/offered" in x.test_roles and "generator" in x.test_roles and x.agents.get("generator")
+    ]
     if not found:
         return "—"
     return f"{fmean(o for o, _ in found):.0%} vs {fmean(i for _, i in found):.0%}"
@@ -107,31 +115,43 @@ def findings_table(results: dict[str, Any], trained: dict[tuple[str, str, str], 
     over both workflows and the seeds), cliffs (separate vs shared runs), the largest role's gradient
     share on shared policies, and on voting a right answer offered vs what independent generators would
     offer (shared; per agent)."""
-    lines = ["| scale | separate peak higher: per_agent - shared, test [95%] | verdict | "
-             "cliffs: per_agent vs shared | largest role's gradient share, shared (runs ≥ 60%) | "
-             "voting, right answer offered vs independent: shared; per_agent |", "|---|---|---|---|---|---|"]
+    lines = [
+        "| scale | separate peak higher: per_agent - shared, test [95%] | verdict | "
+        "cliffs: per_agent vs shared | largest role's gradient share, shared (runs ≥ 60%) | "
+        "voting, right answer offered vs independent: shared; per_agent |",
+        "|---|---|---|---|---|---|",
+    ]
     for row in scale_rows(results):
-        runs = {name: [x for (r, _, n), xs in trained.items() if r == row and n == name for x in xs]
-                for name in ("shared", "per_agent")}
+        runs = {
+            name: [x for (r, _, n), xs in trained.items() if r == row and n == name for x in xs]
+            for name in ("shared", "per_agent")
+        }
         if not runs["shared"] or not runs["per_agent"]:
             continue
-        by = {name: {(w, x.seed): x.test for (r, w, n), xs in trained.items() if r == row and n == name for x in xs}
-              for name in runs}
+        by = {
+            name: {(w, x.seed): x.test for (r, w, n), xs in trained.items() if r == row and n == name for x in xs}
+            for name in runs
+        }
         separate, shared = _pooled(by["per_agent"], by["shared"])
-        peak = (verdict(paired(separate, shared), names=("per-agent", "shared"), unit="run pairs")
-                if separate else "—")
+        peak = verdict(paired(separate, shared), names=("per-agent", "shared"), unit="run pairs") if separate else "—"
         tops = [x.top_share for x in runs["shared"] if x.top_share is not None]
         share = f"{fmean(tops):.0%} ({sum(t >= 0.6 for t in tops)} of {len(tops)})" if tops else "—"
-        voting = {name: [x for (r, w, n), xs in trained.items() if (r, w, n) == (row, "voting", name) for x in xs]
-                  for name in runs}
-        lines.append(f"| {results['labels'].get(row, row)} | "
-                     f"{_gain_text(separate, shared) if separate else '—'} | {peak} | "
-                     f"{_cliff_text(runs['per_agent'], runs['shared'])} | {share} | "
-                     f"{_offer_text(voting['shared'])}; {_offer_text(voting['per_agent'])} |")
+        voting = {
+            name: [x for (r, w, n), xs in trained.items() if (r, w, n) == (row, "voting", name) for x in xs]
+            for name in runs
+        }
+        lines.append(
+            f"| {results['labels'].get(row, row)} | "
+            f"{_gain_text(separate, shared) if separate else '—'} | {peak} | "
+            f"{_cliff_text(runs['per_agent'], runs['shared'])} | {share} | "
+            f"{_offer_text(voting['shared'])}; {_offer_text(voting['per_agent'])} |"
+        )
     return "\n".join(lines)
 
 
-def _pooled(a: dict[tuple[str, int], float], b: dict[tuple[str, int], float]) -> tuple[dict[int, float], dict[int, float]]:
+def _pooled(
+    a: dict[tuple[str, int], float], b: dict[tuple[str, int], float]
+) -> tuple[dict[int, float], dict[int, float]]:
     """(workflow, seed)-keyed values renumbered as one sample per pair, for `paired`."""
     keys = sorted(set(a) & set(b))
     return {i: a[k] for i, k in enumerate(keys)}, {i: b[k] for i, k in enumerate(keys)}
@@ -141,14 +161,28 @@ def report(results: dict[str, Any], base: Path | None = None) -> str:
     """The page's markdown. base: the results file's folder, where run folders are looked for when the
     paths the file records are gone (a copied or moved study folder)."""
     trained, untrained, untrained_roles = flow_report.collect(results, base)
-    parts = ["# Scale axis: shared vs per-agent policies", "",
-             "Shared - per-agent test success, in points (the paper predicts + on voting's duplicated "
-             "generators, - on the evaluator-optimizer's distinct roles):", "", gain_table(results), "",
-             "The paper's findings at each scale (trained runs of both workflows, all seeds):", "",
-             findings_table(results, trained), ""]
+    parts = [
+        "# Scale axis: shared vs per-agent policies",
+        "",
+        "Shared - per-agent test success, in points (the paper predicts + on voting's duplicated "
+        "generators, - on the evaluator-optimizer's distinct roles):",
+        "",
+        gain_table(results),
+        "",
+        "The paper's findings at each scale (trained runs of both workflows, all seeds):",
+        "",
+        findings_table(results, trained),
+        "",
+    ]
     for row in scale_rows(results):
-        parts += [f"## {results['labels'].get(row, row)}", "", flow_report.matrix_table(trained, untrained, row), "",
-                  *flow_report.findings(trained, row, untrained_roles), ""]
+        parts += [
+            f"## {results['labels'].get(row, row)}",
+            "",
+            flow_report.matrix_table(trained, untrained, row),
+            "",
+            *flow_report.findings(trained, row, untrained_roles),
+            "",
+        ]
     return "\n".join(parts)
 
 

@@ -37,9 +37,12 @@ def produce(seed_run: "SeedRun", row: "Row") -> dict[str, Any]:
         model_path = flow_rows.workflow_base(seed_run, row, name, reuse_team=False)  # the row's model, not the study's
         cells[name] = {"untrained": flow_rows.test_cell(seed_run, row, extra, model_path, None) | {"base": model_path}}
         for regime in SCALE_REGIMES:
-            cells[name][regime] = flow_rows.train_cell(seed_run, row, (*extra, f"regime={regime}"), model_path,
-                                                       f"{row.key}-{name}-{regime}-s{seed_run.seed}")
-            seed_run.log(f"seed {seed_run.seed} {row.key} {name} {regime}: test {cells[name][regime]['test_success']:.1%}"
-                         f" (untrained {cells[name]['untrained']['test_success']:.1%})")
+            cells[name][regime] = flow_rows.train_cell(
+                seed_run, row, (*extra, f"regime={regime}"), model_path, f"{row.key}-{name}-{regime}-s{seed_run.seed}"
+            )
+            seed_run.log(
+                f"seed {seed_run.seed} {row.key} {name} {regime}: test {cells[name][regime]['test_success']:.1%}"
+                f" (untrained {cells[name]['untrained']['test_success']:.1%})"
+            )
     gain = {name: cells[name]["shared"]["test_success"] - cells[name]["per_agent"]["test_success"] for name in cells}
     return {"test_success": cells["voting"]["shared"]["test_success"], "cells": cells, "sharing_gain": gain}

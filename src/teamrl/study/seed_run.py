@@ -33,32 +33,49 @@ RowProducer = Callable[["SeedRun", Row], dict[str, Any]]
 """Produces one row of a seed: its result fields (test success and the row's own)."""
 
 
-def row_config(study: Study, protocol: Protocol, row_overrides: list[str] | tuple[str, ...], seed: int,
-               out: Path, run_name: str, overrides: list[str], split: str = "validation") -> RunConfig:
+def row_config(
+    study: Study,
+    protocol: Protocol,
+    row_overrides: list[str] | tuple[str, ...],
+    seed: int,
+    out: Path,
+    run_name: str,
+    overrides: list[str],
+    split: str = "validation",
+) -> RunConfig:
     """The run config of one row and seed: the study's config and settings, the user's overrides, the row's own.
 
     Every held-out evaluation of a trained row scores all `protocol.validation_instances` (the training
     loop's default scores the first 50 between the first and the last evaluation): the best checkpoint is
     picked on the whole validation split.
     """
-    fixed = [f"seed={seed}", f"output_dir={out / 'runs'}", f"run_name={run_name}", f"task.heldout_split={split}",
-             f"train.eval_instances={protocol.validation_instances}", "train.midway_eval_instances=0"]
+    fixed = [
+        f"seed={seed}",
+        f"output_dir={out / 'runs'}",
+        f"run_name={run_name}",
+        f"task.heldout_split={split}",
+        f"train.eval_instances={protocol.validation_instances}",
+        "train.midway_eval_instances=0",
+    ]
     budget = study.budget.overrides() if study.budget else ()
-    return load_config(study.config, [*study.overrides, *budget, *overrides, *row_overrides,
-                                      *study.model_overrides(), *fixed])
+    return load_config(
+        study.config, [*study.overrides, *budget, *overrides, *row_overrides, *study.model_overrides(), *fixed]
+    )
 
 
 def seed_base(config: RunConfig, warmup_seed: int, verbose: bool) -> str:
     """The seed's warmed-up tiny default (cached per recipe), for the team and single workflows alike."""
     if config.policy.model != "tiny-default":
         return config.policy.model  # a given model has no warm-up: seeds differ in sampling only
-    recipe = WarmupRecipe.for_task(config.task, config.workflow.max_turns, "team",
-                                   steps=config.policy.warmup_sft_steps, seed=warmup_seed)
+    recipe = WarmupRecipe.for_task(
+        config.task, config.workflow.max_turns, "team", steps=config.policy.warmup_sft_steps, seed=warmup_seed
+    )
     return str(warm_up(recipe, verbose=verbose))
 
 
-def sampled_outcomes(config: RunConfig, policies: dict[str, Policy], mapping: dict[str, str], instances: int,
-                     samples: int, seed: int) -> list[list[bool]]:
+def sampled_outcomes(
+    config: RunConfig, policies: dict[str, Policy], mapping: dict[str, str], instances: int, samples: int, seed: int
+) -> list[list[bool]]:
     """Per held-out instance, the success of each of `samples` episodes (evaluation sampling settings)."""
     workflow = build_workflow(config)
     sampling = agent_sampling(config.rollout, workflow.agents, "eval")
@@ -70,16 +87,22 @@ def sampled_outcomes(config: RunConfig, policies: dict[str, Policy], mapping: di
     return outcomes
 
 
-def base_rates(sampled: RunConfig, greedy: RunConfig, model_path: str, instances: int, k: int, seed: int
-               ) -> dict[str, float]:
+def base_rates(
+    sampled: RunConfig, greedy: RunConfig, model_path: str, instances: int, k: int, seed: int
+) -> dict[str, float]:
     """The untrained base on the held-out split of `sampled` (validation): pass@1 and pass@k (k episodes
     per instance, `sampled`'s evaluation temperature) and success under `greedy`'s (temperature 0)."""
     policies, mapping = build_policies(sampled, build_workflow(sampled), model_path)
     outcomes = sampled_outcomes(sampled, policies, mapping, instances, k, seed)
     greedy_success = sampled_outcomes(greedy, policies, mapping, instances, 1, seed)
-    return {"pass@1": mean_pass_at_k(outcomes, 1), f"pass@{k}": mean_pass_at_k(outcomes, k),
-            "greedy": sum(o[0] for o in greedy_success) / instances, "k": k, "instances": instances,
-            "temperature": sampled.rollout.eval_temperature}
+    return {
+        "pass@1": mean_pass_at_k(outcomes, 1),
+        f"pass@{k}": mean_pass_at_k(outcomes, k),
+        "greedy": sum(o[0] for o in greedy_success) / instances,
+        "k": k,
+        "instances": instances,
+        "temperature": sampled.rollout.eval_temperature,
+    }
 
 
 def curve(run_dir: Path) -> list[tuple[int, float]]:
@@ -92,8 +115,9 @@ def curve(run_dir: Path) -> list[tuple[int, float]]:
     return points
 
 
-def test_policies(config: RunConfig, checkpoint: Path | None, model_path: str
-                  ) -> tuple[dict[str, Policy], dict[str, str]]:
+def test_policies(
+    config: RunConfig, checkpoint: Path | None, model_path: str
+) -> tuple[dict[str, Policy], dict[str, str]]:
     workflow = build_workflow(config)
     if checkpoint is None:
         return build_policies(config, workflow, model_path)
@@ -103,12 +127,27 @@ def test_policies(config: RunConfig, checkpoint: Path | None, model_path: str
 class SeedRun:
     """The rows of one seed, from one warm-up; keeps the per-role run for the swapped row."""
 
-    def __init__(self, study: Study, protocol: Protocol, seed: int, out: Path, overrides: list[str],
-                 log: Log, verbose: bool = False, row_kinds: Mapping[str, RowProducer] | None = None) -> None:
+    def __init__(
+        self,
+        study: Study,
+        protocol: Protocol,
+        seed: int,
+        out: Path,
+        overrides: list[str],
+        log: Log,
+        verbose: bool = False,
+        row_kinds: Mapping[str, RowProducer] | None = None,
+    ) -> None:
         """row_kinds: producers of the row kinds beyond this class's own (eval, train, swap, alone,
         transfer), by kind (`teamrl.study.runner.ROW_KINDS`)."""
         self.study, self.protocol, self.seed, self.out, self.overrides, self.log = (
-            study, protocol, seed, out, overrides, log)
+            study,
+            protocol,
+            seed,
+            out,
+            overrides,
+            log,
+        )
         self.verbose = verbose
         self.row_kinds = dict(row_kinds or {})
         team = self.config(Row("team", "eval", ""))
@@ -121,40 +160,62 @@ class SeedRun:
         self.shared: dict[str, Any] = {}  # what several rows of this seed reuse (e.g. the hetero rows' bases)
 
     def config(self, row: Row, extra: tuple[str, ...] = (), split: str = "validation", name: str = "") -> RunConfig:
-        return row_config(self.study, self.protocol, [*row.overrides, *extra], self.seed, self.out,
-                          name or f"{row.key}-s{self.seed}", self.overrides, split)
+        return row_config(
+            self.study,
+            self.protocol,
+            [*row.overrides, *extra],
+            self.seed,
+            self.out,
+            name or f"{row.key}-s{self.seed}",
+            self.overrides,
+            split,
+        )
 
     def test(self, row: Row, extra: tuple[str, ...], checkpoint: Path | None) -> dict[str, Any]:
         test_config = self.config(row, extra, split="test")
         policies, mapping = test_policies(test_config, checkpoint, self.model_path)
-        outcomes = sampled_outcomes(test_config, policies, mapping, self.protocol.test_instances,
-                                    self.protocol.test_samples, 10_000 + self.seed)
+        outcomes = sampled_outcomes(
+            test_config, policies, mapping, self.protocol.test_instances, self.protocol.test_samples, 10_000 + self.seed
+        )
         k = self.protocol.test_samples
         return {"test_success": mean_pass_at_k(outcomes, 1), f"test_pass@{k}": mean_pass_at_k(outcomes, k)}
 
     def run(self, row: Row) -> dict[str, Any]:
         started = time.time()
-        result: dict[str, Any] = {"row": row.key, "label": self.study.label(row), "seed": self.seed,
-                                  "warmup_seed": self.protocol.warmup_seed(self.seed)}
-        own = {"eval": self._eval, "train": self._train, "swap": self._swap, "alone": self._alone,
-               "transfer": self._transfer}
+        result: dict[str, Any] = {
+            "row": row.key,
+            "label": self.study.label(row),
+            "seed": self.seed,
+            "warmup_seed": self.protocol.warmup_seed(self.seed),
+        }
+        own = {
+            "eval": self._eval,
+            "train": self._train,
+            "swap": self._swap,
+            "alone": self._alone,
+            "transfer": self._transfer,
+        }
         if row.kind in own:
             result.update(own[row.kind](row))
         elif row.kind in self.row_kinds:
             result.update(self.row_kinds[row.kind](self, row))
         else:
-            raise ConfigError(f"row {row.key!r} is of kind {row.kind!r}, which this study run cannot produce; "
-                              f"known kinds: {', '.join([*own, *self.row_kinds])}")
+            raise ConfigError(
+                f"row {row.key!r} is of kind {row.kind!r}, which this study run cannot produce; "
+                f"known kinds: {', '.join([*own, *self.row_kinds])}"
+            )
         result["seconds"] = time.time() - started
-        self.log(f"seed {self.seed} {result['label']}: test success {result['test_success']:.1%} "
-                 f"({result['seconds']:.0f}s)")
+        self.log(
+            f"seed {self.seed} {result['label']}: test success {result['test_success']:.1%} ({result['seconds']:.0f}s)"
+        )
         return result
 
     def _eval(self, row: Row) -> dict[str, Any]:
         sampled = self.config(row)
         greedy = self.config(row, ("rollout.eval_temperature=0.0",))
-        rates = base_rates(sampled, greedy, self.model_path, self.protocol.validation_instances,
-                           sampled.algorithm.k, self.seed)
+        rates = base_rates(
+            sampled, greedy, self.model_path, self.protocol.validation_instances, sampled.algorithm.k, self.seed
+        )
         return self.test(row, (), None) | {"base": rates}
 
     def _train_one(self, row: Row, extra: tuple[str, ...] = (), name: str = "") -> tuple[RunConfig, Path]:
@@ -171,8 +232,12 @@ class SeedRun:
         self.trained[row.key] = run_dir
         summary = json.loads((run_dir / "summary.json").read_text())
         return self.test(row, extra, run_dir / "checkpoints" / "best") | {
-            "validation_initial": summary["initial_success"], "validation_best": summary["best_success"],
-            "best_step": summary["best_step"], "curve": curve(run_dir), "run_dir": str(run_dir)}
+            "validation_initial": summary["initial_success"],
+            "validation_best": summary["best_success"],
+            "best_step": summary["best_step"],
+            "curve": curve(run_dir),
+            "run_dir": str(run_dir),
+        }
 
     def _roles(self) -> list[str]:
         return role_names(build_workflow(self.config(Row("team", "eval", ""))))
@@ -199,7 +264,6 @@ class SeedRun:
             link.symlink_to((run_dir / "checkpoints" / "best" / role).resolve(), target_is_directory=True)
             curves[role] = curve(run_dir)
         return self.test(row, ("regime=per_role",), together) | {"curves_alone": curves}
-
 
     def _transfer(self, row: Row) -> dict[str, Any]:
         checkpoint = None

@@ -42,9 +42,18 @@ def sft_row(seed_run: "SeedRun", row: "Row") -> dict[str, Any]:
         stale.rename(stale.with_name(f"{stale.name}.stopped-{int(time.time())}"))
     options = OfflineSFT(steps=tcfg.steps, batch_size=tcfg.batch_size * agents, lr=SFT_LR)
     run_dir = offline_sft(config, records, options, model_path=seed_run.model_path)
-    budget = {"transcript_episodes": len({r.episode for r in records}), "transcript_turns": len(records),
-              "sft_steps": options.steps, "sft_batch_turns": options.batch_size, "sft_lr": options.lr,
-              "rl_steps": tcfg.steps, "rl_instances": episodes,
-              "rl_sampled_responses_per_agent_turn": config.algorithm.k}
+    budget = {
+        "transcript_episodes": len({r.episode for r in records}),
+        "transcript_turns": len(records),
+        "sft_steps": options.steps,
+        "sft_batch_turns": options.batch_size,
+        "sft_lr": options.lr,
+        "rl_steps": tcfg.steps,
+        "rl_instances": episodes,
+        "rl_sampled_responses_per_agent_turn": config.algorithm.k,
+    }
     return seed_run.test(row, (), run_dir / "checkpoints" / "best") | {
-        "budget": budget, "transcripts": str(transcripts), "run_dir": str(run_dir)}
+        "budget": budget,
+        "transcripts": str(transcripts),
+        "run_dir": str(run_dir),
+    }

@@ -32,8 +32,7 @@ def cell(summary: Summary) -> str:
     if summary.std is None:
         return f"{summary.mean:.1%} (1 seed)"
     assert summary.low is not None and summary.high is not None  # summarize sets std, low and high together
-    return (f"{summary.mean:.1%} ± {100 * summary.std:.1f} "
-            f"[{100 * summary.low:.1f}, {100 * summary.high:.1f}]")
+    return f"{summary.mean:.1%} ± {100 * summary.std:.1f} [{100 * summary.low:.1f}, {100 * summary.high:.1f}]"
 
 
 def paired_cell(result: Paired) -> str:
@@ -60,8 +59,10 @@ def base_lines(results: dict[str, Any]) -> list[str]:
         base = record.get("base")
         if base:
             k = base["k"]
-            lines.append(f"| {record['label']} | {record['seed']} | {base['pass@1']:.1%} | {base[f'pass@{k}']:.1%} "
-                         f"(k={k}) | {base['greedy']:.1%} |")
+            lines.append(
+                f"| {record['label']} | {record['seed']} | {base['pass@1']:.1%} | {base[f'pass@{k}']:.1%} "
+                f"(k={k}) | {base['greedy']:.1%} |"
+            )
     return lines
 
 
@@ -83,46 +84,76 @@ def starting_point(results: dict[str, Any]) -> str:
     model = named_model(overrides) or "tiny-default"
     if model == "tiny-default":
         return "each seed warms up its own base."
-    return (f"every seed starts from the same pretrained weights (policy.model={model}; no warm-up) and differs "
-            "in sampling and training only.")
+    return (
+        f"every seed starts from the same pretrained weights (policy.model={model}; no warm-up) and differs "
+        "in sampling and training only."
+    )
 
 
 def markdown(results: dict[str, Any]) -> str:
     """The table, the paired comparisons and the base rates as Markdown."""
     values = by_row(results)
     protocol = results["protocol"]
-    lines = [f"# Study {results['study']}", "",
-             f"Test success (sampled, {protocol['test_instances']} test instances; best checkpoint picked on "
-             f"{protocol['validation_instances']} validation instances), mean ± std [95% t-interval] over seeds "
-             f"{', '.join(map(str, protocol['seeds']))}; {starting_point(results)}", "",
-             "| row | test success | seeds |", "|---|---|---|"]
+    lines = [
+        f"# Study {results['study']}",
+        "",
+        f"Test success (sampled, {protocol['test_instances']} test instances; best checkpoint picked on "
+        f"{protocol['validation_instances']} validation instances), mean ± std [95% t-interval] over seeds "
+        f"{', '.join(map(str, protocol['seeds']))}; {starting_point(results)}",
+        "",
+        "| row | test success | seeds |",
+        "|---|---|---|",
+    ]
     for key in results["rows"]:
         if key in values:
-            lines.append(f"| {results['labels'][key]} | {cell(summarize(list(values[key].values())))} | "
-                         f"{len(values[key])} |")
+            lines.append(
+                f"| {results['labels'][key]} | {cell(summarize(list(values[key].values())))} | {len(values[key])} |"
+            )
     chosen = STUDIES.get(results["study"])
     if chosen is not None and chosen.transfer_label and any(k.endswith("_transfer") for k in values):
-        lines += ["", f"Unseen variant of the transfer rows: {chosen.transfer_label} ({', '.join(chosen.transfer)}); "
-                      "scored with the source row's checkpoint, picked on the original validation split."]
+        lines += [
+            "",
+            f"Unseen variant of the transfer rows: {chosen.transfer_label} ({', '.join(chosen.transfer)}); "
+            "scored with the source row's checkpoint, picked on the original validation split.",
+        ]
     found = comparisons(values)
     if found:
-        lines += ["", "Paired comparisons (per-seed differences, same starting weights; the papers claim a > b unless "
-                  "the verdict gives no 'agrees/against'):", "",
-                  "| question | a - b | difference | verdict |", "|---|---|---|---|"]
+        lines += [
+            "",
+            "Paired comparisons (per-seed differences, same starting weights; the papers claim a > b unless "
+            "the verdict gives no 'agrees/against'):",
+            "",
+            "| question | a - b | difference | verdict |",
+            "|---|---|---|---|",
+        ]
         lines += [f"| {q} | {ab} | {paired_cell(p)} | {v} |" for q, ab, p, v in found]
     pairs = hetero_lines(results)
     if pairs:
         roles = " / ".join(next(r for r in results["results"] if r["row"] == "hetero")["assignment"])
-        lines += ["", "Heterogeneous pair: each base's per-role accuracy (validation, the other role played by the "
-                      "strong scripted team) and the assignment it gave:", "",
-                  f"| seed | base A ({roles}) | base B ({roles}) | hetero row |", "|---|---|---|---|", *pairs]
+        lines += [
+            "",
+            "Heterogeneous pair: each base's per-role accuracy (validation, the other role played by the "
+            "strong scripted team) and the assignment it gave:",
+            "",
+            f"| seed | base A ({roles}) | base B ({roles}) | hetero row |",
+            "|---|---|---|---|",
+            *pairs,
+        ]
     base = base_lines(results)
     if base:
-        lines += ["", "Untrained base on the validation split:", "",
-                  "| row | seed | pass@1 | pass@k | greedy |", "|---|---|---|---|---|", *base]
+        lines += [
+            "",
+            "Untrained base on the validation split:",
+            "",
+            "| row | seed | pass@1 | pass@k | greedy |",
+            "|---|---|---|---|---|",
+            *base,
+        ]
     warmups = sum(results.get("warmup_seconds", {}).values())
-    lines += ["", f"Wall time: {results.get('seconds', 0.0):.0f} s in the rows, {warmups:.0f} s in warm-ups "
-                  "(0 when cached)."]
+    lines += [
+        "",
+        f"Wall time: {results.get('seconds', 0.0):.0f} s in the rows, {warmups:.0f} s in warm-ups (0 when cached).",
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -132,9 +163,17 @@ def curves_figure(results: dict[str, Any], path: Path) -> bool:
     for key in results["rows"]:
         records = [r for r in results["results"] if r["row"] == key and r.get("curve")]
         if records:
-            panels.append(Panel(results["labels"][key], "validation success",
-                                [Line(f"seed {r['seed']}", [tuple(p) for p in r["curve"]], color_for(i))
-                                 for i, r in enumerate(records)], fraction=True))
+            panels.append(
+                Panel(
+                    results["labels"][key],
+                    "validation success",
+                    [
+                        Line(f"seed {r['seed']}", [tuple(p) for p in r["curve"]], color_for(i))
+                        for i, r in enumerate(records)
+                    ],
+                    fraction=True,
+                )
+            )
     return save_figure(path, panels)
 
 
@@ -146,15 +185,28 @@ def write_report(results_file: Path) -> Path:
     (out / "table.md").write_text(text)
     drawn = curves_figure(results, out / "curves.png")
     values = by_row(results)
-    rows = [[esc(results["labels"][k]), esc(cell(summarize(list(values[k].values())))), fmt(len(values[k]), "int")]
-            for k in results["rows"] if k in values]
+    rows = [
+        [esc(results["labels"][k]), esc(cell(summarize(list(values[k].values())))), fmt(len(values[k]), "int")]
+        for k in results["rows"]
+        if k in values
+    ]
     pairs = [[esc(q), esc(ab), esc(paired_cell(p)), esc(v)] for q, ab, p, v in comparisons(values)]
-    sections = [("table", "Test success", table(["row", "test success (mean ± std [95% CI])", "seeds"], rows, {2})),
-                ("paired", "Paired comparisons", table(["question", "a - b", "difference", "verdict"], pairs)),
-                ("curves", "Validation curves",
-                 plot("curves.png" if drawn else None, "validation curves", "validation success per trained row"))]
+    sections = [
+        ("table", "Test success", table(["row", "test success (mean ± std [95% CI])", "seeds"], rows, {2})),
+        ("paired", "Paired comparisons", table(["question", "a - b", "difference", "verdict"], pairs)),
+        (
+            "curves",
+            "Validation curves",
+            plot("curves.png" if drawn else None, "validation curves", "validation success per trained row"),
+        ),
+    ]
     if any(r.get("sharing_gain") for r in results["results"]):  # a scale axis: its claim's quantity, as scale.md has it
-        sections.append(("scale", "Scale axis: shared - per-agent test success",
-                         f"<pre>{esc(scale_report.gain_table(results))}</pre>\n"))
+        sections.append(
+            (
+                "scale",
+                "Scale axis: shared - per-agent test success",
+                f"<pre>{esc(scale_report.gain_table(results))}</pre>\n",
+            )
+        )
     header = f"<h1>Study {esc(results['study'])}</h1>\n<pre>{esc(text)}</pre>\n"
     return write_page(out, f"teamrl study {results['study']}", header, sections)

@@ -65,8 +65,7 @@ def _split_info(info: str) -> tuple[str, str]:
 
 # Tags that are accepted as a language even when code follows on the same line.
 _KNOWN_LANGS = frozenset(
-    {"python", "bash", "sh", "shell", "text", "json", "javascript", "js", "cpp", "c", "java"}
-    | set(_LANGUAGE_ALIASES)
+    {"python", "bash", "sh", "shell", "text", "json", "javascript", "js", "cpp", "c", "java"} | set(_LANGUAGE_ALIASES)
 )
 
 

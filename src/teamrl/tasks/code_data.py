@@ -135,9 +135,17 @@ def load_humaneval(path: str | os.PathLike[str] | None = None) -> list[CodeProbl
         entry_point = rec.get("entry_point", str)
         if not entry_point.isidentifier():
             raise rec.fail(f"entry_point {entry_point!r} is not an identifier")
-        problems.append(CodeProblem(
-            id=rec.get("task_id", str), prompt=prompt, reference_solution=prompt + solution,
-            tests=rec.get("test", str), entry_point=entry_point, test_setup=prompt, source="humaneval"))
+        problems.append(
+            CodeProblem(
+                id=rec.get("task_id", str),
+                prompt=prompt,
+                reference_solution=prompt + solution,
+                tests=rec.get("test", str),
+                entry_point=entry_point,
+                test_setup=prompt,
+                source="humaneval",
+            )
+        )
     return problems
 
 
@@ -148,13 +156,17 @@ def _called_function(test: str, reference: str = "") -> str | None:
     with warnings.catch_warnings():  # old MBPP code has invalid escapes like "\d" in plain strings
         warnings.simplefilter("ignore", (DeprecationWarning, SyntaxWarning))
         try:
-            calls = [n.func.id for n in ast.walk(ast.parse(test))
-                     if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)]
+            calls = [
+                n.func.id for n in ast.walk(ast.parse(test)) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+            ]
         except SyntaxError:
             return None
         try:
-            defined = {n.name for n in ast.walk(ast.parse(reference))
-                       if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+            defined = {
+                n.name
+                for n in ast.walk(ast.parse(reference))
+                if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+            }
         except SyntaxError:
             defined = set()
     for name in calls:
@@ -186,10 +198,18 @@ def load_mbpp(path: str | os.PathLike[str] | None = None, sanitized: bool = Fals
             text = rec.get("text", str)
             setup = rec.get("test_setup_code", str, "")
             metadata = {"challenge_tests": "\n".join(rec.str_list("challenge_test_list", []))}
-        problems.append(CodeProblem(
-            id=f"mbpp/{task_id}", prompt=f"{text}\nYour code should pass tests like this:\n{tests[0]}",
-            reference_solution=rec.get("code", str), tests="\n".join(tests), entry_point=_called_function(tests[0], rec.get("code", str)),
-            test_setup=setup, source="mbpp_sanitized" if sanitized else "mbpp", metadata=metadata))
+        problems.append(
+            CodeProblem(
+                id=f"mbpp/{task_id}",
+                prompt=f"{text}\nYour code should pass tests like this:\n{tests[0]}",
+                reference_solution=rec.get("code", str),
+                tests="\n".join(tests),
+                entry_point=_called_function(tests[0], rec.get("code", str)),
+                test_setup=setup,
+                source="mbpp_sanitized" if sanitized else "mbpp",
+                metadata=metadata,
+            )
+        )
     return problems
 
 
@@ -198,12 +218,12 @@ def load_mbpp(path: str | os.PathLike[str] | None = None, sanitized: bool = Fals
 
 # Checks a call-based result the way the APPS harness does: tuples compare as lists, and an
 # expected value wrapped in a one-element list also matches the bare value.
-_CALL_MATCH_SETUP = '''
+_CALL_MATCH_SETUP = """
 def __teamrl_matches__(result, expected):
     if isinstance(result, tuple):
         result = list(result)
     return result == expected or (isinstance(expected, list) and len(expected) == 1 and result == expected[0])
-'''
+"""
 
 
 def _call_based_tests(fn_name: str, cases: list[tuple[list[Any], Any]], uses_class: bool) -> str:
@@ -225,9 +245,11 @@ def load_apps(path: str | os.PathLike[str]) -> list[CodeProblem]:
             raise rec.fail("input_output should be a JSON object with 'inputs' and 'outputs'")
         inputs, outputs = io_spec.get("inputs", []), io_spec.get("outputs", [])
         if not isinstance(inputs, list) or not isinstance(outputs, list) or len(inputs) != len(outputs):
-            raise rec.fail(f"input_output needs equal-length 'inputs' and 'outputs' lists "
-                           f"(got {len(inputs) if isinstance(inputs, list) else '?'} and "
-                           f"{len(outputs) if isinstance(outputs, list) else '?'})")
+            raise rec.fail(
+                f"input_output needs equal-length 'inputs' and 'outputs' lists "
+                f"(got {len(inputs) if isinstance(inputs, list) else '?'} and "
+                f"{len(outputs) if isinstance(outputs, list) else '?'})"
+            )
         solutions = rec.json_field("solutions", []) or []
         starter = rec.get("starter_code", str, "")
         fn_name = io_spec.get("fn_name")
@@ -240,12 +262,23 @@ def load_apps(path: str | os.PathLike[str]) -> list[CodeProblem]:
         else:
             io_tests = [IOTest(_as_text(i), _as_text(o)) for i, o in zip(inputs, outputs)]
         problem_id = rec.get("problem_id", (int, str))
-        problems.append(CodeProblem(
-            id=f"apps/{problem_id}", prompt=rec.get("question", str) + (f"\n{starter}" if starter else ""),
-            reference_solution=solutions[0] if solutions and isinstance(solutions[0], str) else "",
-            tests=tests, entry_point=fn_name or None, test_setup=setup, io_tests=io_tests, source="apps",
-            metadata={"difficulty": rec.get("difficulty", str, ""), "url": rec.get("url", str, ""),
-                      "starter_code": starter}))
+        problems.append(
+            CodeProblem(
+                id=f"apps/{problem_id}",
+                prompt=rec.get("question", str) + (f"\n{starter}" if starter else ""),
+                reference_solution=solutions[0] if solutions and isinstance(solutions[0], str) else "",
+                tests=tests,
+                entry_point=fn_name or None,
+                test_setup=setup,
+                io_tests=io_tests,
+                source="apps",
+                metadata={
+                    "difficulty": rec.get("difficulty", str, ""),
+                    "url": rec.get("url", str, ""),
+                    "starter_code": starter,
+                },
+            )
+        )
     return problems
 
 
@@ -278,11 +311,22 @@ def load_code_contests(path: str | os.PathLike[str], include_generated: bool = F
         sols = rec.get("solutions", dict, {})
         langs, codes = sols.get("language", []), sols.get("solution", [])
         reference = next((c for lang, c in zip(langs, codes) if lang == _PYTHON3), "")
-        problems.append(CodeProblem(
-            id=f"code_contests/{rec.get('name', str)}", prompt=rec.get("description", str), reference_solution=reference,
-            tests="", entry_point=None, io_tests=io_tests, source="code_contests",
-            metadata={k: rec.record[k] for k in ("source", "difficulty", "cf_rating", "time_limit",
-                                                  "memory_limit_bytes") if k in rec.record}))
+        problems.append(
+            CodeProblem(
+                id=f"code_contests/{rec.get('name', str)}",
+                prompt=rec.get("description", str),
+                reference_solution=reference,
+                tests="",
+                entry_point=None,
+                io_tests=io_tests,
+                source="code_contests",
+                metadata={
+                    k: rec.record[k]
+                    for k in ("source", "difficulty", "cf_rating", "time_limit", "memory_limit_bytes")
+                    if k in rec.record
+                },
+            )
+        )
     return problems
 
 
@@ -338,11 +382,21 @@ def load_livecodebench(path: str | os.PathLike[str]) -> list[CodeProblem]:
             if not (isinstance(func_name, str) and func_name.isidentifier()):
                 raise rec.fail("functional test cases need metadata.func_name")
             tests, setup = _call_based_tests(func_name, calls, "class Solution" in starter), _CALL_MATCH_SETUP
-        problems.append(CodeProblem(
-            id=f"livecodebench/{rec.get('question_id', (str, int))}",
-            prompt=rec.get("question_content", str) + (f"\n{starter}" if starter else ""), reference_solution="",
-            tests=tests, entry_point=func_name if calls else None, test_setup=setup, io_tests=io_tests,
-            source="livecodebench",
-            metadata={k: rec.record[k] for k in ("question_title", "platform", "difficulty", "contest_date")
-                      if k in rec.record}))
+        problems.append(
+            CodeProblem(
+                id=f"livecodebench/{rec.get('question_id', (str, int))}",
+                prompt=rec.get("question_content", str) + (f"\n{starter}" if starter else ""),
+                reference_solution="",
+                tests=tests,
+                entry_point=func_name if calls else None,
+                test_setup=setup,
+                io_tests=io_tests,
+                source="livecodebench",
+                metadata={
+                    k: rec.record[k]
+                    for k in ("question_title", "platform", "difficulty", "contest_date")
+                    if k in rec.record
+                },
+            )
+        )
     return problems

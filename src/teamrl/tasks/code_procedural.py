@@ -58,17 +58,23 @@ class TaskSpec:
 
 
 def _int_family(name: str, values: Sequence[int], phrase: str, body: str, func: Callable[..., Any]) -> list[TaskSpec]:
-    return [TaskSpec(name, (k,), "x", phrase.format(k=k), body.format(k=k), (lambda x, k=k: func(x, k)))
-            for k in values]
+    return [
+        TaskSpec(name, (k,), "x", phrase.format(k=k), body.format(k=k), (lambda x, k=k: func(x, k))) for k in values
+    ]
 
 
 def _all_specs() -> list[TaskSpec]:
-    out = (_int_family("add", range(1, 10), "x plus {k}", "x+{k}", lambda x, k: x + k)
-           + _int_family("sub", range(1, 10), "x minus {k}", "x-{k}", lambda x, k: x - k)
-           + _int_family("mul", range(2, 10), "x times {k}", "x*{k}", lambda x, k: x * k)
-           + _int_family("mod", range(2, 10), "x mod {k}", "x%{k}", lambda x, k: x % k))
-    out += [TaskSpec("affine", (a, b), "x", f"x times {a} plus {b}", f"x*{a}+{b}", (lambda x, a=a, b=b: x * a + b))
-            for a in range(2, 6) for b in range(1, 10)]
+    out = (
+        _int_family("add", range(1, 10), "x plus {k}", "x+{k}", lambda x, k: x + k)
+        + _int_family("sub", range(1, 10), "x minus {k}", "x-{k}", lambda x, k: x - k)
+        + _int_family("mul", range(2, 10), "x times {k}", "x*{k}", lambda x, k: x * k)
+        + _int_family("mod", range(2, 10), "x mod {k}", "x%{k}", lambda x, k: x % k)
+    )
+    out += [
+        TaskSpec("affine", (a, b), "x", f"x times {a} plus {b}", f"x*{a}+{b}", (lambda x, a=a, b=b: x * a + b))
+        for a in range(2, 6)
+        for b in range(1, 10)
+    ]
     out += [
         TaskSpec("max", (), "a, b", "the larger of a and b", "max(a, b)", max),
         TaskSpec("min", (), "a, b", "the smaller of a and b", "min(a, b)", min),
@@ -97,7 +103,7 @@ def _held_out_keys() -> frozenset[str]:
             continue  # a single-spec family cannot be split: it is training-only
         # A stable hash, not Python's salted hash(): the split must be the same in every process.
         ranked = sorted(members, key=lambda s: hashlib.sha256(f"teamrl-code|{s.key}".encode()).hexdigest())
-        held.update(s.key for s in ranked[:max(1, len(members) // _HELD_OUT_SHARE)])
+        held.update(s.key for s in ranked[: max(1, len(members) // _HELD_OUT_SHARE)])
     return frozenset(held)
 
 
@@ -111,11 +117,13 @@ def specs(split: str, families: Sequence[str] | None = None) -> list[TaskSpec]:
     unknown = set(families or ()) - set(FAMILIES)
     if unknown:
         raise ValueError(f"unknown task families {sorted(unknown)}; known: {', '.join(FAMILIES)}")
-    chosen = [s for s in _SPECS if (s.key in _HELD_OUT) == (split == "heldout")
-              and (families is None or s.family in families)]
+    chosen = [
+        s for s in _SPECS if (s.key in _HELD_OUT) == (split == "heldout") and (families is None or s.family in families)
+    ]
     if not chosen:
-        raise ValueError(f"no {split} specs in families {list(families or FAMILIES)} "
-                         "(families without parameters are training-only)")
+        raise ValueError(
+            f"no {split} specs in families {list(families or FAMILIES)} (families without parameters are training-only)"
+        )
     return chosen
 
 
@@ -139,8 +147,9 @@ def _inputs(spec: TaskSpec, rng: random.Random, n: int) -> list[tuple[Any, ...]]
     return seen
 
 
-def procedural_code_problem(split: str, index: int, seed: int = 0,
-                            families: Sequence[str] | None = None) -> CodeProblem:
+def procedural_code_problem(
+    split: str, index: int, seed: int = 0, families: Sequence[str] | None = None
+) -> CodeProblem:
     """Instance `index` of `split`: a function task with its reference solution and 3-5 asserts."""
     instance_seed = split_seed(split, index)
     rng = random.Random(f"teamrl-code:{seed}:{instance_seed}")
@@ -148,15 +157,25 @@ def procedural_code_problem(split: str, index: int, seed: int = 0,
     calls = _inputs(spec, rng, rng.randint(3, 5))
     tests = "\n".join(f"assert f({', '.join(map(repr, args))}) == {spec.func(*args)!r}" for args in calls)
     return CodeProblem(
-        id=f"procedural/{split}/{index}", prompt=f'def f({spec.args}):\n    """Return {spec.phrase}."""\n',
-        reference_solution=f"def f({spec.args}):\n    return {spec.body}\n", tests=tests + "\n",
-        entry_point="f", source="procedural",
-        metadata={"family": spec.family, "params": list(spec.params), "spec": spec.key, "short": spec.short,
-                  "split": split})
+        id=f"procedural/{split}/{index}",
+        prompt=f'def f({spec.args}):\n    """Return {spec.phrase}."""\n',
+        reference_solution=f"def f({spec.args}):\n    return {spec.body}\n",
+        tests=tests + "\n",
+        entry_point="f",
+        source="procedural",
+        metadata={
+            "family": spec.family,
+            "params": list(spec.params),
+            "spec": spec.key,
+            "short": spec.short,
+            "split": split,
+        },
+    )
 
 
-def procedural_code_problems(split: str, n: int, seed: int = 0,
-                             families: Sequence[str] | None = None) -> list[CodeProblem]:
+def procedural_code_problems(
+    split: str, n: int, seed: int = 0, families: Sequence[str] | None = None
+) -> list[CodeProblem]:
     """Instances 0..n-1 of `split` (see `procedural_code_problem`)."""
     if n < 0:
         raise ValueError(f"n must be >= 0, got {n}")
@@ -165,19 +184,59 @@ def procedural_code_problems(split: str, n: int, seed: int = 0,
 
 # ----------------------------------------------------------------------------- mutants
 
-_BINOP_SWAPS = {ast.Add: ast.Sub, ast.Sub: ast.Add, ast.Mult: ast.Add, ast.Div: ast.Mult,
-                ast.FloorDiv: ast.Mult, ast.Mod: ast.FloorDiv, ast.Pow: ast.Mult}
+_BINOP_SWAPS = {
+    ast.Add: ast.Sub,
+    ast.Sub: ast.Add,
+    ast.Mult: ast.Add,
+    ast.Div: ast.Mult,
+    ast.FloorDiv: ast.Mult,
+    ast.Mod: ast.FloorDiv,
+    ast.Pow: ast.Mult,
+}
 _ORDERED_OPS = (ast.Sub, ast.Div, ast.FloorDiv, ast.Mod, ast.Pow)  # swapping operands changes these
-_CMP_SWAPS = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq,
-              ast.NotEq: ast.Eq, ast.In: ast.NotIn, ast.NotIn: ast.In, ast.Is: ast.IsNot, ast.IsNot: ast.Is}
+_CMP_SWAPS = {
+    ast.Lt: ast.LtE,
+    ast.LtE: ast.Lt,
+    ast.Gt: ast.GtE,
+    ast.GtE: ast.Gt,
+    ast.Eq: ast.NotEq,
+    ast.NotEq: ast.Eq,
+    ast.In: ast.NotIn,
+    ast.NotIn: ast.In,
+    ast.Is: ast.IsNot,
+    ast.IsNot: ast.Is,
+}
 _CMP_FLIPS = {ast.Lt: ast.Gt, ast.LtE: ast.GtE, ast.Gt: ast.Lt, ast.GtE: ast.LtE}
-_NAME_SWAPS = {"min": "max", "max": "min", "any": "all", "all": "any", "True": "False", "False": "True",
-               "sorted": "reversed", "reversed": "sorted", "set": "list", "list": "set", "int": "float",
-               "float": "int"}
-_ATTR_SWAPS = {"upper": "lower", "lower": "upper", "append": "remove", "startswith": "endswith",
-               "endswith": "startswith", "index": "count", "swapcase": "upper", "isupper": "islower",
-               "islower": "isupper", "isdigit": "isalpha", "isalpha": "isdigit", "strip": "lstrip",
-               "keys": "values", "values": "keys"}
+_NAME_SWAPS = {
+    "min": "max",
+    "max": "min",
+    "any": "all",
+    "all": "any",
+    "True": "False",
+    "False": "True",
+    "sorted": "reversed",
+    "reversed": "sorted",
+    "set": "list",
+    "list": "set",
+    "int": "float",
+    "float": "int",
+}
+_ATTR_SWAPS = {
+    "upper": "lower",
+    "lower": "upper",
+    "append": "remove",
+    "startswith": "endswith",
+    "endswith": "startswith",
+    "index": "count",
+    "swapcase": "upper",
+    "isupper": "islower",
+    "islower": "isupper",
+    "isdigit": "isalpha",
+    "isalpha": "isdigit",
+    "strip": "lstrip",
+    "keys": "values",
+    "values": "keys",
+}
 
 Edit = Callable[[ast.AST], None]
 
@@ -192,14 +251,17 @@ def _negate(field: str) -> Edit:
 
 def _replace_comparison(table: dict[type[ast.cmpop], type[ast.cmpop]]) -> Edit:
     """An edit replacing the first comparison operator of a Compare node by its entry in `table`."""
+
     def edit(n: ast.AST) -> None:
         assert isinstance(n, ast.Compare)  # applied to the same node, a Compare, of a fresh parse
         n.ops[0] = table[type(n.ops[0])]()
+
     return edit
 
 
 def _edits(node: ast.AST) -> list[Edit]:
     """In-place single-site changes to `node` (applied to the same node of a fresh parse)."""
+
     def set_attr(name: str, value: Any) -> Edit:
         return lambda n: setattr(n, name, value)
 
@@ -258,11 +320,17 @@ def mutate_program(source: str, entry_point: str | None = None, limit: int = 8, 
         return []
     scope = _scope(tree, entry_point)
     # Editing a docstring changes nothing the tests can see: not a site.
-    docstrings = {id(n.body[0].value) for n in ast.walk(scope)
-                  if isinstance(n, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
-                  and n.body and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
-    sites = [(i, j) for i, node in enumerate(ast.walk(scope)) if id(node) not in docstrings
-             for j in range(len(_edits(node)))]
+    docstrings = {
+        id(n.body[0].value)
+        for n in ast.walk(scope)
+        if isinstance(n, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+        and n.body
+        and isinstance(n.body[0], ast.Expr)
+        and isinstance(n.body[0].value, ast.Constant)
+    }
+    sites = [
+        (i, j) for i, node in enumerate(ast.walk(scope)) if id(node) not in docstrings for j in range(len(_edits(node)))
+    ]
     random.Random(f"teamrl-mutants:{seed}").shuffle(sites)
     original = ast.unparse(tree)
     mutants: list[str] = []

@@ -52,12 +52,15 @@ def resolve_split(split: str, heldout_split: str) -> str:
 def check_heldout_split(task: str, value: str) -> None:
     """The `heldout_split` setting names validation or test, or a ValueError saying so."""
     if value not in ("validation", "test"):
-        raise ValueError(f"{task}.heldout_split = {value!r} is invalid: use validation (pick checkpoints) or test "
-                         "(the reported numbers)")
+        raise ValueError(
+            f"{task}.heldout_split = {value!r} is invalid: use validation (pick checkpoints) or test "
+            "(the reported numbers)"
+        )
 
 
-def draw_in_split(split: str, index: int, draw: Callable[[int], T], key: Callable[[T], Hashable],
-                  max_attempts: int = 10_000) -> T:
+def draw_in_split(
+    split: str, index: int, draw: Callable[[int], T], key: Callable[[T], Hashable], max_attempts: int = 10_000
+) -> T:
     """Instance `index` of `split`: the first draw(seed) over seeds derived from (split, index) whose
     content belongs to `split` (rejection sampling; about 1 in 7 draws is kept for the small splits)."""
     if index < 0:
@@ -67,5 +70,7 @@ def draw_in_split(split: str, index: int, draw: Callable[[int], T], key: Callabl
         instance = draw(seed)
         if content_split(key(instance)) == split:
             return instance
-    raise RuntimeError(f"no instance of split {split!r} in {max_attempts} draws: the generator's contents are "
-                       "too few; widen the task's settings")
+    raise RuntimeError(
+        f"no instance of split {split!r} in {max_attempts} draws: the generator's contents are "
+        "too few; widen the task's settings"
+    )

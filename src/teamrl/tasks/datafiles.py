@@ -58,8 +58,7 @@ def iter_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
             try:
                 record = json.loads(line)
             except json.JSONDecodeError as exc:
-                raise DatasetFormatError(
-                    f"{path}:{lineno}: not valid JSON ({exc.msg} at column {exc.colno})") from None
+                raise DatasetFormatError(f"{path}:{lineno}: not valid JSON ({exc.msg} at column {exc.colno})") from None
             if not isinstance(record, dict):
                 raise DatasetFormatError(f"{path}:{lineno}: expected a JSON object, got {type(record).__name__}")
             yield lineno, record

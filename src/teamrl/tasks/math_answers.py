@@ -86,8 +86,9 @@ def _parse_gold(ground_truth: str, timeout: int | None) -> tuple[Any, ...]:
     return tuple(_parse(ground_truth, timeout))
 
 
-def _match_in_process(prediction: str, ground_truth: str, timeout: int | None, extract: bool = True,
-                      question: Question = None) -> bool:
+def _match_in_process(
+    prediction: str, ground_truth: str, timeout: int | None, extract: bool = True, question: Question = None
+) -> bool:
     answer = extract_final_answer(prediction) if extract else prediction.strip()
     # "４２" is 42 to the workflow's exact comparison; math-verify reads ASCII digits only.
     answer = ascii_digits(answer) if answer else answer
@@ -192,8 +193,9 @@ class _IsolatedChecker:
             if stream is not None:
                 stream.close()
 
-    def check(self, prediction_text: str, ground_truth: str, timeout_s: float, extract: bool = True,
-              question: Question = None) -> bool:
+    def check(
+        self, prediction_text: str, ground_truth: str, timeout_s: float, extract: bool = True, question: Question = None
+    ) -> bool:
         with self._lock:
             if self._proc is None or self._proc.poll() is not None:
                 self._proc = self._start()
@@ -232,8 +234,9 @@ def _worker_main() -> None:
     for line in sys.stdin:
         try:
             prediction_text, ground_truth, timeout, extract, question = json.loads(line)
-            match = _match_in_process(prediction_text, ground_truth, timeout, bool(extract),
-                                      None if question is None else tuple(question))
+            match = _match_in_process(
+                prediction_text, ground_truth, timeout, bool(extract), None if question is None else tuple(question)
+            )
         except Exception as exc:  # a bad request must not take the worker down
             out.write(json.dumps({"error": repr(exc)}) + "\n")
             continue
@@ -246,8 +249,9 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_ISOLATED.forget_after_fork)
 
 
-def _check(prediction: str, ground_truth: str | int, timeout_seconds: float | None, extract: bool,
-           question: Question = None) -> bool:
+def _check(
+    prediction: str, ground_truth: str | int, timeout_seconds: float | None, extract: bool, question: Question = None
+) -> bool:
     if isinstance(ground_truth, int) and not isinstance(ground_truth, bool):
         ground_truth = str(ground_truth)
     if not isinstance(prediction, str) or not isinstance(ground_truth, str):
@@ -270,8 +274,14 @@ def _check(prediction: str, ground_truth: str | int, timeout_seconds: float | No
     return _ISOLATED.check(prediction, ground_truth, timeout_seconds, extract, question)
 
 
-def answers_match(prediction_text: str, ground_truth: str | int, timeout_seconds: float | None = 5.0,
-                  question: str | None = None, source: str = "", answer_form: str = "auto") -> bool:
+def answers_match(
+    prediction_text: str,
+    ground_truth: str | int,
+    timeout_seconds: float | None = 5.0,
+    question: str | None = None,
+    source: str = "",
+    answer_form: str = "auto",
+) -> bool:
     """Whether the one final answer of the response ``prediction_text`` equals ``ground_truth``.
 
     The contract is ``docs/verifiers/math.md``: the answer is found by

@@ -36,9 +36,19 @@ Node = tuple[Union[str, Fraction, tuple], ...]
 
 # Spellings that print the same, written one way (longest first where one is a prefix of another).
 _RESPELL = [
-    (re.compile(r"\\(?:left|right|bigl|bigr|Bigl|Bigr|biggl|biggr|Biggl|Biggr|bigm|Bigm|big|Big|bigg|Bigg)"
-                r"(?![A-Za-z])\.?"), ""),
-    (re.compile(r"\\(?:displaystyle|textstyle|scriptstyle|limits|nolimits|mathrm|mathit|mathbf|boldsymbol)(?![A-Za-z])"), ""),
+    (
+        re.compile(
+            r"\\(?:left|right|bigl|bigr|Bigl|Bigr|biggl|biggr|Biggl|Biggr|bigm|Bigm|big|Big|bigg|Bigg)"
+            r"(?![A-Za-z])\.?"
+        ),
+        "",
+    ),
+    (
+        re.compile(
+            r"\\(?:displaystyle|textstyle|scriptstyle|limits|nolimits|mathrm|mathit|mathbf|boldsymbol)(?![A-Za-z])"
+        ),
+        "",
+    ),
     (re.compile(r"\\(?:text|textrm|textbf|textit|mbox|hbox)\s*\{[A-Za-z .]*\}"), ""),  # a unit or a word aside
     (re.compile(r"\\[,;:! ]|\\q?quad(?![A-Za-z])|[$~]"), " "),  # a space still ends a command name
     (re.compile(r"\\[dtc]frac(?![A-Za-z])"), r"\\frac"),
@@ -58,7 +68,8 @@ _OPEN, _CLOSE = ("(", "[", "{"), (")", "]", "}")
 _NEGATIVE_ONE, _ZERO, _ONE = ("n", Fraction(-1)), ("n", Fraction(0)), ("n", Fraction(1))
 _FUNCTIONS = frozenset(
     "sin cos tan sec csc cot arcsin arccos arctan sinh cosh tanh log ln lg exp gcd lcm max min det deg arg "
-    "lfloor lceil".split())
+    "lfloor lceil".split()
+)
 _CLOSERS = {"\\lfloor": "\\rfloor", "\\lceil": "\\rceil"}
 _TWO_ARGS = frozenset(("\\frac", "\\binom"))
 
@@ -141,8 +152,12 @@ class _Parser:
     def starts_atom(self, token: str) -> bool:
         if token == "|":
             return self.bars == 0  # inside |...| a bar closes
-        return token[0].isalnum() or token[0] == "." or token in _OPEN or (
-            token.startswith("\\") and token not in ("\\%", "\\rfloor", "\\rceil", "\\choose"))
+        return (
+            token[0].isalnum()
+            or token[0] == "."
+            or token in _OPEN
+            or (token.startswith("\\") and token not in ("\\%", "\\rfloor", "\\rceil", "\\choose"))
+        )
 
     def signed(self) -> Node:
         if self.peek() in ("+", "-"):
@@ -223,7 +238,9 @@ class _Parser:
     def command(self, name: str) -> Node:
         if name in _TWO_ARGS:
             first, second = self.argument(), self.argument()
-            return _product([first, _power(second, _NEGATIVE_ONE)]) if name == "\\frac" else ("f", name, (first, second))
+            return (
+                _product([first, _power(second, _NEGATIVE_ONE)]) if name == "\\frac" else ("f", name, (first, second))
+            )
         if name == "\\sqrt":
             index = _number("2")
             if self.peek() == "[":

@@ -35,7 +35,6 @@ __all__ = [
 ]
 
 
-
 @dataclass(frozen=True)
 class MathProblem:
     """One math question with its reference answer.
@@ -133,8 +132,10 @@ def _generic_record(rec: Mapping[str, Any], index: int, where: str, source: str)
     if raw is None and solution is not None:
         raw = extract_boxed(solution)
     if raw is None or not str(raw).strip():
-        raise DatasetFormatError(f"{where}: no answer field (answer / final_answer / target) and no \\boxed{{}} in a "
-                                 "solution; give every record its final answer, e.g. \"answer\": \"42\"")
+        raise DatasetFormatError(
+            f"{where}: no answer field (answer / final_answer / target) and no \\boxed{{}} in a "
+            'solution; give every record its final answer, e.g. "answer": "42"'
+        )
     answer = str(raw)
     if "####" in answer:
         answer, gsm_solution = _gsm8k_answer(answer, where)
@@ -149,8 +150,10 @@ RecordParser = Callable[[Mapping[str, Any], int, str, str], MathProblem]
 def _load_jsonl(path: Path, parse: RecordParser, source: str) -> list[MathProblem]:
     problems = [parse(rec, i, f"{path}:{lineno}", source) for i, (lineno, rec) in enumerate(iter_jsonl(path))]
     if not problems:
-        raise DatasetFormatError(f"{path}: no records (the file is empty or blank); write one JSON object per "
-                                 "line with a question and its answer")
+        raise DatasetFormatError(
+            f"{path}: no records (the file is empty or blank); write one JSON object per "
+            "line with a question and its answer"
+        )
     return problems
 
 
@@ -201,7 +204,9 @@ def _load_hf(name: str, split: str) -> list[MathProblem]:
     try:
         import datasets
     except ImportError as exc:
-        raise ImportError(f"loading Hugging Face dataset {name!r} needs the datasets package: pip install datasets") from exc
+        raise ImportError(
+            f"loading Hugging Face dataset {name!r} needs the datasets package: pip install datasets"
+        ) from exc
     try:
         ds = datasets.load_dataset(name, split=split)
     except Exception as exc:  # network, auth, missing split: all surface as one clear error
@@ -342,7 +347,9 @@ class ArithmeticTask:
         )
 
 
-def generate_arithmetic(level: int, n: int, seed: int = 0, split: str = "train", unique: bool = True) -> list[MathProblem]:
+def generate_arithmetic(
+    level: int, n: int, seed: int = 0, split: str = "train", unique: bool = True
+) -> list[MathProblem]:
     """``n`` arithmetic problems of ``level`` for ``split`` (``train`` or ``heldout``).
 
     Instance seeds come from the split's own range (see ``teamrl.tasks.base.split_seed``),

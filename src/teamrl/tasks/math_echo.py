@@ -37,11 +37,13 @@ _SPACING_RE = re.compile(r"\\[,;:! ]|\\left|\\right|[\s$]")
 _PLAIN_NUMBER_RE = re.compile(r"[+-]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?")  # 1,234 is a plain number
 # What may surround a value: a currency sign, percent, degrees, a unit or word in \text{}, spacing.
 _VALUE_WRAPPING_RE = re.compile(
-    r"\\\$|\\?%|\^\s*\{?\s*\\circ\s*\}?|°|\\(?:text|textrm|mathrm|mbox)\s*\{[A-Za-z .]*\}|\\[,;:! ]|[\s$~]")
+    r"\\\$|\\?%|\^\s*\{?\s*\\circ\s*\}?|°|\\(?:text|textrm|mathrm|mbox)\s*\{[A-Za-z .]*\}|\\[,;:! ]|[\s$~]"
+)
 _NAME_PREFIX_RE = re.compile(r"^[A-Za-z](?:_\{?\w+\}?)?=")  # "x = 5", "a_1 = 5"
 _NUMBER_RE = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)")  # 42, -3.5, .5
 _FRACTION_RE = re.compile(  # 3/4, \frac{8}{21}, \frac65, \frac{-1}{2}
-    r"[+-]?(?:(\d+)/(\d+)|\\[dt]?frac(?:\{[+-]?(\d+)\}|(\d))(?:\{(\d+)\}|(\d)))")
+    r"[+-]?(?:(\d+)/(\d+)|\\[dt]?frac(?:\{[+-]?(\d+)\}|(\d))(?:\{(\d+)\}|(\d)))"
+)
 _MATH_SEGMENT_RE = re.compile(r"\$\$(.+?)\$\$|\$(.+?)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]", re.DOTALL)
 # Arithmetic written in plain text ("17+5-8", "What is (16 - 3) * 2?"): digits joined by operators.
 # One character class, so that finding the runs is one linear pass whatever the text.
@@ -150,7 +152,12 @@ def echo_refusal(answer: str, question: str, truth: str, source: str = "", answe
     if squashed != _squash(truth) and squashed in _squash(question):
         return "restates the question"
     meaning = _meaning(answer)
-    if meaning is not None and meaning[0] != "n" and meaning != _meaning(truth) and meaning in _question_forms(question):
+    if (
+        meaning is not None
+        and meaning[0] != "n"
+        and meaning != _meaning(truth)
+        and meaning in _question_forms(question)
+    ):
         return "restates the question"
     if resolve_answer_form(answer_form, source, truth) == "value" and is_value(truth) and not is_value(answer):
         return "an expression where the task asks for a value"
@@ -182,9 +189,17 @@ def _form_refusal(answer: str, meaning: Node | None, question: str, truth: str) 
     the gold no longer holds must not be left in the answer.
     """
     squashed = _squash(answer)
-    if _DECIMAL_ASKED_RE.search(question) and _DECIMAL_RE.fullmatch(_squash(truth)) and _FRACTION_MARK_RE.search(squashed):
+    if (
+        _DECIMAL_ASKED_RE.search(question)
+        and _DECIMAL_RE.fullmatch(_squash(truth))
+        and _FRACTION_MARK_RE.search(squashed)
+    ):
         return "a fraction where the question asks for a decimal"
-    if _FRACTION_ASKED_RE.search(question) and _FRACTION_MARK_RE.search(_squash(truth)) and _DECIMAL_RE.search(squashed):
+    if (
+        _FRACTION_ASKED_RE.search(question)
+        and _FRACTION_MARK_RE.search(_squash(truth))
+        and _DECIMAL_RE.search(squashed)
+    ):
         return "a decimal where the question asks for a fraction"
     if len(question) > MAX_QUESTION_CHARS:
         return None

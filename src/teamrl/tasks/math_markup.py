@@ -26,14 +26,28 @@ __all__ = ["normalize_markup", "unwrap_answer"]
 # Full-width ASCII (U+FF01..U+FF5E) is ASCII; CJK sentence punctuation is its ASCII counterpart;
 # the Unicode minus and its look-alikes are a minus.
 _WIDTH: dict[int, int | str] = {cp: cp - 0xFEE0 for cp in range(0xFF01, 0xFF5F)}
-_WIDTH.update({0x3002: ".", 0xFF61: ".", 0x3001: ",", 0x3000: " ", 0x2212: "-", 0xFE63: "-", 0x2796: "-",
-               0x00A0: " ", 0x2009: " ", 0x202F: " "})
+_WIDTH.update(
+    {
+        0x3002: ".",
+        0xFF61: ".",
+        0x3001: ",",
+        0x3000: " ",
+        0x2212: "-",
+        0xFE63: "-",
+        0x2796: "-",
+        0x00A0: " ",
+        0x2009: " ",
+        0x202F: " ",
+    }
+)
 _MAX_GROUP = 200  # a formatting group longer than this is prose, not an answer's wrapper
 
 # Formatting commands around a group: the group is what is printed. (\mathrm and \textrm stay: they
 # typeset units, `42\ \mathrm{cm^2}`, which the unit rules read whole.)
-_FORMAT_CMD_RE = re.compile(r"\\(?:textbf|mathbf|boldsymbol|bm|pmb|textit|emph|mathit|textsf|mathsf|"
-                            r"underline|textnormal)\s*\{")
+_FORMAT_CMD_RE = re.compile(
+    r"\\(?:textbf|mathbf|boldsymbol|bm|pmb|textit|emph|mathit|textsf|mathsf|"
+    r"underline|textnormal)\s*\{"
+)
 # \text{25} / \mbox{-3}: a number typeset as text is that number (a unit or a name in \text{} stays).
 _TEXT_NUMBER_RE = re.compile(r"\\(?:text|mbox|hbox)\s*\{\s*(-?[\d.,]+)\s*\}")
 # Markdown emphasis and code spans, innermost text only: ***x***, **x**, __x__, *x*, `x`.
@@ -46,31 +60,38 @@ _EMPHASIS_RES = (
 )
 # Math delimiters around nothing but a number: $25$, $$ 25 $$, \( 25 \), \[ 25 \] (an escaped \$ is money).
 _MATH_NUMBER_RE = re.compile(
-    r"(?<!\\)(\$\$|\$|\\\[|\\\()[ \t]{0,3}([+-]?(?:\d{1,3}(?:,\d{3}){1,12}|\d{1,40})(?:\.\d{1,20})?)[ \t]{0,3}(\$\$|\$|\\\]|\\\))")
+    r"(?<!\\)(\$\$|\$|\\\[|\\\()[ \t]{0,3}([+-]?(?:\d{1,3}(?:,\d{3}){1,12}|\d{1,40})(?:\.\d{1,20})?)[ \t]{0,3}(\$\$|\$|\\\]|\\\))"
+)
 _MATH_CLOSERS = {"$$": "$$", "$": "$", "\\[": "\\]", "\\(": "\\)"}
 # HTML emphasis and code tags around a short span.
 _HTML_RE = re.compile(r"<(b|strong|i|em|u|code|mark)>([^<>\n]{1,200})</\1>", re.IGNORECASE)
 # A fenced block of at most three short lines, untagged or tagged as text or math: its content is an answer.
-_FENCE_RE = re.compile(r"```[ \t]*(?:text|plaintext|txt|latex|tex|math|markdown|md)?[ \t]*\n"
-                       r"((?:[^\n`]{0,200}\n){1,3}?)[ \t]*```")
+_FENCE_RE = re.compile(
+    r"```[ \t]*(?:text|plaintext|txt|latex|tex|math|markdown|md)?[ \t]*\n"
+    r"((?:[^\n`]{0,200}\n){1,3}?)[ \t]*```"
+)
 # A decoration after the text: emoji and pictographs (Unicode "other symbol"), the degree sign excepted.
 _KEEP_SYMBOLS = frozenset("°©®™")
 # "!" that ends a sentence right after a number or closing markup (not a factorial inside math).
 _BANG_RE = re.compile(r"(?<=[\d*_`)}\]$])!+(?=[ \t]*(?:$|\n))|(?<=[\d*_`)}\]$])!+(?=[ \t]+[A-Z])")
 # A clause in a script without spaces (CJK) and without digits, after punctuation at a line's end.
-_CJK_TAIL_RE = re.compile(r"(?<=\S)[ \t]{0,3}[,.;:!][ \t]{0,3}[\u2E80-\u9FFF\uAC00-\uD7AF\u3040-\u30FF]"
-                          r"[^\n\d,.;:!]{0,60}[.!]?[ \t]{0,3}(?=\n|$)")
+_CJK_TAIL_RE = re.compile(
+    r"(?<=\S)[ \t]{0,3}[,.;:!][ \t]{0,3}[\u2E80-\u9FFF\uAC00-\uD7AF\u3040-\u30FF]"
+    r"[^\n\d,.;:!]{0,60}[.!]?[ \t]{0,3}(?=\n|$)"
+)
 # A number, matched only from the start of its digit run and at most 60 characters long, so that no
 # pattern built on it rescans a long run of digits from every position inside it (linear time).
 _NUMBER = r"(?<![\d,.])-?(?:\d{1,3}(?:,\d{3}){1,12}|\d{1,40})(?:\.\d{1,20})?(?![\d,]\d)"
 # "twenty-five (25)", "Negative five (-5)": the words then the same number in digits.
 _SPELLED_FIRST_RE = re.compile(
-    rf"(?<![A-Za-z])((?:negative |minus )?[A-Za-z]{{1,12}}(?:[ -][A-Za-z]{{1,12}}){{0,12}})[ \t]?\([ \t]?({_NUMBER})[ \t]?\)")
+    rf"(?<![A-Za-z])((?:negative |minus )?[A-Za-z]{{1,12}}(?:[ -][A-Za-z]{{1,12}}){{0,12}})[ \t]?\([ \t]?({_NUMBER})[ \t]?\)"
+)
 # A number, then a parenthetical aside that justifies it: "(since 22 + 3 = 25)". (Unbracketed prose between
 # numbers, "18 because 9 * 2 = 18", stays a second value: docs/verifiers/math.md.)
 _JUSTIFIED_RE = re.compile(
     rf"({_NUMBER})([*_`$}}\\)]{{0,6}})([ \t]{{0,3}}\((?:since|because|as|by|from|check(?:ing)?|note)\b[^()\n]{{0,160}}\))",
-    re.IGNORECASE)
+    re.IGNORECASE,
+)
 _LAST_NUMBER_RE = re.compile(_NUMBER)
 # "(-3)" standing alone as the answer: a negative number in parentheses.
 _PAREN_NEGATIVE_RE = re.compile(r"^\(\s*(-\s*(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?)\s*\)$")  # not "(-2,1)"
@@ -91,7 +112,7 @@ def _spelled(words_text: str) -> Fraction | None:
     lowered = words_text.lower()
     for sign in ("negative ", "minus "):
         if lowered.startswith(sign):
-            value = spelled_value(lowered[len(sign):])
+            value = spelled_value(lowered[len(sign) :])
             return None if value is None else -value
     return spelled_value(lowered)
 
@@ -148,7 +169,7 @@ def _unwrap_commands(text: str) -> str:
         close = pairs.get(match.end() - 1)
         if match.start() < pos or close is None or close - match.end() > _MAX_GROUP:
             continue  # inside a group already unwrapped (the next pass takes it), or no short group
-        out += [text[pos:match.start()], text[match.end():close]]
+        out += [text[pos : match.start()], text[match.end() : close]]
         pos = close + 1
     return "".join(out) + text[pos:]
 
@@ -182,7 +203,8 @@ def normalize_markup(text: str) -> str:
             text = pattern.sub(r"\1", text)
         text = _HTML_RE.sub(r"\2", text)
         text = _MATH_NUMBER_RE.sub(
-            lambda m: m.group(2) if _MATH_CLOSERS[m.group(1)] == m.group(3) else m.group(0), text)
+            lambda m: m.group(2) if _MATH_CLOSERS[m.group(1)] == m.group(3) else m.group(0), text
+        )
         if text == before:
             break
     text = _BANG_RE.sub(".", text)

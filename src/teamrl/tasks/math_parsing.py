@@ -47,14 +47,19 @@ _MATH_MARK_RE = re.compile(r"\\[A-Za-z]|\$[^$\n]{0,200}?[A-Za-z0-9][^$\n]{0,200}
 # A number, then the same number in words in parentheses: "42 (forty-two)", "13.5 (thirteen and a half) cm".
 _SPELLED_ASIDE_RE = re.compile(r"^(-?\d{1,3}(?:,\d{3})*(?:\.\d+)?|-?\d+(?:\.\d+)?)\s*\(([A-Za-z -]{1,120})\)(.*)$")
 # A number with its sign ("so -5": the minus belongs to it; in "17-5" it is an operator).
-_NUMBER_RE = re.compile(r"(?<![\w.])-?(?=[\d.])(?:\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?|\.\d+)|(?<=\w)\d+(?:\.\d+)?")
+_NUMBER_RE = re.compile(
+    r"(?<![\w.])-?(?=[\d.])(?:\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?|\.\d+)|(?<=\w)\d+(?:\.\d+)?"
+)
 # Words that make a prose sentence's number a bound, a guess or one option rather than the answer.
 _PROSE_HEDGE_WORDS = (math_shape.HEDGE_WORDS - {"and", "to", "from", "through", "till", "until"}) | frozenset(
-    "than least most over under below above exceeds may".split())
+    "than least most over under below above exceeds may".split()
+)
 # A sentence's end that states its number: a stating verb, then the number, then nothing but punctuation.
 _STATED_AT_END_RE = re.compile(
     r"\b(?:is|are|was|were|has|have|had|gets?|got|makes?|made|equals?|totals?|comes to|leaves?|remains?)"
-    r"\s+(-?\d{1,3}(?:,\d{3})+(?:\.\d+)?|-?\d+(?:\.\d+)?)\s*$", re.IGNORECASE)
+    r"\s+(-?\d{1,3}(?:,\d{3})+(?:\.\d+)?|-?\d+(?:\.\d+)?)\s*$",
+    re.IGNORECASE,
+)
 MAX_LAST_LINE_CHARS = 1000
 """A last line longer than this is not read as an answer (the fallback without a marker)."""
 
@@ -207,7 +212,8 @@ def _boxed_answer(text: str, spans: list[tuple[int, int, int, int]]) -> tuple[st
         return None, f"{len(keys)} boxes with different answers"
     line_start, line_end = _line_bounds(text, outer[-1][0], outer[-1][3])
     reason = _lead_refusal(text[line_start : outer[-1][0]]) or _tail_refusal(
-        text, outer[-1][3], line_end, _clean_answer(answers[-1]))
+        text, outer[-1][3], line_end, _clean_answer(answers[-1])
+    )
     if reason is None:
         later = _marker_answer(text, outer[-1][3])
         if later[0] is not None and _answer_key(later[0]) not in keys:

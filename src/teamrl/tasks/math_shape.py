@@ -20,7 +20,17 @@ import unicodedata
 
 from teamrl.tasks.math_words import NUMBER_WORDS
 
-__all__ = ["MAX_ANSWER_CHARS", "answer_refusal", "ascii_digits", "hedge_refusal", "join_digit_groups", "revision_refusal", "strip_unit_words", "without_unit_words", "words"]
+__all__ = [
+    "MAX_ANSWER_CHARS",
+    "answer_refusal",
+    "ascii_digits",
+    "hedge_refusal",
+    "join_digit_groups",
+    "revision_refusal",
+    "strip_unit_words",
+    "without_unit_words",
+    "words",
+]
 
 MAX_ANSWER_CHARS = 300
 """Longest answer read (whitespace collapsed); gold answers of GSM8K, MATH-500 and AIME are under 60."""
@@ -97,11 +107,13 @@ def join_digit_groups(text: str) -> str:
 # Trailing unit words after a number or a closing brace: "18 dollars", "5.4 cents", "\\frac{14}{3} cups", "42 cm²".
 _UNIT_WORDS_RE = re.compile(
     r"(?<=[\d}])\s*(?<![\\A-Za-z])(?:[A-Za-z]{2,}(?:[ .'/-]+[A-Za-z]+)*\.?|[mgsLh](?![A-Za-z]))"
-    r"(?:\s*\^\s*\{?[23]\}?|[²³])?$")  # one letter only for the metric units m, g, s, L, h: "42 x" is no unit
+    r"(?:\s*\^\s*\{?[23]\}?|[²³])?$"
+)  # one letter only for the metric units m, g, s, L, h: "42 x" is no unit
 # A trailing unit in LaTeX: "42\,\text{cm}", "42 \text{ cm}^2", "42\ \mathrm{cm^2}" (letters only inside).
 _LATEX_UNIT_RE = re.compile(
     r"(?<=[\d}])(?:\s|\\[,;:! ])*\\(?:text|textrm|mathrm|mbox|operatorname)\s*\{\s*[A-Za-z][A-Za-z .'/-]*"
-    r"(?:\^\s*\{?[23]\}?)?\s*\}(?:\s*\^\s*\{?[23]\}?|[²³])?\s*$")
+    r"(?:\^\s*\{?[23]\}?)?\s*\}(?:\s*\^\s*\{?[23]\}?|[²³])?\s*$"
+)
 
 
 def strip_unit_words(answer: str, gold: str) -> str:
@@ -277,8 +289,11 @@ def answer_refusal(answer: str, gold: str | None = None) -> str | None:
             reason = _equation_refusal(item)
             if reason is not None:
                 return reason
-    for pattern, what in ((_TOWER_RE, "a power tower"), (_BIG_EXPONENT_RE, "an exponent over 999"),
-                          (_BIG_FACTORIAL_RE, "a factorial over 999!")):
+    for pattern, what in (
+        (_TOWER_RE, "a power tower"),
+        (_BIG_EXPONENT_RE, "an exponent over 999"),
+        (_BIG_FACTORIAL_RE, "a factorial over 999!"),
+    ):
         if pattern.search(joined) and not pattern.search(gold_joined):
             return what
     return None

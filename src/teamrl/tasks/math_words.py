@@ -13,8 +13,10 @@ from fractions import Fraction
 
 __all__ = ["NUMBER_WORDS", "number_in_words", "spelled_numbers", "spelled_value"]
 
-_UNITS = ("zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "
-          "sixteen seventeen eighteen nineteen").split()
+_UNITS = (
+    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "
+    "sixteen seventeen eighteen nineteen"
+).split()
 _TENS = "_ _ twenty thirty forty fifty sixty seventy eighty ninety".split()
 _SCALES = {"hundred": 100, "thousand": 1000, "million": 10**6, "billion": 10**9}
 _VALUES = {**{w: i for i, w in enumerate(_UNITS)}, **{w: 10 * i for i, w in enumerate(_TENS) if i >= 2}}
@@ -81,7 +83,8 @@ def number_in_words(n: int) -> str:
 _NUMBER_WORD = r"(?:" + "|".join(sorted(NUMBER_WORDS, key=len, reverse=True)) + r")"
 # A run of number words: "forty-two", "one hundred and thirty-five", "thirteen and a half".
 _SPELLED_RUN_RE = re.compile(
-    rf"\b{_NUMBER_WORD}\b(?:(?:[\s-]+(?:and[\s-]+)?(?:a[\s-]+)?){_NUMBER_WORD}\b){{0,19}}", re.IGNORECASE)
+    rf"\b{_NUMBER_WORD}\b(?:(?:[\s-]+(?:and[\s-]+)?(?:a[\s-]+)?){_NUMBER_WORD}\b){{0,19}}", re.IGNORECASE
+)
 
 
 def spelled_numbers(text: str) -> list[Fraction | None]:

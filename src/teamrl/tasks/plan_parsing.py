@@ -185,9 +185,7 @@ def parse_plan(text: str, aliases: dict[str, str]) -> list[str] | None:
 
 # [[1, 2], [3, 4]]: rows cannot nest, and every quantifier is possessive, so a long run of spaces
 # or commas costs one pass (a backtracking `\s*,?\s*` is quadratic in the run's length).
-_GRID_LITERAL_RE = re.compile(
-    r"\[\s*+\[[0-9\s,]*+\](?:\s*+,\s*+\[[0-9\s,]*+\])*+(?:\s*+,)?+\s*+\]"
-)
+_GRID_LITERAL_RE = re.compile(r"\[\s*+\[[0-9\s,]*+\](?:\s*+,\s*+\[[0-9\s,]*+\])*+(?:\s*+,)?+\s*+\]")
 _DIGIT_RE = re.compile(r"[0-9]")
 _DIGITS_RE = re.compile(r"[0-9]+")
 # No grid value needs more digits; longer runs are not values (and int() refuses > 4,300 digits).

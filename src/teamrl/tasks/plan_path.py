@@ -89,10 +89,7 @@ def distances_to(grid: list[str], goal: Cell) -> dict[Cell, int]:
         r, c = queue.popleft()
         for dr, dc in MOVES.values():
             nr, nc = r + dr, c + dc
-            if (
-                0 <= nr < len(grid) and 0 <= nc < len(grid[0])
-                and grid[nr][nc] != WALL and (nr, nc) not in dist
-            ):
+            if 0 <= nr < len(grid) and 0 <= nc < len(grid[0]) and grid[nr][nc] != WALL and (nr, nc) not in dist:
                 dist[(nr, nc)] = dist[(r, c)] + 1
                 queue.append((nr, nc))
     return dist
@@ -106,10 +103,7 @@ def generate_grid(config: PlanPathConfig, seed: int) -> tuple[tuple[str, ...], C
         cells = [(r, c) for r in range(n) for c in range(n)]
         start, goal = rng.sample(cells, 2)
         rows = [
-            "".join(
-                WALL if (r, c) not in (start, goal) and rng.random() < config.wall_prob else FREE
-                for c in range(n)
-            )
+            "".join(WALL if (r, c) not in (start, goal) and rng.random() < config.wall_prob else FREE for c in range(n))
             for r in range(n)
         ]
         path = bfs_path(rows, start, goal)
@@ -120,9 +114,7 @@ def generate_grid(config: PlanPathConfig, seed: int) -> tuple[tuple[str, ...], C
 @lru_cache(maxsize=16)
 def heldout_layouts(config: PlanPathConfig) -> frozenset[tuple[tuple[str, ...], Cell, Cell]]:
     """The first `heldout_instances` held-out instances, which training must never use."""
-    return frozenset(
-        generate_grid(config, split_seed("heldout", i)) for i in range(config.heldout_instances)
-    )
+    return frozenset(generate_grid(config, split_seed("heldout", i)) for i in range(config.heldout_instances))
 
 
 class PlanPathEnv:

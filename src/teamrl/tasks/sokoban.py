@@ -21,11 +21,29 @@ from collections import deque
 from typing import Sequence
 
 from teamrl.tasks.base import HELD_OUT_SEED_OFFSET, StepResult, split_seed
-from teamrl.tasks.sokoban_rooms import (LEGEND, MOVES, Layout, SokobanConfig, dead_cells, generate_layout,
-                                        heldout_layouts, neighbour_deltas, shortest_solution)
+from teamrl.tasks.sokoban_rooms import (
+    LEGEND,
+    MOVES,
+    Layout,
+    SokobanConfig,
+    dead_cells,
+    generate_layout,
+    heldout_layouts,
+    neighbour_deltas,
+    shortest_solution,
+)
 
-__all__ = ["LEGEND", "MOVES", "Layout", "SokobanConfig", "SokobanEnv", "generate_layout", "heldout_layouts",
-           "instance", "solve"]
+__all__ = [
+    "LEGEND",
+    "MOVES",
+    "Layout",
+    "SokobanConfig",
+    "SokobanEnv",
+    "generate_layout",
+    "heldout_layouts",
+    "instance",
+    "solve",
+]
 
 
 class SokobanEnv:
@@ -107,9 +125,7 @@ class SokobanEnv:
 
     @property
     def done(self) -> bool:
-        return (
-            self.success or self.hit_invalid or self.steps_taken >= self.config.step_budget
-        )
+        return self.success or self.hit_invalid or self.steps_taken >= self.config.step_budget
 
     def forfeit(self) -> StepResult:
         """End the episode as failed with the invalid-move penalty (for a plan that parses to nothing),
@@ -157,10 +173,7 @@ class SokobanEnv:
         """
         self._require_layout()
         if isinstance(action, str) or not isinstance(action, (list, tuple)):
-            raise TypeError(
-                f"sokoban action must be a list of moves {list(MOVES)}, "
-                f"got {type(action).__name__}"
-            )
+            raise TypeError(f"sokoban action must be a list of moves {list(MOVES)}, got {type(action).__name__}")
         unknown = [m for m in action if m not in MOVES]
         if unknown:
             raise ValueError(f"unknown move {unknown[0]!r}: moves are {list(MOVES)}")
@@ -240,8 +253,13 @@ def solve(env: SokobanEnv, max_states: int = 200_000) -> list[str] | None:
     """
     layout = env._require_layout()
     return shortest_solution(
-        layout.size, layout.walls, layout.targets, env.boxes, env.player,
-        max_states=max_states, dead=dead_cells(layout.size, layout.walls, layout.targets),
+        layout.size,
+        layout.walls,
+        layout.targets,
+        env.boxes,
+        env.player,
+        max_states=max_states,
+        dead=dead_cells(layout.size, layout.walls, layout.targets),
     )
 
 

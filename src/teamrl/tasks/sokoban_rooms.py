@@ -15,10 +15,7 @@ from dataclasses import dataclass
 from teamrl.tasks.base import check_puzzle_settings, split_seed
 
 MOVES: tuple[str, ...] = ("U", "D", "L", "R")
-LEGEND = (
-    "# wall, . floor, x empty target, $ box, * box on a target, @ player, "
-    "+ player on an empty target"
-)
+LEGEND = "# wall, . floor, x empty target, $ box, * box on a target, @ player, + player on an empty target"
 
 _PULL_PROB = 0.75
 """Chance that a backward step pulls a box, when the player stands next to one it can pull."""
@@ -72,13 +69,10 @@ class SokobanConfig:
             raise ValueError(f"sokoban.scramble_min must be >= 1, got {self.scramble_min}")
         if self.scramble_max < self.scramble_min:
             raise ValueError(
-                f"sokoban.scramble_max must be >= scramble_min ({self.scramble_min}), "
-                f"got {self.scramble_max}"
+                f"sokoban.scramble_max must be >= scramble_min ({self.scramble_min}), got {self.scramble_max}"
             )
         if self.min_solution_moves < 1:
-            raise ValueError(
-                f"sokoban.min_solution_moves must be >= 1, got {self.min_solution_moves}"
-            )
+            raise ValueError(f"sokoban.min_solution_moves must be >= 1, got {self.min_solution_moves}")
         check_puzzle_settings(self, "sokoban")
 
     @property
@@ -88,8 +82,15 @@ class SokobanConfig:
 
     def generation_key(self) -> tuple:
         """The fields that decide which layout a seed produces (reward terms excluded)."""
-        return (self.size, self.num_boxes, self.wall_prob, self.scramble_min,
-                self.scramble_max, self.min_solution_moves, self.max_attempts)
+        return (
+            self.size,
+            self.num_boxes,
+            self.wall_prob,
+            self.scramble_min,
+            self.scramble_max,
+            self.min_solution_moves,
+            self.max_attempts,
+        )
 
 
 @dataclass(frozen=True)
@@ -133,8 +134,7 @@ class Layout:
             raise ValueError(f"sokoban room needs exactly one player, found {len(players)}")
         if not boxes or len(boxes) != len(targets):
             raise ValueError(
-                f"sokoban room needs as many boxes as targets (>= 1), "
-                f"got {len(boxes)} boxes and {len(targets)} targets"
+                f"sokoban room needs as many boxes as targets (>= 1), got {len(boxes)} boxes and {len(targets)} targets"
             )
         return cls(n, frozenset(walls), frozenset(targets), frozenset(boxes), players[0])
 
@@ -265,16 +265,16 @@ def _try_layout(config: SokobanConfig, rng: random.Random) -> Layout | None:
     walls = frozenset(range(n * n)) - floor
     if start_boxes == targets:
         return None
-    if config.min_solution_moves > 1 and shortest_solution(
-        n, walls, targets, start_boxes, player, max_depth=config.min_solution_moves - 1
-    ) is not None:
+    if (
+        config.min_solution_moves > 1
+        and shortest_solution(n, walls, targets, start_boxes, player, max_depth=config.min_solution_moves - 1)
+        is not None
+    ):
         return None  # trivially short
     return Layout(n, walls, targets, start_boxes, player)
 
 
-def generate_layout(
-    config: SokobanConfig, seed: int, avoid: frozenset[Layout] = frozenset()
-) -> Layout:
+def generate_layout(config: SokobanConfig, seed: int, avoid: frozenset[Layout] = frozenset()) -> Layout:
     """The layout for `seed`: the first generated candidate that is usable and not in `avoid`."""
     rng = random.Random(seed)  # built here, never stored, so environments stay cheap to copy
     for _ in range(config.max_attempts):
@@ -296,7 +296,6 @@ def heldout_layouts(config: SokobanConfig) -> frozenset[Layout]:
     key = (config.generation_key(), config.heldout_instances)
     if key not in _HELDOUT_CACHE:
         _HELDOUT_CACHE[key] = frozenset(
-            generate_layout(config, split_seed("heldout", i))
-            for i in range(config.heldout_instances)
+            generate_layout(config, split_seed("heldout", i)) for i in range(config.heldout_instances)
         )
     return _HELDOUT_CACHE[key]

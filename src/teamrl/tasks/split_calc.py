@@ -169,9 +169,11 @@ def instance(config: SplitCalcConfig, split: str, index: int) -> Instance:
         raise ValueError(f"instance index must be >= 0, got {index}")
     name = resolve_split(split, config.heldout_split)
     if name != "train" and index >= len(items):
-        raise ValueError(f"split_calc's {name} split has {len(items)} instances (max_operand "
-                         f"{config.max_operand}); evaluate at most that many (train.eval_instances) or raise "
-                         "task.max_operand")
+        raise ValueError(
+            f"split_calc's {name} split has {len(items)} instances (max_operand "
+            f"{config.max_operand}); evaluate at most that many (train.eval_instances) or raise "
+            "task.max_operand"
+        )
     return items[index % len(items)]
 
 
@@ -187,8 +189,9 @@ def analyst_terms(config: SplitCalcConfig, item: Instance, formula: str) -> dict
     return {"team": float(share == 1.0), "local": config.agreement_coef * share, "format": 0.0}
 
 
-def calculator_terms(config: SplitCalcConfig, item: Instance, formula: str | None, answer: int | None
-                     ) -> dict[str, float]:
+def calculator_terms(
+    config: SplitCalcConfig, item: Instance, formula: str | None, answer: int | None
+) -> dict[str, float]:
     """`answer`: the answer's value (`answer_value`). team: 1 when it is the instance's value; local: the
     faithful bonus when it is the value of the formula given (if that parses); format: the penalty for a
     malformed answer."""

@@ -62,13 +62,14 @@ class SplitNavConfig:
 
     def __post_init__(self) -> None:
         if not 3 <= self.size <= 10:
-            raise ValueError(f"split_nav.size must be between 3 and 10 (an offset part is one digit), "
-                             f"got {self.size}")
+            raise ValueError(f"split_nav.size must be between 3 and 10 (an offset part is one digit), got {self.size}")
         if not 0.0 <= self.wall_prob < 0.5:
             raise ValueError(f"split_nav.wall_prob must be in [0, 0.5), got {self.wall_prob}")
         if not 1 <= self.min_distance <= 2 * (self.size - 1):
-            raise ValueError(f"split_nav.min_distance must be in [1, {2 * (self.size - 1)}] for size "
-                             f"{self.size}, got {self.min_distance}")
+            raise ValueError(
+                f"split_nav.min_distance must be in [1, {2 * (self.size - 1)}] for size "
+                f"{self.size}, got {self.min_distance}"
+            )
         for name in ("progress_coef", "closeness_coef", "format_penalty"):
             if getattr(self, name) < 0:
                 raise ValueError(f"split_nav.{name} must be >= 0 (it is a magnitude), got {getattr(self, name)}")
@@ -163,8 +164,9 @@ def spotter_terms(config: SplitNavConfig, layout: Layout, report: Offset | None)
     return {"team": float(error == 0), "local": config.closeness_coef * closeness, "format": 0.0}
 
 
-def walk_terms(config: SplitNavConfig, env: PlanPathEnv, moves: list[str] | None,
-               target: Cell | None) -> dict[str, float]:
+def walk_terms(
+    config: SplitNavConfig, env: PlanPathEnv, moves: list[str] | None, target: Cell | None
+) -> dict[str, float]:
     """Step `env` with the walk. team: 1 when the walk *ends* on G (a walk that passes G and goes on is
     refused, so sweeping the grid scores nothing); local: `progress_coef` when a walk with no invalid
     move ends on `target`, the cell the report names; format: the penalty for a malformed walk (which
@@ -205,5 +207,19 @@ def render_map(layout: Layout, show_start: bool, show_goal: bool) -> str:
     return "\n".join("".join(row) for row in rows)
 
 
-__all__ = ["MOVES", "Offset", "SplitNavConfig", "format_offset", "instance", "make_env", "offset_of",
-           "parse_offset", "parse_walk", "render_map", "render_radar", "spotter_terms", "target_of", "walk_terms"]
+__all__ = [
+    "MOVES",
+    "Offset",
+    "SplitNavConfig",
+    "format_offset",
+    "instance",
+    "make_env",
+    "offset_of",
+    "parse_offset",
+    "parse_walk",
+    "render_map",
+    "render_radar",
+    "spotter_terms",
+    "target_of",
+    "walk_terms",
+]

@@ -114,8 +114,7 @@ def heldout_puzzles(config: SudokuConfig) -> frozenset[tuple[int, ...]]:
     key = (config.size, config.blanks, config.max_attempts, config.heldout_instances)
     if key not in _HELDOUT_CACHE:
         _HELDOUT_CACHE[key] = frozenset(
-            generate_puzzle(config, split_seed("heldout", i))[0]
-            for i in range(config.heldout_instances)
+            generate_puzzle(config, split_seed("heldout", i))[0] for i in range(config.heldout_instances)
         )
     return _HELDOUT_CACHE[key]
 
@@ -168,7 +167,7 @@ class SudokuEnv:
     def grid(self) -> list[list[int]]:
         """The current grid as rows (0 = blank); a copy."""
         n = self.size
-        return [self.cells[r * n:(r + 1) * n] for r in range(n)]
+        return [self.cells[r * n : (r + 1) * n] for r in range(n)]
 
     @property
     def success(self) -> bool:
@@ -176,9 +175,7 @@ class SudokuEnv:
 
     @property
     def done(self) -> bool:
-        return (
-            self.success or self.hit_invalid or self.steps_taken >= self.config.step_budget
-        )
+        return self.success or self.hit_invalid or self.steps_taken >= self.config.step_budget
 
     def forfeit(self) -> StepResult:
         """End the episode as failed with the invalid-move penalty (for a plan that parses to nothing),
@@ -189,10 +186,7 @@ class SudokuEnv:
 
     def correct_cells(self) -> int:
         """How many blank cells of the puzzle hold their solution digit."""
-        return sum(
-            1 for i, given in enumerate(self.puzzle)
-            if not given and self.cells[i] == self.solution[i]
-        )
+        return sum(1 for i, given in enumerate(self.puzzle) if not given and self.cells[i] == self.solution[i])
 
     def _why_invalid(self, cells: Sequence[int], r: int, c: int, d: int) -> str | None:
         """Why writing digit `d` at (r, c) of the flat grid `cells` is invalid, or None."""
@@ -211,12 +205,9 @@ class SudokuEnv:
         n = self.size
         if isinstance(action, (str, bytes)) or not isinstance(action, (list, tuple)):
             raise TypeError(
-                f"sudoku action must be a list of (row, col, digit) or a list of {n} rows, "
-                f"got {type(action).__name__}"
+                f"sudoku action must be a list of (row, col, digit) or a list of {n} rows, got {type(action).__name__}"
             )
-        is_grid = len(action) == n and all(
-            isinstance(row, (list, tuple)) and len(row) == n for row in action
-        )
+        is_grid = len(action) == n and all(isinstance(row, (list, tuple)) and len(row) == n for row in action)
         if is_grid:
             items = [(r, c, action[r][c]) for r in range(n) for c in range(n)]
         else:

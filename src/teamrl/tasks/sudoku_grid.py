@@ -29,8 +29,11 @@ def peers(size: int) -> tuple[tuple[int, ...], ...]:
     """For every cell, the other cells sharing its row, column or box."""
     rows, cols, boxes = units(size)
     return tuple(
-        tuple(j for j in range(size * size) if j != i and (
-            rows[i] == rows[j] or cols[i] == cols[j] or boxes[i] == boxes[j]))
+        tuple(
+            j
+            for j in range(size * size)
+            if j != i and (rows[i] == rows[j] or cols[i] == cols[j] or boxes[i] == boxes[j])
+        )
         for i in range(size * size)
     )
 

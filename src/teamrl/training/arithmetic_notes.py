@@ -22,17 +22,27 @@ def arithmetic_record(config: RunConfig, policy_names: list[str], onednn_layers:
     log = logging.getLogger("teamrl")
     settings = sorted({config.policy_config(name).cpu_linear for name in policy_names})
     sampler = resolve_sampler_dtype(config.rollout.sampler_dtype)
-    record: dict[str, Any] = {"cpu_linear": settings, "onednn_layers": onednn_layers,
-                              "sampler_dtype": config.rollout.sampler_dtype, "sampler_dtype_resolved": sampler}
+    record: dict[str, Any] = {
+        "cpu_linear": settings,
+        "onednn_layers": onednn_layers,
+        "sampler_dtype": config.rollout.sampler_dtype,
+        "sampler_dtype_resolved": sampler,
+    }
     if "measured" in settings or config.rollout.sampler_dtype == "auto":
         probe = host_probe()
         log.info(probe.summary())
         record["probe"] = asdict(probe)
-    log.info("arithmetic: %d linear layer(s) on oneDNN (policy.cpu_linear %s); training samples in %s",
-             onednn_layers, "/".join(settings), sampler)
+    log.info(
+        "arithmetic: %d linear layer(s) on oneDNN (policy.cpu_linear %s); training samples in %s",
+        onednn_layers,
+        "/".join(settings),
+        sampler,
+    )
     if sampler == "bfloat16" and config.algorithm.rollout_correction == "none":
-        log.warning("rollout.sampler_dtype resolved to bfloat16 with algorithm.rollout_correction: none: the update "
-                    "takes the bf16 sampler's log-probs as the fp32 policy's own; set "
-                    "algorithm.rollout_correction: tis to weight each token by pi_prox / mu "
-                    "(docs/performance/arithmetic.md)")
+        log.warning(
+            "rollout.sampler_dtype resolved to bfloat16 with algorithm.rollout_correction: none: the update "
+            "takes the bf16 sampler's log-probs as the fp32 policy's own; set "
+            "algorithm.rollout_correction: tis to weight each token by pi_prox / mu "
+            "(docs/performance/arithmetic.md)"
+        )
     return record

@@ -27,8 +27,10 @@ class BestWeights:
     def __init__(self, run: Any, policies: dict[str, Policy], optimizers: Mapping[str, Any], on_disk: bool) -> None:
         """run: the RunDir; optimizers: policy name -> its PolicyOptimizer (their tensors are what training changes)."""
         self.run, self.policies, self.on_disk = run, policies, on_disk
-        self.trained = {name: [p for group in state.optimizer.param_groups for p in group["params"]]
-                        for name, state in optimizers.items()}
+        self.trained = {
+            name: [p for group in state.optimizer.param_groups for p in group["params"]]
+            for name, state in optimizers.items()
+        }
         self.snapshot: dict[str, list[torch.Tensor]] | None = None
         self.step: int | None = None
 

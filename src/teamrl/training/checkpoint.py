@@ -67,8 +67,9 @@ def check_checkpoint_folders(root: Path) -> bool:
     return True
 
 
-def write_checkpoint(root: Path, tag: str, policies: dict[str, Policy],
-                     extra: Callable[[Path], None] | None = None) -> Path:
+def write_checkpoint(
+    root: Path, tag: str, policies: dict[str, Policy], extra: Callable[[Path], None] | None = None
+) -> Path:
     """Write `root/<tag>` atomically: policy folders, then `extra(folder)`'s files, then COMPLETE.
 
     An existing `root/<tag>` is replaced only once the new one is complete.
@@ -138,8 +139,9 @@ def _link_or_copy(src: str, dst: str) -> None:
 
 def save_optimizer(state: Any, folder: Path) -> None:
     """A policy's optimizer and scheduler state (`state` is a training.update.PolicyOptimizer)."""
-    save_torch({"optimizer": state.optimizer.state_dict(), "scheduler": state.scheduler.state_dict()},
-               folder / OPTIMIZER_FILE)
+    save_torch(
+        {"optimizer": state.optimizer.state_dict(), "scheduler": state.scheduler.state_dict()}, folder / OPTIMIZER_FILE
+    )
 
 
 def save_torch(obj: Any, path: Path) -> None:

@@ -26,8 +26,7 @@ def assign_advantages(samples: list[Sample], episodes: list[Episode], algo: Algo
         return success_advantages(samples, episodes)
     if algo.grouping == "tree":
         rewards = torch.tensor([s.reward for s in samples], dtype=torch.float64)
-        adv, metrics = _normalize(rewards, group_ids([s.tree_key for s in samples]),
-                                  [s.agent for s in samples], algo)
+        adv, metrics = _normalize(rewards, group_ids([s.tree_key for s in samples]), [s.agent for s in samples], algo)
         for s, a in zip(samples, adv.tolist()):
             s.advantage = a
         return metrics
@@ -35,10 +34,13 @@ def assign_advantages(samples: list[Sample], episodes: list[Episode], algo: Algo
         keys = list(dict.fromkeys((s.episode, s.agent) for s in samples))
         # own: the committed per-turn rewards alone, as tree grouping scores them (only the grouping differs)
         bonus = 1.0 if algo.trajectory_credit == "per_agent" else 0.0
-        returns = torch.tensor([episodes[e].rewards_by_agent.get(a, 0.0) + bonus * float(episodes[e].success)
-                                for e, a in keys], dtype=torch.float64)
-        adv, metrics = _normalize(returns, group_ids([(episodes[e].instance, a) for e, a in keys]),
-                                  [a for _, a in keys], algo)
+        returns = torch.tensor(
+            [episodes[e].rewards_by_agent.get(a, 0.0) + bonus * float(episodes[e].success) for e, a in keys],
+            dtype=torch.float64,
+        )
+        adv, metrics = _normalize(
+            returns, group_ids([(episodes[e].instance, a) for e, a in keys]), [a for _, a in keys], algo
+        )
         by_key = dict(zip(keys, adv.tolist()))
         for s in samples:
             s.advantage = by_key[(s.episode, s.agent)]
@@ -46,15 +48,17 @@ def assign_advantages(samples: list[Sample], episodes: list[Episode], algo: Algo
     if algo.grouping == "trajectory":
         returns = torch.tensor([sum(e.rewards_by_agent.values()) for e in episodes], dtype=torch.float64)
         adv, metrics = group_normalized_advantages(
-            returns, group_ids([e.instance for e in episodes]), algo.scale_by_std, algo.adv_eps)
+            returns, group_ids([e.instance for e in episodes]), algo.scale_by_std, algo.adv_eps
+        )
         for s in samples:
             s.advantage = float(adv[s.episode])
         return metrics
     raise ValueError(f"unknown grouping {algo.grouping!r}; use tree or trajectory")
 
 
-def _normalize(rewards: torch.Tensor, groups: torch.Tensor, agents: list[str],
-               algo: AlgorithmConfig) -> tuple[torch.Tensor, dict[str, float]]:
+def _normalize(
+    rewards: torch.Tensor, groups: torch.Tensor, agents: list[str], algo: AlgorithmConfig
+) -> tuple[torch.Tensor, dict[str, float]]:
     """Group-normalised advantages; scaled by each agent's reward std instead with agentwise_norm."""
     if algo.agentwise_norm:
         return agentwise_scaled_advantages(rewards, groups, group_ids(agents), algo.adv_eps)
@@ -71,8 +75,10 @@ def success_advantages(samples: list[Sample], episodes: list[Episode]) -> dict[s
     for s in samples:
         s.advantage = 1.0 if episodes[s.episode].success else 0.0
     kept = sum(s.advantage for s in samples)
-    return {"kept_fraction": kept / len(samples),
-            "successful_episodes": sum(e.success for e in episodes) / max(len(episodes), 1)}
+    return {
+        "kept_fraction": kept / len(samples),
+        "successful_episodes": sum(e.success for e in episodes) / max(len(episodes), 1),
+    }
 
 
 def trainable(samples: list[Sample], drop_zero_signal: bool) -> list[Sample]:

@@ -45,8 +45,9 @@ class GradSync:
             raise ValueError(f"rank {rank} is outside a group of {world_size} workers")
         self.rank, self.world_size = rank, world_size
 
-    def shard(self, part: list[Sample], weight: float, units: Callable[[list[Sample]], float]
-              ) -> tuple[list[Sample], float]:
+    def shard(
+        self, part: list[Sample], weight: float, units: Callable[[list[Sample]], float]
+    ) -> tuple[list[Sample], float]:
         """This worker's share of a loss part and the share's weight in the minibatch's loss.
 
         `weight` is the whole part's weight, `units` what the loss aggregation averages over. The
@@ -68,18 +69,18 @@ class GradSync:
         if not params:
             return
         has_grad = torch.tensor([float(p.grad is not None) for p in params], device=params[0].device)
-        flat = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1)
-                          for p in params])
+        flat = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1) for p in params])
         dist.all_reduce(flat)
         dist.all_reduce(has_grad)
         offset = 0
         for p, present in zip(params, has_grad.tolist()):
             size = p.numel()
-            p.grad = flat[offset: offset + size].view_as(p).clone() if present else None
+            p.grad = flat[offset : offset + size].view_as(p).clone() if present else None
             offset += size
 
-    def reduce_sums(self, sums: dict[str, float], tokens: float, ratio_max: float
-                    ) -> tuple[dict[str, float], float, float]:
+    def reduce_sums(
+        self, sums: dict[str, float], tokens: float, ratio_max: float
+    ) -> tuple[dict[str, float], float, float]:
         """The minibatch's metric sums, token count and max ratio over the whole group.
 
         Keys are gathered, not assumed: a worker whose shares were all empty has no sums.
@@ -93,14 +94,14 @@ class GradSync:
         return total, sum(g[1] for g in gathered), max(g[2] for g in gathered)
 
 
-def init_group(rank: int, world_size: int, master_addr: str, master_port: int,
-               backend: str = "gloo") -> GradSync:
+def init_group(rank: int, world_size: int, master_addr: str, master_port: int, backend: str = "gloo") -> GradSync:
     """Join the process group at master_addr:master_port and return this worker's GradSync."""
     if backend not in ("gloo", "nccl"):
         raise ValueError(f"torch.distributed backend {backend!r} unknown; use gloo (CPU) or nccl (GPU)")
     if not dist.is_initialized():
-        dist.init_process_group(backend, init_method=f"tcp://{master_addr}:{master_port}",
-                                rank=rank, world_size=world_size)
+        dist.init_process_group(
+            backend, init_method=f"tcp://{master_addr}:{master_port}", rank=rank, world_size=world_size
+        )
     return GradSync(rank, world_size)
 
 

@@ -66,9 +66,11 @@ def read_only_message(err: BaseException) -> str | None:
     for link in _chain(err):
         if isinstance(link, OSError) and link.errno == errno.EROFS:
             what = str(link.filename) if link.filename else "a file"
-            return (f"teamrl: error: cannot write {what}: it is on a read-only file system; give a folder on a "
-                    "writable disk (output_dir=... for train, --out for report and transcripts), or copy a run "
-                    "directory to a writable disk to resume or report it there")
+            return (
+                f"teamrl: error: cannot write {what}: it is on a read-only file system; give a folder on a "
+                "writable disk (output_dir=... for train, --out for report and transcripts), or copy a run "
+                "directory to a writable disk to resume or report it there"
+            )
     return None
 
 

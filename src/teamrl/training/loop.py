@@ -47,9 +47,16 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def rollout_step(config: RunConfig, workflow: Workflow, policies: dict[str, Policy],
-                 mapping: dict[str, str], step: int, generator: torch.Generator,
-                 rng: random.Random, pool: RolloutPool | None = None) -> tuple[list[Sample], list[Episode]]:
+def rollout_step(
+    config: RunConfig,
+    workflow: Workflow,
+    policies: dict[str, Policy],
+    mapping: dict[str, str],
+    step: int,
+    generator: torch.Generator,
+    rng: random.Random,
+    pool: RolloutPool | None = None,
+) -> tuple[list[Sample], list[Episode]]:
     """One batch of training episodes: tree-sampled (AT-GRPO) or K independent ones (trajectory).
 
     pool: Ray rollout workers that play the episodes instead of this process (trainer.rollout_workers).
@@ -61,19 +68,30 @@ def rollout_step(config: RunConfig, workflow: Workflow, policies: dict[str, Poli
     weights = RewardWeights(algo.team_weight, algo.local_weight)
     play = pool.run_episodes if pool else partial(run_episodes, workflow, policies=policies, agent_to_policy=mapping)
     if algo.grouping == "tree":
-        return play(instances=instances, split="train", params=params, branches=algo.k, weights=weights,
-                    generator=generator, rng=rng, commit_rule=algo.commit)
+        return play(
+            instances=instances,
+            split="train",
+            params=params,
+            branches=algo.k,
+            weights=weights,
+            generator=generator,
+            rng=rng,
+            commit_rule=algo.commit,
+        )
     repeated = [i for i in instances for _ in range(algo.k)]
-    return play(instances=repeated, split="train", params=params, branches=1, weights=weights,
-                generator=generator, rng=rng)
+    return play(
+        instances=repeated, split="train", params=params, branches=1, weights=weights, generator=generator, rng=rng
+    )
 
 
 def rollout_metrics(samples: list[Sample], episodes: list[Episode]) -> dict[str, float]:
     """Success, returns and per-agent reward, length and |advantage| (call after assign_advantages)."""
-    metrics = {"train/success": mean(e.success for e in episodes),
-               "train/team_return": mean(e.team_return for e in episodes),
-               "train/turns": mean(e.turns for e in episodes),
-               "train/samples": float(len(samples))}
+    metrics = {
+        "train/success": mean(e.success for e in episodes),
+        "train/team_return": mean(e.team_return for e in episodes),
+        "train/turns": mean(e.turns for e in episodes),
+        "train/samples": float(len(samples)),
+    }
     for agent in dict.fromkeys(s.agent for s in samples):
         mine = [s for s in samples if s.agent == agent]
         metrics[f"role/{agent}/reward"] = mean(s.reward for s in mine)
@@ -99,9 +117,10 @@ def train(config: RunConfig, model_path: str | None = None, progress: bool = Tru
         onednn_layers = onednn_layer_count([p.network for p in policies.values()])  # policy.cpu_linear, resolved
         check_context(agent_sampling(config.rollout, workflow.agents, "train"), mapping, contexts)
         diagnostics = RunDiagnostics(config, workflow.agents, mapping)
-        optimizers = {name: make_optimizer(p, config.policy_config(name), config.train,
-                                           diagnostics.needs_reference)
-                      for name, p in policies.items()}
+        optimizers = {
+            name: make_optimizer(p, config.policy_config(name), config.train, diagnostics.needs_reference)
+            for name, p in policies.items()
+        }
         run = RunDirectory(config, resume, lock)
         run.write_json("arithmetic.json", arithmetic_record(config, list(policies), onednn_layers))
     except BaseException:  # nothing trained yet: a directory this call created is removed
@@ -120,8 +139,9 @@ def train(config: RunConfig, model_path: str | None = None, progress: bool = Tru
             components["trackers"] = TrackerStates()
         state = restore_training_state(resume, policies, optimizers, generator, rng, components)
         tcfg, algo = config.train, config.algorithm
-        backend = make_backend(config.trainer, optimizers, UpdateSettings(algo, config.rollout.temperature, tcfg.grad_clip,
-                                                                         trackers))
+        backend = make_backend(
+            config.trainer, optimizers, UpdateSettings(algo, config.rollout.temperature, tcfg.grad_clip, trackers)
+        )
         if trackers is not None:
             components["trackers"].attach(backend)
         # After make_backend (it connects to Ray) and the restore (the workers copy the current weights).
@@ -134,16 +154,36 @@ def train(config: RunConfig, model_path: str | None = None, progress: bool = Tru
         def held_out(step: int, instances: int) -> tuple[float, float]:
             """(success on the first `instances` held-out instances, success on the first `midway`)."""
             started = time.time()
-            with tqdm(total=instances, desc=f"held-out eval (step {step})", leave=False,
-                      disable=not progress, dynamic_ncols=True) as eval_bar:
-                metrics, episodes = evaluate(workflow, policies, mapping, instances, seed=config.seed,
-                                             sampling=eval_sampling, on_batch=eval_bar.update)
-            run.log(step, {f"eval/{k}": v for k, v in metrics.items()} | {
-                "eval/instances": float(instances), "time/eval_s": time.time() - started,
-                "time/threads": float(threads.count), "time/onednn_layers": float(onednn_layers)})
-            run.write_json(f"transcripts/eval_step{step:05d}.json",
-                           [{"instance": e.instance, "success": e.success, "turns": e.transcript}
-                            for e in episodes[:8]])
+            with tqdm(
+                total=instances,
+                desc=f"held-out eval (step {step})",
+                leave=False,
+                disable=not progress,
+                dynamic_ncols=True,
+            ) as eval_bar:
+                metrics, episodes = evaluate(
+                    workflow,
+                    policies,
+                    mapping,
+                    instances,
+                    seed=config.seed,
+                    sampling=eval_sampling,
+                    on_batch=eval_bar.update,
+                )
+            run.log(
+                step,
+                {f"eval/{k}": v for k, v in metrics.items()}
+                | {
+                    "eval/instances": float(instances),
+                    "time/eval_s": time.time() - started,
+                    "time/threads": float(threads.count),
+                    "time/onednn_layers": float(onednn_layers),
+                },
+            )
+            run.write_json(
+                f"transcripts/eval_step{step:05d}.json",
+                [{"instance": e.instance, "success": e.success, "turns": e.transcript} for e in episodes[:8]],
+            )
             picked = episodes[:midway]  # evaluate's episodes come in instance order
             pick = mean(e.success for e in picked) if len(picked) == midway else metrics["success"]
             return metrics["success"], pick
@@ -171,8 +211,9 @@ def train(config: RunConfig, model_path: str | None = None, progress: bool = Tru
             metrics = rollout_metrics(samples, episodes)  # after assign_advantages: it reads them
             metrics.update({f"adv/{k}": v for k, v in advantages.items()})
             metrics.update(workflow.metrics())  # a workflow's own rollout metrics (gateway/...)
-            batches = {name: trainable([s for s in samples if s.policy == name], algo.drop_zero_signal)
-                       for name in optimizers}
+            batches = {
+                name: trainable([s for s in samples if s.policy == name], algo.drop_zero_signal) for name in optimizers
+            }
             per_role = []
             for name, result in backend.update(batches, rng).items():
                 metrics.update(_policy_metrics(name, result.stats))
@@ -182,9 +223,15 @@ def train(config: RunConfig, model_path: str | None = None, progress: bool = Tru
             metrics.update(diagnostics.step_metrics(samples, per_role))
             t2 = time.time()
             tokens = sum(len(s.generation.response_ids) for s in samples)
-            metrics.update({"time/rollout_s": t1 - t0, "time/update_s": t2 - t1,
-                            "time/tokens_per_s": tokens / max(t1 - t0, 1e-9),
-                            "time/elapsed_s": t2 - started, "time/threads": float(step_threads)})
+            metrics.update(
+                {
+                    "time/rollout_s": t1 - t0,
+                    "time/update_s": t2 - t1,
+                    "time/tokens_per_s": tokens / max(t1 - t0, 1e-9),
+                    "time/elapsed_s": t2 - started,
+                    "time/threads": float(step_threads),
+                }
+            )
             if tcfg.eval_every and step % tcfg.eval_every == 0 and step < tcfg.steps:
                 success, pick = held_out(step, midway)
                 evaluated = {"eval/success": success}
@@ -192,16 +239,24 @@ def train(config: RunConfig, model_path: str | None = None, progress: bool = Tru
                     best, best_step = pick, step
                     best_weights.record(step)
                 metrics["eval/best_success"] = best
-                run.write_json(f"transcripts/train_step{step:05d}.json",
-                               training_transcripts(samples, episodes, config.diagnostics.train_transcripts))
+                run.write_json(
+                    f"transcripts/train_step{step:05d}.json",
+                    training_transcripts(samples, episodes, config.diagnostics.train_transcripts),
+                )
             metrics.update(engine_metrics)
-            metrics.update(_report_alerts(run.path, diagnostics.alerts(step, metrics | evaluated) + engine_alerts,
-                                          progress))
+            metrics.update(
+                _report_alerts(run.path, diagnostics.alerts(step, metrics | evaluated) + engine_alerts, progress)
+            )
             run.log(step, metrics)
             logging.getLogger("teamrl").info(
-                "step %d/%d: train success %.3f, team return %.3f, %.1f s%s", step, tcfg.steps,
-                metrics["train/success"], metrics["train/team_return"], metrics["time/rollout_s"] + metrics["time/update_s"],
-                f", held-out success {evaluated['eval/success']:.3f}" if "eval/success" in evaluated else "")
+                "step %d/%d: train success %.3f, team return %.3f, %.1f s%s",
+                step,
+                tcfg.steps,
+                metrics["train/success"],
+                metrics["train/team_return"],
+                metrics["time/rollout_s"] + metrics["time/update_s"],
+                f", held-out success {evaluated['eval/success']:.3f}" if "eval/success" in evaluated else "",
+            )
             bar.set_postfix(success=f"{metrics['train/success']:.2f}", best=f"{best:.2f}")
             if tcfg.checkpoint_every and step % tcfg.checkpoint_every == 0:
                 state = LoopState(step, history["initial"], best, best_step, time.time() - started)
@@ -216,9 +271,16 @@ def train(config: RunConfig, model_path: str | None = None, progress: bool = Tru
             best, best_step = best_final, step
             best_weights.record(step, last=True)
         best_weights.finish(step)
-        summary = {"initial_success": history["initial"], "final_success": final, "best_success": best,
-                   "best_step": best_step, "best_instances": midway, "steps": step, "train_seconds": train_seconds,
-                   "agent_to_policy": mapping}
+        summary = {
+            "initial_success": history["initial"],
+            "final_success": final,
+            "best_success": best,
+            "best_step": best_step,
+            "best_instances": midway,
+            "steps": step,
+            "train_seconds": train_seconds,
+            "agent_to_policy": mapping,
+        }
         run.write_json("summary.json", summary)
         failed = False
         return run.path
@@ -248,8 +310,9 @@ def _policy_metrics(name: str, stats: dict[str, float]) -> dict[str, float]:
     return out
 
 
-def _engine_checks(config: RunConfig, policies: dict[str, Policy], samples: list[Sample], step: int
-                   ) -> tuple[dict[str, float], list[Alert]]:
+def _engine_checks(
+    config: RunConfig, policies: dict[str, Policy], samples: list[Sample], step: int
+) -> tuple[dict[str, float], list[Alert]]:
     """The logprob-gap metrics and alerts of the policies another engine than the built-in one sampled."""
     measured = [name for name, policy in policies.items() if served_by(policy) is not None]
     if not measured:
@@ -265,5 +328,7 @@ def _report_alerts(folder: Path, alerts: list[Alert], progress: bool) -> dict[st
     with open(folder / "alerts.jsonl", "a", encoding="utf-8") as handle:
         for alert in alerts:
             handle.write(json.dumps(alert.to_json()) + "\n")
-            (tqdm.write if progress else logging.getLogger("teamrl").warning)(f"[alert step {alert.step}] {alert.message}")
+            (tqdm.write if progress else logging.getLogger("teamrl").warning)(
+                f"[alert step {alert.step}] {alert.message}"
+            )
     return {f"alert/{alert.kind}": 1.0 for alert in alerts}

@@ -65,8 +65,9 @@ class PeakMemory:
         while not self._stop.wait(self.interval_s):
             self._high = max(self._high, resident_bytes())
 
-    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
-                 trace: TracebackType | None) -> None:
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
         if self.device.type == "cuda":
             self.mb = torch.cuda.max_memory_allocated(self.device) / 2**20
             return

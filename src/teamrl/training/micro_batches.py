@@ -22,8 +22,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 
-def length_buckets(lengths: list[int], call_cost: float, sizes: list[int] | None = None,
-                   budget: int = 0) -> list[list[int]]:
+def length_buckets(
+    lengths: list[int], call_cost: float, sizes: list[int] | None = None, budget: int = 0
+) -> list[list[int]]:
     """Indices of `lengths` cut into buckets of similar length at the least padded-cells + calls cost.
 
     A bucket is a run of the lengths sorted ascending; its cost is its row count times its
@@ -80,8 +81,7 @@ class PromptGroup:
     tokens: int  # real tokens: the prompt once plus every member's response
 
 
-def prompt_groups(prompts: list[tuple[int, ...]], response_lens: list[int], token_budget: int = 0
-                  ) -> list[PromptGroup]:
+def prompt_groups(prompts: list[tuple[int, ...]], response_lens: list[int], token_budget: int = 0) -> list[PromptGroup]:
     """Samples grouped by prompt; a group over `token_budget` is split into runs of similar response length.
 
     Each run carries the prompt again (it is encoded once per micro-batch that holds it).
@@ -107,8 +107,9 @@ def prompt_groups(prompts: list[tuple[int, ...]], response_lens: list[int], toke
     return groups
 
 
-def plan_micro_batches(prompts: list[tuple[int, ...]], response_lens: list[int], token_budget: int,
-                       call_cost: float | None) -> list[list[int]]:
+def plan_micro_batches(
+    prompts: list[tuple[int, ...]], response_lens: list[int], token_budget: int, call_cost: float | None
+) -> list[list[int]]:
     """A part's samples (by position) cut into micro-batches: prompt groups bucketed by prompt length.
 
     token_budget: at most this many real tokens per micro-batch (0 = no limit); a single prompt
@@ -130,8 +131,7 @@ def plan_micro_batches(prompts: list[tuple[int, ...]], response_lens: list[int],
             current.extend(group.members)
             tokens += group.tokens
         return batches + [current] if current else batches
-    buckets = length_buckets([g.prompt_len for g in groups], call_cost, [g.tokens for g in groups],
-                             token_budget)
+    buckets = length_buckets([g.prompt_len for g in groups], call_cost, [g.tokens for g in groups], token_budget)
     return [[m for g in bucket for m in groups[g].members] for bucket in buckets]
 
 
@@ -142,8 +142,9 @@ def padded_cells(prompt_lens: list[int], response_lens: list[int]) -> int:
     return len(prompt_lens) * max(prompt_lens) + len(response_lens) * max(max(response_lens), 1)
 
 
-def layout_cells(prompts: list[tuple[int, ...]], response_lens: list[int], token_budget: int,
-                 call_cost: float | None) -> tuple[int, int, int]:
+def layout_cells(
+    prompts: list[tuple[int, ...]], response_lens: list[int], token_budget: int, call_cost: float | None
+) -> tuple[int, int, int]:
     """(computed positions, real positions, forward calls) of one part as the update lays it out.
 
     Real positions count each distinct prompt once per micro-batch that holds it, plus the responses.

@@ -50,22 +50,27 @@ class OfflineSFT:
         return SFTSettings(steps=self.steps, lr=self.lr, warmup_steps=min(20, self.steps // 10), seed=seed)
 
 
-def demos_by_policy(config: RunConfig, workflow: Workflow, mapping: dict[str, str], records: list[TurnRecord]
-                    ) -> dict[str, list[Demo]]:
+def demos_by_policy(
+    config: RunConfig, workflow: Workflow, mapping: dict[str, str], records: list[TurnRecord]
+) -> dict[str, list[Demo]]:
     """Policy name -> the (prompt, response) of every turn its agents spoke; refuses turns of another
     task or of agents / roles the config's workflow does not have."""
     task = config.task["name"]
     others = sorted({r.task for r in records} - {task})
     if others:
-        raise ConfigError(f"the transcripts are of task(s) {', '.join(others)}, the config's task is {task!r}; "
-                          "use the config the transcripts were made with")
+        raise ConfigError(
+            f"the transcripts are of task(s) {', '.join(others)}, the config's task is {task!r}; "
+            "use the config the transcripts were made with"
+        )
     roles = {a.name: a.role for a in workflow.agents}
     strangers = sorted({f"{r.agent} ({r.role})" for r in records if roles.get(r.agent) != r.role})
     if strangers:
         have = ", ".join(f"{a} ({r})" for a, r in roles.items())
-        raise ConfigError(f"the transcripts have agent(s) {', '.join(strangers)} that workflow "
-                          f"{config.workflow.name!r} lacks (its agents: {have}); set workflow.name to the "
-                          "workflow the transcripts were made with")
+        raise ConfigError(
+            f"the transcripts have agent(s) {', '.join(strangers)} that workflow "
+            f"{config.workflow.name!r} lacks (its agents: {have}); set workflow.name to the "
+            "workflow the transcripts were made with"
+        )
     demos: dict[str, list[Demo]] = {}
     for record in records:
         demos.setdefault(mapping[record.agent], []).append((record.prompt, record.response))
@@ -85,8 +90,9 @@ def shuffled_batches(demos: list[Demo], batch_size: int, seed: int) -> Iterator[
         yield batch
 
 
-def offline_sft(config: RunConfig, records: list[TurnRecord], options: OfflineSFT,
-                model_path: str | None = None) -> Path:
+def offline_sft(
+    config: RunConfig, records: list[TurnRecord], options: OfflineSFT, model_path: str | None = None
+) -> Path:
     """Fine-tune the config's policies on `records`; returns the run directory.
 
     model_path: the base model to start from where a policy's model is 'tiny-default' (default: warm it up).
@@ -109,13 +115,22 @@ def offline_sft(config: RunConfig, records: list[TurnRecord], options: OfflineSF
 
             batches = shuffled_batches(own, options.batch_size, config.seed + offset)
             result = supervised_finetune(policies[name], batches, options.settings(config.seed), log=log)
-            summary["policies"][name] = {"turns": len(own), "loss_before": before,
-                                         "loss_after": heldout_loss(policies[name], scored),
-                                         "final_batch_loss": result.losses[-1], "steps": len(result.losses)}
+            summary["policies"][name] = {
+                "turns": len(own),
+                "loss_before": before,
+                "loss_after": heldout_loss(policies[name], scored),
+                "final_batch_loss": result.losses[-1],
+                "steps": len(result.losses),
+            }
         # Policies no turn maps to keep their starting weights (they are saved, so eval finds them).
         run.save_checkpoint("best", policies)
-        summary |= {"steps": options.steps, "batch_size": options.batch_size, "lr": options.lr,
-                    "untrained_policies": sorted(set(policies) - set(demos)), "sft_seconds": time.time() - started}
+        summary |= {
+            "steps": options.steps,
+            "batch_size": options.batch_size,
+            "lr": options.lr,
+            "untrained_policies": sorted(set(policies) - set(demos)),
+            "sft_seconds": time.time() - started,
+        }
         run.write_json("summary.json", summary)
     except BaseException:
         run.close(failed=True)

@@ -38,8 +38,12 @@ def scoring_layout(samples: list[Sample], temperature: float) -> ScoringLayout:
     temps = [g.temperature if g.temperature is not None else temperature for g in gens]
     slot: dict[tuple[int, ...], int] = {}
     index = [slot.setdefault(tuple(g.prompt_ids), len(slot)) for g in gens]
-    return ScoringLayout([list(p) for p in slot], [g.response_ids for g in gens], index,
-                         temps[0] if len(set(temps)) == 1 else torch.tensor(temps))
+    return ScoringLayout(
+        [list(p) for p in slot],
+        [g.response_ids for g in gens],
+        index,
+        temps[0] if len(set(temps)) == 1 else torch.tensor(temps),
+    )
 
 
 def padded(rows: Sequence[list[float] | torch.Tensor], like: torch.Tensor) -> torch.Tensor:
@@ -63,19 +67,24 @@ class ProximalLogprobs:
         """[N, T] pi_prox of `samples`, shaped and placed as the update's log-probs `like`."""
         return padded([self.logprobs[id(s)] for s in samples], like)
 
-    def weights(self, prox: torch.Tensor, behaviour: torch.Tensor, mask: torch.Tensor
-                ) -> tuple[torch.Tensor, dict[str, float]]:
+    def weights(
+        self, prox: torch.Tensor, behaviour: torch.Tensor, mask: torch.Tensor
+    ) -> tuple[torch.Tensor, dict[str, float]]:
         """The importance weights [N, T] of pi_prox over mu (the sampler's log-probs) and their metrics."""
         return rollout_correction_weights(prox, behaviour, mask, self.mode, self.cap, self.log_ratio_clamp)
 
 
-def proximal_logprobs(policy: Policy, samples: list[Sample], algo: AlgorithmConfig, temperature: float
-                      ) -> ProximalLogprobs:
+def proximal_logprobs(
+    policy: Policy, samples: list[Sample], algo: AlgorithmConfig, temperature: float
+) -> ProximalLogprobs:
     """One no-grad forward of the trainer's current weights over `samples`: call before any optimizer step."""
     model, pad_id = policy.model, policy.tokenizer.pad_token_id
-    plan = plan_micro_batches([tuple(s.generation.prompt_ids) for s in samples],
-                              [len(s.generation.response_ids) for s in samples], algo.micro_batch_tokens,
-                              algo.bucket_call_tokens if algo.length_buckets else None)
+    plan = plan_micro_batches(
+        [tuple(s.generation.prompt_ids) for s in samples],
+        [len(s.generation.response_ids) for s in samples],
+        algo.micro_batch_tokens,
+        algo.bucket_call_tokens if algo.length_buckets else None,
+    )
     was_training = model.training
     model.eval()  # dropout off: the sampler had none
     out: dict[int, torch.Tensor] = {}
@@ -84,10 +93,20 @@ def proximal_logprobs(policy: Policy, samples: list[Sample], algo: AlgorithmConf
             for rows in plan:
                 micro = [samples[i] for i in rows]
                 layout = scoring_layout(micro, temperature)
-                buckets = (length_buckets([len(r) for r in layout.responses], algo.bucket_call_tokens)
-                           if algo.length_buckets else None)
-                logp, _, _ = shared_prefix_logprobs(model, layout.prompts, layout.responses, layout.index, pad_id,
-                                                    layout.temperature, response_buckets=buckets)
+                buckets = (
+                    length_buckets([len(r) for r in layout.responses], algo.bucket_call_tokens)
+                    if algo.length_buckets
+                    else None
+                )
+                logp, _, _ = shared_prefix_logprobs(
+                    model,
+                    layout.prompts,
+                    layout.responses,
+                    layout.index,
+                    pad_id,
+                    layout.temperature,
+                    response_buckets=buckets,
+                )
                 logp = logp.float().cpu()
                 for row, sample in enumerate(micro):
                     out[id(sample)] = logp[row, : len(sample.generation.response_ids)].clone()

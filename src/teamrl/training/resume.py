@@ -46,8 +46,17 @@ from teamrl.training.checkpoint import (
 from teamrl.training.run_files import CONFIG_FILE, RUN_LOGS, SUMMARY_FILE, check_regular_file
 
 # Config keys a resumed run may change; any other difference would make it a different run.
-CHANGEABLE = {"train.resume", "train.steps", "train.time_budget_s", "train.keep_last",
-              "train.checkpoint_every", "output_dir", "run_name", "policy.device", "report_to"}
+CHANGEABLE = {
+    "train.resume",
+    "train.steps",
+    "train.time_budget_s",
+    "train.keep_last",
+    "train.checkpoint_every",
+    "output_dir",
+    "run_name",
+    "policy.device",
+    "report_to",
+}
 
 
 @dataclass
@@ -113,9 +122,16 @@ class TrackerStates:
         self.restored = state
 
 
-def save_training_state(run: CheckpointedRun, loop: LoopState, policies: dict[str, Policy],
-                        optimizers: dict[str, Any], generator: torch.Generator, rng: random.Random,
-                        keep_last: int, components: dict[str, Any] | None = None) -> Path:
+def save_training_state(
+    run: CheckpointedRun,
+    loop: LoopState,
+    policies: dict[str, Policy],
+    optimizers: dict[str, Any],
+    generator: torch.Generator,
+    rng: random.Random,
+    keep_last: int,
+    components: dict[str, Any] | None = None,
+) -> Path:
     """Write the resumable checkpoint `step<loop.step>` atomically, then rotate old step checkpoints.
 
     components: further stateful parts of the loop (e.g. diagnostics with running baselines), each
@@ -128,8 +144,9 @@ def save_training_state(run: CheckpointedRun, loop: LoopState, policies: dict[st
         for name, state in optimizers.items():
             save_optimizer(state, folder / name)
         parts = {name: part.state_dict() for name, part in (components or {}).items()}
-        save_torch({"loop": asdict(loop), "rng": capture_rng(generator, rng), "components": parts},
-                   folder / TRAINER_STATE)
+        save_torch(
+            {"loop": asdict(loop), "rng": capture_rng(generator, rng), "components": parts}, folder / TRAINER_STATE
+        )
         (folder / TRAINER_JSON).write_text(json.dumps(asdict(loop), indent=1))
 
     path = write_checkpoint(run.checkpoints, step_tag(loop.step), policies, extra)
@@ -139,8 +156,13 @@ def save_training_state(run: CheckpointedRun, loop: LoopState, policies: dict[st
 
 def capture_rng(generator: torch.Generator, rng: random.Random) -> dict[str, Any]:
     cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []
-    return {"loop": rng.getstate(), "python": random.getstate(), "torch": torch.get_rng_state(),
-            "generator": generator.get_state(), "cuda": cuda}
+    return {
+        "loop": rng.getstate(),
+        "python": random.getstate(),
+        "torch": torch.get_rng_state(),
+        "generator": generator.get_state(),
+        "cuda": cuda,
+    }
 
 
 def restore_rng(states: dict[str, Any], generator: torch.Generator, rng: random.Random) -> None:
@@ -164,16 +186,20 @@ def find_resume_point(config: RunConfig) -> ResumePoint | None:
         return None
     if wanted == "auto":
         if not config.run_name:
-            raise ConfigError("train.resume = 'auto' needs a fixed run_name (the default name has a "
-                              "timestamp, so a restarted run could not find its directory)")
+            raise ConfigError(
+                "train.resume = 'auto' needs a fixed run_name (the default name has a "
+                "timestamp, so a restarted run could not find its directory)"
+            )
         target = Path(config.output_dir) / config.run_name
         if not (target / "metrics.jsonl").exists():
             return None
     else:
         target = Path(wanted).expanduser()
         if not target.is_dir():
-            raise ConfigError(f"train.resume = {wanted!r}: no such folder; give a run directory "
-                              "or one of its checkpoints/stepN folders")
+            raise ConfigError(
+                f"train.resume = {wanted!r}: no such folder; give a run directory "
+                "or one of its checkpoints/stepN folders"
+            )
     run_path, checkpoint = _locate(target)
     check_run_files(run_path)  # before anything is changed: a refused resume leaves the run as it was
     recover(run_path / "checkpoints")
@@ -183,16 +209,20 @@ def find_resume_point(config: RunConfig) -> ResumePoint | None:
     else:
         verify(checkpoint)
     if checkpoint is None:
-        print(f"teamrl: {run_path} has no complete step checkpoint; restarting it from step 0",
-              file=sys.stderr)
+        print(f"teamrl: {run_path} has no complete step checkpoint; restarting it from step 0", file=sys.stderr)
         return ResumePoint(run_path, None, None)
     loop = LoopState(**json.loads((checkpoint / TRAINER_JSON).read_text()))
     return ResumePoint(run_path, checkpoint, loop)
 
 
-def restore_training_state(point: ResumePoint | None, policies: dict[str, Policy],
-                           optimizers: dict[str, Any], generator: torch.Generator,
-                           rng: random.Random, components: dict[str, Any] | None = None) -> LoopState | None:
+def restore_training_state(
+    point: ResumePoint | None,
+    policies: dict[str, Policy],
+    optimizers: dict[str, Any],
+    generator: torch.Generator,
+    rng: random.Random,
+    components: dict[str, Any] | None = None,
+) -> LoopState | None:
     """Load the checkpoint of `point` into the freshly built policies, optimizers and RNGs.
 
     Call it after the optimizers (and any frozen KL reference) are built from the initial weights.
@@ -203,8 +233,10 @@ def restore_training_state(point: ResumePoint | None, policies: dict[str, Policy
     folder = point.checkpoint
     saved = {p.name for p in folder.iterdir() if (p / "config.json").exists() or (p / "adapter_config.json").exists()}
     if saved != set(policies):
-        raise CheckpointError(f"{folder} holds policies {sorted(saved)} but this run has {sorted(policies)}; "
-                              "resume with the regime and roles of the original run")
+        raise CheckpointError(
+            f"{folder} holds policies {sorted(saved)} but this run has {sorted(policies)}; "
+            "resume with the regime and roles of the original run"
+        )
     for name, policy in policies.items():
         try:
             load_policy_weights(policy, folder / name)
@@ -226,11 +258,15 @@ def _locate(target: Path) -> tuple[Path, Path | None]:
         return target, None
     if target.parent.name == "checkpoints" and (target / MARKER).exists():
         if not (target / TRAINER_STATE).exists():
-            raise ConfigError(f"{target} holds weights only (best and final checkpoints do); resume from "
-                              "a checkpoints/stepN folder or from the run directory")
+            raise ConfigError(
+                f"{target} holds weights only (best and final checkpoints do); resume from "
+                "a checkpoints/stepN folder or from the run directory"
+            )
         return target.parent.parent, target
-    raise ConfigError(f"{target} is neither a run directory (with metrics.jsonl and config.yaml) nor a "
-                      "complete checkpoints/stepN folder")
+    raise ConfigError(
+        f"{target} is neither a run directory (with metrics.jsonl and config.yaml) nor a "
+        "complete checkpoints/stepN folder"
+    )
 
 
 def check_run_files(run_path: Path) -> None:
@@ -252,8 +288,10 @@ def _newest_valid(root: Path) -> Path | None:
         print(f"teamrl: skipping checkpoint {path}: {reason}; looking for an earlier one", file=sys.stderr)
         skipped.append(path.name)
     if skipped:
-        raise CheckpointError(f"no usable step checkpoint in {root} ({', '.join(reversed(skipped))} failed the "
-                              "check above); restore them, or delete them to restart the run from step 0")
+        raise CheckpointError(
+            f"no usable step checkpoint in {root} ({', '.join(reversed(skipped))} failed the "
+            "check above); restore them, or delete them to restart the run from step 0"
+        )
     return None
 
 
@@ -263,12 +301,13 @@ def _check_same_run(config: RunConfig, run_path: Path) -> None:
     except ConfigError:  # (check_run_files made sure it is a regular file: reading it cannot block)
         saved = _flatten(yaml.safe_load((run_path / CONFIG_FILE).read_text()) or {})
     current = _flatten(config_to_dict(config))
-    differ = sorted(k for k in set(saved) | set(current)
-                    if k not in CHANGEABLE and saved.get(k) != current.get(k))
+    differ = sorted(k for k in set(saved) | set(current) if k not in CHANGEABLE and saved.get(k) != current.get(k))
     if differ:
         shown = ", ".join(f"{k}: {saved.get(k)!r} -> {current.get(k)!r}" for k in differ[:6])
-        raise ConfigError(f"cannot resume {run_path} with a different config ({shown}); resume with the "
-                          f"run's own {run_path / 'config.yaml'} (only {', '.join(sorted(CHANGEABLE))} may change)")
+        raise ConfigError(
+            f"cannot resume {run_path} with a different config ({shown}); resume with the "
+            f"run's own {run_path / 'config.yaml'} (only {', '.join(sorted(CHANGEABLE))} may change)"
+        )
 
 
 def _flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:

@@ -134,7 +134,8 @@ def _flock(fd: int, path: Path) -> int:
         os.close(fd)
         raise RunLockedError(
             f"run directory {path} is being written by another teamrl process (pid {_holder(path)}); wait "
-            "for it to end or stop it, or pick another run_name") from None
+            "for it to end or stop it, or pick another run_name"
+        ) from None
     except OSError:
         os.close(fd)
         raise
@@ -171,8 +172,10 @@ def claim_run(config: RunConfig) -> tuple[RunLock | None, ResumePoint | None]:
 def refuse_existing_run(path: Path) -> None:
     """FileExistsError when `path` already holds a run (a new run must not mix into it)."""
     if (path / "metrics.jsonl").exists():
-        raise FileExistsError(f"run directory {path} already holds a run; pick another run_name, delete it, "
-                              "or continue it with --resume (train.resume)")
+        raise FileExistsError(
+            f"run directory {path} already holds a run; pick another run_name, delete it, "
+            "or continue it with --resume (train.resume)"
+        )
 
 
 def planned_run_path(config: RunConfig) -> tuple[Path, bool]:
@@ -189,8 +192,10 @@ def planned_run_path(config: RunConfig) -> tuple[Path, bool]:
 
 
 def default_run_name(config: RunConfig) -> str:
-    return (f"{config.task['name']}-{config.workflow.name}-{config.regime}-{config.algorithm.grouping}-"
-            f"s{config.seed}-{time.strftime('%Y%m%d-%H%M%S')}")
+    return (
+        f"{config.task['name']}-{config.workflow.name}-{config.regime}-{config.algorithm.grouping}-"
+        f"s{config.seed}-{time.strftime('%Y%m%d-%H%M%S')}"
+    )
 
 
 class RunDirectory:
@@ -208,17 +213,24 @@ class RunDirectory:
             self.path = resume.run_path
             self._roll_back(resume)
         else:
-            self.path = lock.path if lock is not None else Path(config.output_dir) / (
-                config.run_name or default_run_name(config))
+            self.path = (
+                lock.path
+                if lock is not None
+                else Path(config.output_dir) / (config.run_name or default_run_name(config))
+            )
             refuse_existing_run(self.path)
         self.path.mkdir(parents=True, exist_ok=True)
         write_text(self.path / CONFIG_FILE, yaml.safe_dump(config_to_dict(config), sort_keys=False), "run config")
         self._metrics = open_append(self.path / "metrics.jsonl", "metrics log", buffering=1)
         self._log = RunLog(self.path)  # warnings and library log records: train.log, not the terminal
         try:  # a resumed run logs again from the step after its checkpoint (from 0 without one)
-            self._trackers = open_trackers(resolve_report_to(config.report_to), self.path, config.project,
-                                           config_to_dict(config),
-                                           None if resume is None else (resume.step + 1 if resume.loop else 0))
+            self._trackers = open_trackers(
+                resolve_report_to(config.report_to),
+                self.path,
+                config.project,
+                config_to_dict(config),
+                None if resume is None else (resume.step + 1 if resume.loop else 0),
+            )
         except BaseException:
             self._metrics.close()
             self._log.close()
@@ -238,8 +250,10 @@ class RunDirectory:
         for log in logs:  # every check first: a refused roll-back has changed nothing
             keep = resume.log_bytes.get(log.name, 0)
             if log.stat().st_size < keep:
-                raise CheckpointError(f"{log} is shorter ({log.stat().st_size} bytes) than when {resume.checkpoint} "
-                                      f"was written ({keep}); the run directory was modified")
+                raise CheckpointError(
+                    f"{log} is shorter ({log.stat().st_size} bytes) than when {resume.checkpoint} "
+                    f"was written ({keep}); the run directory was modified"
+                )
         discard_after(self.checkpoints, resume.step)
         for log in logs:  # metrics.jsonl marks the folder as a run: kept (empty) even from step 0
             if log.name in resume.log_bytes or log.name == "metrics.jsonl":
@@ -250,8 +264,7 @@ class RunDirectory:
 
     def log(self, step: int, metrics: dict[str, float]) -> None:
         """Append one JSON line; non-finite values are written as null, never dropped."""
-        clean = {k: (v if isinstance(v, (int, float)) and math.isfinite(v) else None)
-                 for k, v in metrics.items()}
+        clean = {k: (v if isinstance(v, (int, float)) and math.isfinite(v) else None) for k, v in metrics.items()}
         self._metrics.write(json.dumps({"step": step, **clean}) + "\n")
         self._stepped = self._stepped or step > 0
         self._trackers.log(step, clean)
@@ -326,11 +339,12 @@ def describe_stopped_run(path: Path, how: str = "interrupted") -> str:
         step, folder = checkpoints[-1]
         where = f"newest resumable checkpoint {folder} (step {step}; steps after it are redone)"
     else:
-        where = ("no resumable checkpoint (train.checkpoint_every was 0), so resuming restarts it from "
-                 "step 0")
+        where = "no resumable checkpoint (train.checkpoint_every was 0), so resuming restarts it from step 0"
     command = shlex.join(["teamrl", "train", str(path / "config.yaml"), "--resume", str(path)])
-    return (f"teamrl: {how} after step {last}{f' of {total}' if total else ''}; run directory {path}, "
-            f"{where}. Resume with: {command}")
+    return (
+        f"teamrl: {how} after step {last}{f' of {total}' if total else ''}; run directory {path}, "
+        f"{where}. Resume with: {command}"
+    )
 
 
 def disk_full_message(err: BaseException) -> str | None:
@@ -342,5 +356,6 @@ def disk_full_message(err: BaseException) -> str | None:
     run_dir = err.run_dir if isinstance(err, DiskFullError) else None
     if run_dir is None or not run_dir.exists():
         return f"teamrl: error: disk full while writing {what}; free space on that disk and run the command again"
-    return describe_stopped_run(run_dir, f"error: disk full while writing {what}; free space on that disk, then "
-                                         "resume. The run stopped")
+    return describe_stopped_run(
+        run_dir, f"error: disk full while writing {what}; free space on that disk, then resume. The run stopped"
+    )

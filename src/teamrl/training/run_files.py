@@ -58,9 +58,11 @@ def check_regular_file(path: Path, what: str) -> bool:
     if not stat.S_ISREG(mode):
         kind = _kind(mode)
         target = _link_target(path) if stat.S_ISLNK(mode) else ""
-        raise RunFileError(f"{path} is {kind}{target}, not the {what} teamrl wrote there; teamrl does not "
-                           "follow links or read and write special files in a run directory: replace it by a "
-                           "regular file (a copy of what it points to) or remove it, then run the command again")
+        raise RunFileError(
+            f"{path} is {kind}{target}, not the {what} teamrl wrote there; teamrl does not "
+            "follow links or read and write special files in a run directory: replace it by a "
+            "regular file (a copy of what it points to) or remove it, then run the command again"
+        )
     return True
 
 
@@ -71,13 +73,17 @@ def check_real_folder(path: Path, what: str) -> bool:
     except FileNotFoundError:
         return False
     if stat.S_ISLNK(mode):
-        raise RunFileError(f"{path} is a symbolic link{_link_target(path)}; teamrl keeps {what} as a real folder "
-                           "inside the run directory and does not rename or delete through links: put the folder "
-                           "itself there (remove the link, then move or copy its target into its place) or "
-                           "remove the link, then run the command again")
+        raise RunFileError(
+            f"{path} is a symbolic link{_link_target(path)}; teamrl keeps {what} as a real folder "
+            "inside the run directory and does not rename or delete through links: put the folder "
+            "itself there (remove the link, then move or copy its target into its place) or "
+            "remove the link, then run the command again"
+        )
     if not stat.S_ISDIR(mode):
-        raise RunFileError(f"{path} is {_kind(mode)}, not the folder of {what} teamrl wrote there; move it "
-                           "away, then run the command again")
+        raise RunFileError(
+            f"{path} is {_kind(mode)}, not the folder of {what} teamrl wrote there; move it "
+            "away, then run the command again"
+        )
     return True
 
 

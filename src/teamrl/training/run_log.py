@@ -18,6 +18,8 @@ def _not_client_chatter(record: logging.LogRecord) -> bool:
     if record.levelno >= logging.WARNING:
         return True
     return not any(record.name == name or record.name.startswith(name + ".") for name in _CHATTY_CLIENTS)
+
+
 _open_logs = 0  # RunLogs open in this process; warnings are captured while any is
 
 

@@ -53,7 +53,13 @@ class TurnRecord:
         return json.dumps({"format": FORMAT, "version": VERSION, **asdict(self)})
 
 
-_TYPES: dict[str, type | tuple[type, ...]] = {"instance": int, "episode": int, "turn": int, "reward": (int, float), "success": bool}
+_TYPES: dict[str, type | tuple[type, ...]] = {
+    "instance": int,
+    "episode": int,
+    "turn": int,
+    "reward": (int, float),
+    "success": bool,
+}
 
 
 def _is_prompt(value: object) -> bool:
@@ -61,7 +67,8 @@ def _is_prompt(value: object) -> bool:
     if isinstance(value, str):
         return True
     return isinstance(value, list) and all(
-        isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str) for m in value)
+        isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str) for m in value
+    )
 
 
 def parse_line(text: str, where: str) -> TurnRecord:
@@ -69,15 +76,20 @@ def parse_line(text: str, where: str) -> TurnRecord:
     try:
         raw = json.loads(text)
     except json.JSONDecodeError as err:
-        raise TranscriptFormatError(f"{where}: not a JSON object ({err.msg}); each line must be one "
-                                    "turn written by `teamrl transcripts`") from err
+        raise TranscriptFormatError(
+            f"{where}: not a JSON object ({err.msg}); each line must be one turn written by `teamrl transcripts`"
+        ) from err
     if not isinstance(raw, dict) or raw.get("format") != FORMAT:
-        raise TranscriptFormatError(f"{where}: not a {FORMAT} line (its \"format\" is "
-                                    f"{raw.get('format') if isinstance(raw, dict) else None!r}); "
-                                    "make the file with `teamrl transcripts`")
+        raise TranscriptFormatError(
+            f'{where}: not a {FORMAT} line (its "format" is '
+            f"{raw.get('format') if isinstance(raw, dict) else None!r}); "
+            "make the file with `teamrl transcripts`"
+        )
     if raw.get("version") != VERSION:
-        raise TranscriptFormatError(f"{where}: transcript format version {raw.get('version')!r}, this teamrl "
-                                    f"reads version {VERSION}; regenerate the file with `teamrl transcripts`")
+        raise TranscriptFormatError(
+            f"{where}: transcript format version {raw.get('version')!r}, this teamrl "
+            f"reads version {VERSION}; regenerate the file with `teamrl transcripts`"
+        )
     names = [f.name for f in fields(TurnRecord)]
     missing = [n for n in names if n not in raw]
     if missing:
@@ -85,8 +97,10 @@ def parse_line(text: str, where: str) -> TurnRecord:
     for name in names:
         if name == "prompt":
             if not _is_prompt(raw[name]):
-                raise TranscriptFormatError(f"{where}: field 'prompt' = {raw[name]!r:.200} is neither text nor a "
-                                            "list of {\"role\": ..., \"content\": ...} messages")
+                raise TranscriptFormatError(
+                    f"{where}: field 'prompt' = {raw[name]!r:.200} is neither text nor a "
+                    'list of {"role": ..., "content": ...} messages'
+                )
             continue
         want = _TYPES.get(name, str)
         # bool is an int in Python: a count given as true/false is still wrong.
@@ -101,8 +115,9 @@ def parse_line(text: str, where: str) -> TurnRecord:
 def write_transcripts(path: Path, records: list[TurnRecord]) -> Path:
     """Write `records` to `path` (created with its folder; an existing file is replaced)."""
     if not records:
-        raise TranscriptFormatError(f"no turn to write to {path}: every episode was filtered out "
-                                    "(more --episodes, or drop --only-successes)")
+        raise TranscriptFormatError(
+            f"no turn to write to {path}: every episode was filtered out (more --episodes, or drop --only-successes)"
+        )
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(path.name + ".partial")
     partial.write_text("".join(r.to_json() + "\n" for r in records))
@@ -113,11 +128,18 @@ def write_transcripts(path: Path, records: list[TurnRecord]) -> Path:
 def read_transcripts(path: Path) -> list[TurnRecord]:
     """Every turn of a transcript file, checked line by line (blank lines are skipped)."""
     if not path.is_file():
-        raise FileNotFoundError(f"transcript file {path} does not exist; make one with "
-                                "`teamrl transcripts CONFIG --from scripted --out FILE`")
-    records = [parse_line(line, f"{path}:{number}")
-               for number, line in enumerate(path.read_text().splitlines(), start=1) if line.strip()]
+        raise FileNotFoundError(
+            f"transcript file {path} does not exist; make one with "
+            "`teamrl transcripts CONFIG --from scripted --out FILE`"
+        )
+    records = [
+        parse_line(line, f"{path}:{number}")
+        for number, line in enumerate(path.read_text().splitlines(), start=1)
+        if line.strip()
+    ]
     if not records:
-        raise TranscriptFormatError(f"transcript file {path} holds no turn; make it again with "
-                                    "`teamrl transcripts` (more --episodes, or without --only-successes)")
+        raise TranscriptFormatError(
+            f"transcript file {path} holds no turn; make it again with "
+            "`teamrl transcripts` (more --episodes, or without --only-successes)"
+        )
     return records

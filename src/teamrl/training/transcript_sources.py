@@ -40,8 +40,16 @@ class _Recording:
         return outcome
 
 
-def record_episode(config: RunConfig, workflow: Workflow, instance: int, episode: int, respond: Respond,
-                   rng: random.Random, source: str, policy_of: dict[str, str]) -> list[TurnRecord]:
+def record_episode(
+    config: RunConfig,
+    workflow: Workflow,
+    instance: int,
+    episode: int,
+    respond: Respond,
+    rng: random.Random,
+    source: str,
+    policy_of: dict[str, str],
+) -> list[TurnRecord]:
     """Play training instance `instance` with `respond`; one record per turn."""
     recording = _Recording(workflow, RewardWeights(config.algorithm.team_weight, config.algorithm.local_weight))
     state = workflow.new_state("train", instance)
@@ -52,9 +60,23 @@ def record_episode(config: RunConfig, workflow: Workflow, instance: int, episode
     records = []
     for (agent, prompt, response), reward in zip(played, recording.rewards):
         turns[agent] = turns.get(agent, -1) + 1
-        records.append(TurnRecord(source, config.task["name"], "train", instance, episode, turns[agent], agent,
-                                  roles[agent], policy_of.get(agent, ""), prompt, response, float(reward),
-                                  success))
+        records.append(
+            TurnRecord(
+                source,
+                config.task["name"],
+                "train",
+                instance,
+                episode,
+                turns[agent],
+                agent,
+                roles[agent],
+                policy_of.get(agent, ""),
+                prompt,
+                response,
+                float(reward),
+                success,
+            )
+        )
     return records
 
 
@@ -64,8 +86,9 @@ def _keep(records: list[TurnRecord], only_successes: bool) -> list[TurnRecord]:
     return [r for r in records if (r.success or not only_successes) and r.response]
 
 
-def scripted_transcripts(config: RunConfig, episodes: int, only_successes: bool = False, first: int = 0
-                         ) -> list[TurnRecord]:
+def scripted_transcripts(
+    config: RunConfig, episodes: int, only_successes: bool = False, first: int = 0
+) -> list[TurnRecord]:
     """`episodes` episodes of the task's strong scripted team on training instances first, first+1, ..."""
     if episodes < 1:
         raise ConfigError(f"--episodes must be >= 1, got {episodes}")
@@ -77,22 +100,27 @@ def scripted_transcripts(config: RunConfig, episodes: int, only_successes: bool 
     rng = random.Random(config.seed)
     records: list[TurnRecord] = []
     for episode in range(episodes):
-        records += _keep(record_episode(config, workflow, first + episode, episode, respond, rng,
-                                        "scripted:strong", {}), only_successes)
+        records += _keep(
+            record_episode(config, workflow, first + episode, episode, respond, rng, "scripted:strong", {}),
+            only_successes,
+        )
     return records
 
 
 def checkpoint_folder(source: Path) -> Path:
     """The checkpoint to sample: RUN_DIR/checkpoints/best for a run directory, else `source` itself."""
     if not source.exists():
-        raise FileNotFoundError(f"--from {source} does not exist; give a run directory written by `teamrl "
-                                "train` or `teamrl sft`, a checkpoint folder in it, or 'scripted'")
+        raise FileNotFoundError(
+            f"--from {source} does not exist; give a run directory written by `teamrl "
+            "train` or `teamrl sft`, a checkpoint folder in it, or 'scripted'"
+        )
     best = source / "checkpoints" / "best"
     return best if best.is_dir() else source
 
 
-def run_transcripts(config: RunConfig, source: Path, episodes: int, only_successes: bool = True, first: int = 0
-                    ) -> list[TurnRecord]:
+def run_transcripts(
+    config: RunConfig, source: Path, episodes: int, only_successes: bool = True, first: int = 0
+) -> list[TurnRecord]:
     """`episodes` episodes of a trained checkpoint on training instances (sampled at the training
     temperature, one per instance), replayed to record each turn."""
     if episodes < 1:
@@ -102,13 +130,34 @@ def run_transcripts(config: RunConfig, source: Path, episodes: int, only_success
     policies, mapping = policies_from_checkpoint(config, workflow, folder)
     sampling = agent_sampling(config.rollout, workflow.agents, "train")
     generator, rng = torch.Generator().manual_seed(config.seed), random.Random(config.seed)
-    _, played = run_episodes(workflow, list(range(first, first + episodes)), "train", policies, mapping, sampling,
-                             1, RewardWeights(), generator, rng)
+    _, played = run_episodes(
+        workflow,
+        list(range(first, first + episodes)),
+        "train",
+        policies,
+        mapping,
+        sampling,
+        1,
+        RewardWeights(),
+        generator,
+        rng,
+    )
     records: list[TurnRecord] = []
     for episode, ep in enumerate(played):
         texts: dict[str, list[str]] = {}
         for entry in ep.transcript:
             texts.setdefault(entry["agent"], []).append(entry["text"])
-        records += _keep(record_episode(config, workflow, ep.instance, episode, replay(texts), rng,
-                                        f"run:{folder}", agent_mapping(config, workflow)), only_successes)
+        records += _keep(
+            record_episode(
+                config,
+                workflow,
+                ep.instance,
+                episode,
+                replay(texts),
+                rng,
+                f"run:{folder}",
+                agent_mapping(config, workflow),
+            ),
+            only_successes,
+        )
     return records

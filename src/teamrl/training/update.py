@@ -34,8 +34,7 @@ class PolicyOptimizer:
     grad_sync: GradSync | None = None  # set on each worker of a data-parallel group
 
 
-def adamw(params: list[torch.nn.Parameter], lr: float, weight_decay: float, impl: str = "fused"
-          ) -> torch.optim.AdamW:
+def adamw(params: list[torch.nn.Parameter], lr: float, weight_decay: float, impl: str = "fused") -> torch.optim.AdamW:
     """AdamW with the `train.adamw` implementation: fused, foreach or for-loop (see TrainConfig.adamw)."""
     if impl not in ("fused", "foreach", "for-loop"):
         raise ValueError(f"AdamW implementation {impl!r} unknown; use fused, foreach or for-loop")
@@ -110,8 +109,9 @@ def update_policy(
             correction = correction_metrics(proximal, samples)
         for _ in range(algo.ppo_epochs):
             for chunk in _minibatches(samples, algo.minibatch_size, rng):
-                metrics = _minibatch_step(state, chunk, algo, temperature, grad_clip, tok.pad_token_id, tracker,
-                                          proximal)
+                metrics = _minibatch_step(
+                    state, chunk, algo, temperature, grad_clip, tok.pad_token_id, tracker, proximal
+                )
                 for key, value in metrics.items():
                     totals[key] = totals.get(key, 0.0) + value
                 steps += 1
@@ -164,9 +164,16 @@ def _kl_coef(algo: AlgorithmConfig, role: str | None) -> float:
     return float(algo.kl_coef_by_role.get(role, algo.kl_coef)) if role is not None else algo.kl_coef
 
 
-def _minibatch_step(state: PolicyOptimizer, chunk: list[Sample], algo: AlgorithmConfig, temperature: float,
-                    grad_clip: float, pad_id: int, tracker: RoleGradients | None = None,
-                    proximal: ProximalLogprobs | None = None) -> dict[str, float]:
+def _minibatch_step(
+    state: PolicyOptimizer,
+    chunk: list[Sample],
+    algo: AlgorithmConfig,
+    temperature: float,
+    grad_clip: float,
+    pad_id: int,
+    tracker: RoleGradients | None = None,
+    proximal: ProximalLogprobs | None = None,
+) -> dict[str, float]:
     """One optimizer step on `chunk`, backpropagated part by part.
 
     The loss of a part is its aggregate times the part's weight: its share of the chunk's tokens
@@ -194,12 +201,14 @@ def _minibatch_step(state: PolicyOptimizer, chunk: list[Sample], algo: Algorithm
                 share, weight = state.grad_sync.shard(part, weight, lambda p: _units(p, algo.aggregation))
                 if not share:
                     if state.grad_sync.lockstep:  # FSDP: the others' forward needs this worker's shards
-                        _part_loss(state, part[:1], algo, temperature, pad_id, 0.0, _kl_coef(algo, role),
-                                   proximal)[0].backward()
+                        _part_loss(state, part[:1], algo, temperature, pad_id, 0.0, _kl_coef(algo, role), proximal)[
+                            0
+                        ].backward()
                     continue
                 part = share
-            loss, metrics, n, part_ratio_max = _backward_part(state, part, algo, temperature, pad_id, weight,
-                                                               _kl_coef(algo, role), proximal)
+            loss, metrics, n, part_ratio_max = _backward_part(
+                state, part, algo, temperature, pad_id, weight, _kl_coef(algo, role), proximal
+            )
             ratio_max = max(ratio_max, part_ratio_max)
             sums["loss"] = sums.get("loss", 0.0) + loss
             for key, value in metrics.items():
@@ -225,9 +234,16 @@ def _minibatch_step(state: PolicyOptimizer, chunk: list[Sample], algo: Algorithm
     return out
 
 
-def _backward_part(state: PolicyOptimizer, part: list[Sample], algo: AlgorithmConfig, temperature: float,
-                   pad_id: int, weight: float, kl_coef: float, proximal: ProximalLogprobs | None = None
-                   ) -> tuple[float, dict[str, float], float, float]:
+def _backward_part(
+    state: PolicyOptimizer,
+    part: list[Sample],
+    algo: AlgorithmConfig,
+    temperature: float,
+    pad_id: int,
+    weight: float,
+    kl_coef: float,
+    proximal: ProximalLogprobs | None = None,
+) -> tuple[float, dict[str, float], float, float]:
     """Backpropagate `weight` x the part's loss, one micro-batch at a time (gradients accumulate).
 
     A micro-batch's loss is its own aggregate times its share of the part's units (tokens for
@@ -236,9 +252,12 @@ def _backward_part(state: PolicyOptimizer, part: list[Sample], algo: AlgorithmCo
     Returns (the part's weighted loss, its token-mean metrics, its tokens, its largest ratio).
     """
     total = _units(part, algo.aggregation)
-    plan = plan_micro_batches([tuple(s.generation.prompt_ids) for s in part],
-                              [len(s.generation.response_ids) for s in part], algo.micro_batch_tokens,
-                              algo.bucket_call_tokens if algo.length_buckets else None)
+    plan = plan_micro_batches(
+        [tuple(s.generation.prompt_ids) for s in part],
+        [len(s.generation.response_ids) for s in part],
+        algo.micro_batch_tokens,
+        algo.bucket_call_tokens if algo.length_buckets else None,
+    )
     loss_value, tokens, ratio_max = 0.0, 0.0, 0.0
     sums: dict[str, float] = {}
     for rows in plan:
@@ -255,9 +274,16 @@ def _backward_part(state: PolicyOptimizer, part: list[Sample], algo: AlgorithmCo
     return loss_value, {key: value / max(tokens, 1.0) for key, value in sums.items()}, tokens, ratio_max
 
 
-def _part_loss(state: PolicyOptimizer, part: list[Sample], algo: AlgorithmConfig, temperature: float,
-               pad_id: int, weight: float, kl_coef: float, proximal: ProximalLogprobs | None = None
-               ) -> tuple[torch.Tensor, dict[str, float]]:
+def _part_loss(
+    state: PolicyOptimizer,
+    part: list[Sample],
+    algo: AlgorithmConfig,
+    temperature: float,
+    pad_id: int,
+    weight: float,
+    kl_coef: float,
+    proximal: ProximalLogprobs | None = None,
+) -> tuple[torch.Tensor, dict[str, float]]:
     """weight * (PPO surrogate - entropy_coef * entropy + kl_coef * KL(pi || ref)) of one part.
 
     proximal: pi_prox of the batch (rollout correction): the surrogate is decoupled PPO, its ratio
@@ -266,13 +292,20 @@ def _part_loss(state: PolicyOptimizer, part: list[Sample], algo: AlgorithmConfig
     layout = scoring_layout(part, temperature)
     prompts, responses, index = layout.prompts, layout.responses, layout.index
     row_temperature = layout.temperature  # the part's temperature, or one per row where rows differ
-    buckets = (length_buckets([len(r) for r in responses], algo.bucket_call_tokens)
-               if algo.length_buckets else None)
+    buckets = length_buckets([len(r) for r in responses], algo.bucket_call_tokens) if algo.length_buckets else None
     bf16 = algo.autocast == "bf16"
     with bf16_body(state.policy.model, bf16):
-        logp, mask, entropy = shared_prefix_logprobs(state.policy.model, prompts, responses, index, pad_id,
-                                                     row_temperature, with_entropy=True, response_buckets=buckets,
-                                                     entropy_grad=bool(algo.entropy_coef))
+        logp, mask, entropy = shared_prefix_logprobs(
+            state.policy.model,
+            prompts,
+            responses,
+            index,
+            pad_id,
+            row_temperature,
+            with_entropy=True,
+            response_buckets=buckets,
+            entropy_grad=bool(algo.entropy_coef),
+        )
     old = padded([s.generation.logprobs for s in part], mask)  # mu: the sampler's log-probs
     is_weights = None
     if proximal is not None:
@@ -280,24 +313,37 @@ def _part_loss(state: PolicyOptimizer, part: list[Sample], algo: AlgorithmConfig
         is_weights, _ = proximal.weights(prox, old, mask)  # the batch's metrics come from update_policy
         old = prox
     adv = torch.tensor([s.advantage for s in part])
-    loss, metrics = ppo_clip_loss(logp, old, adv, mask, algo.clip_low, algo.clip_high, algo.aggregation,
-                                  algo.log_ratio_clamp, token_weights=is_weights)
+    loss, metrics = ppo_clip_loss(
+        logp,
+        old,
+        adv,
+        mask,
+        algo.clip_low,
+        algo.clip_high,
+        algo.aggregation,
+        algo.log_ratio_clamp,
+        token_weights=is_weights,
+    )
     aggregate = AGGREGATIONS.get(algo.aggregation)
     ent = aggregate(entropy, mask)
     if algo.entropy_coef:
         loss = loss - algo.entropy_coef * ent
     if kl_coef > 0 and state.reference is None:
-        raise ValueError(f"policy {state.policy.name}: a KL coefficient is set (kl_coef or kl_coef_by_role) "
-                         "but the optimizer has no reference model; create it with a reference")
+        raise ValueError(
+            f"policy {state.policy.name}: a KL coefficient is set (kl_coef or kl_coef_by_role) "
+            "but the optimizer has no reference model; create it with a reference"
+        )
     if state.reference is not None:
         with torch.no_grad(), bf16_body(state.reference, bf16):  # the same precision as the policy's
-            ref_logp, _, _ = shared_prefix_logprobs(state.reference, prompts, responses, index, pad_id,
-                                                    row_temperature, response_buckets=buckets)
+            ref_logp, _, _ = shared_prefix_logprobs(
+                state.reference, prompts, responses, index, pad_id, row_temperature, response_buckets=buckets
+            )
         kl = aggregate(kl_k3(logp, ref_logp, algo.kl_clamp), mask)
         loss = loss + kl_coef * kl
         metrics["kl_ref"] = float(kl.detach())
     if not torch.isfinite(loss):
         raise FloatingPointError(
-            f"policy {state.policy.name}: loss is {loss.item()}; lower the learning rate or check rewards")
+            f"policy {state.policy.name}: loss is {loss.item()}; lower the learning rate or check rewards"
+        )
     metrics.update(entropy=float(ent.detach()), tokens=float(mask.sum()))
     return loss * weight, metrics

@@ -122,9 +122,19 @@ class Workflow(Protocol):
         """Apply a pass of `agent` to `state` in place; return its rewards. Default: no change, zero rewards."""
         return Outcome(team=0.0, local=0.0)
 
-    def play_episodes(self, instances: list[int], split: str, policies: dict[str, Any],
-                      agent_to_policy: dict[str, str], params_of: dict[str, Any], branches: int, weights: Any,
-                      generator: Any, rng: Any, commit_rule: str = "greedy") -> tuple[list[Any], list[Any]] | None:
+    def play_episodes(
+        self,
+        instances: list[int],
+        split: str,
+        policies: dict[str, Any],
+        agent_to_policy: dict[str, str],
+        params_of: dict[str, Any],
+        branches: int,
+        weights: Any,
+        generator: Any,
+        rng: Any,
+        commit_rule: str = "greedy",
+    ) -> tuple[list[Any], list[Any]] | None:
         """Play `branches` episodes per entry of `instances` itself; return (samples, episodes) as
         `teamrl.rollout.tree.run_episodes` does, with its arguments (policies: name -> Policy,
         params_of: agent -> SamplingParams, weights: RewardWeights, generator: torch.Generator,

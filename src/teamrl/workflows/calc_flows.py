@@ -102,13 +102,15 @@ class CalcDomain:
 
     # Only chat prompts show it. The parser reads a bare value ("The answer is 20" is no answer), so the
     # instruction says so in as many words.
-    answer_instruction = ("Reply with only the arithmetic on the numbers, like 6-2*4, or with its value, like 20. "
-                          "No words.")
+    answer_instruction = (
+        "Reply with only the arithmetic on the numbers, like 6-2*4, or with its value, like 20. No words."
+    )
 
     def __init__(self, settings: CalcFlowsConfig) -> None:
         if not isinstance(settings, CalcFlowsConfig):
-            raise TypeError(f"CalcDomain needs CalcFlowsConfig settings (task.name: calc_flows), "
-                            f"got {type(settings).__name__}")
+            raise TypeError(
+                f"CalcDomain needs CalcFlowsConfig settings (task.name: calc_flows), got {type(settings).__name__}"
+            )
         self.settings = settings
         self.default_turns = settings.refine_turns
         self._split_calc = settings.split_calc()
@@ -132,7 +134,10 @@ class CalcDomain:
         pass
 
 
-CHAT_EXAMPLES: list[tuple[Instance, str]] = [(("x minus twice y", 9, 4), "9-2*4"), (("y squared plus x", 3, 7), "7*7+3")]
+CHAT_EXAMPLES: list[tuple[Instance, str]] = [
+    (("x minus twice y", 9, 4), "9-2*4"),
+    (("y squared plus x", 3, 7), "7*7+3"),
+]
 """Worked examples of chat prompts: no Split-Calc operation (they would hand an answer over). Operands differ
 within and across examples: with y = 2 in an example ("2*2+5") SmolLM2 copied `2*2` into its own answers."""
 ANSWERING_ROLES = frozenset({"generator", "worker", "debater"})
@@ -141,8 +146,10 @@ CHECKING_EXAMPLES: dict[str, list[tuple[tuple[str, ...], str]]] = {
     # (the answers the role is shown for CHAT_EXAMPLES[i], its reply); the right answer sits at another place
     # in each example, so that the examples do not teach one fixed index or verdict.
     "aggregator": [(("9-4", "9-2*4", "2*9-4"), "\\boxed{1}"), (("3*3+7", "7*3+3", "7*7+3"), "\\boxed{2}")],
-    "evaluator": [(("9-4",), "\\boxed{Incorrect} Twice y is 2*4, so the answer is 9-2*4."),
-                  (("7*7+3",), "\\boxed{Correct} y squared is 7*7, plus x is 3.")],
+    "evaluator": [
+        (("9-4",), "\\boxed{Incorrect} Twice y is 2*4, so the answer is 9-2*4."),
+        (("7*7+3",), "\\boxed{Correct} y squared is 7*7, plus x is 3."),
+    ],
 }
 """Roles that judge other agents' answers (voting's aggregator, the evaluator-optimizer's evaluator): each
 example shows the example problem with answers already given, and the reply in the exact form the parsers
@@ -177,22 +184,33 @@ class ExampleTurns:
         if role in ANSWERING_ROLES:
             examples = [(render(agent, type(state)(problem)), answer) for problem, answer in CHAT_EXAMPLES]
         else:
-            examples = [(render(agent, _shown(self, type(state)(problem), role, texts)), reply)
-                        for (problem, _), (texts, reply) in zip(CHAT_EXAMPLES, CHECKING_EXAMPLES[role])]
+            examples = [
+                (render(agent, _shown(self, type(state)(problem), role, texts)), reply)
+                for (problem, _), (texts, reply) in zip(CHAT_EXAMPLES, CHECKING_EXAMPLES[role])
+            ]
         return few_shot("", examples, prompt)
 
 
 def _kind(cls: type) -> Callable[..., Workflow]:
     chat_cls = type(f"Chat{cls.__name__}", (ExampleTurns, cls), {"__doc__": f"{cls.__name__} with worked examples."})
 
-    def build(settings: CalcFlowsConfig, max_turns: int | None = None, prompt_style: str = "compact",
-              format_bonus: float = 0.1, single_agent: bool = False, **_: Any) -> Workflow:
+    def build(
+        settings: CalcFlowsConfig,
+        max_turns: int | None = None,
+        prompt_style: str = "compact",
+        format_bonus: float = 0.1,
+        single_agent: bool = False,
+        **_: Any,
+    ) -> Workflow:
         if single_agent:
-            raise ValueError("calc_flows has no single-agent workflow (Split-Calc's is task split_calc, "
-                             "workflow.name: single); workflow.name: voting, evaluator_optimizer, orchestrator_workers or debate")
+            raise ValueError(
+                "calc_flows has no single-agent workflow (Split-Calc's is task split_calc, "
+                "workflow.name: single); workflow.name: voting, evaluator_optimizer, orchestrator_workers or debate"
+            )
         turns = {} if max_turns is None else {"max_turns": max_turns}
         kind = chat_cls if prompt_style == "chat" else cls  # compact prompts stay those of the study workflows
         return kind(CalcDomain(settings), prompt_style=prompt_style, format_bonus=format_bonus, **turns)
+
     build.__doc__ = f"{cls.__name__} on Split-Calc content (task calc_flows)."
     return build
 

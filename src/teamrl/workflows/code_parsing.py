@@ -90,7 +90,8 @@ def _binds(stmts: list[ast.stmt], name: str) -> bool:
             if any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(target)):
                 return True
         if isinstance(node, (ast.Import, ast.ImportFrom)) and any(
-                (alias.asname or alias.name.split(".")[0]) == name for alias in node.names):
+            (alias.asname or alias.name.split(".")[0]) == name for alias in node.names
+        ):
             return True
         if isinstance(node, ast.If) and not _is_main_guard(node):
             todo += node.body + node.orelse
@@ -124,11 +125,21 @@ def program_context(problem: CodeProblem) -> str:
 def _body_indent(context: str, entry: str) -> str:
     """The indentation of the entry point's body in the prompt (its docstring line), else 4 spaces."""
     tree = _parse(context)
-    node = next((n for n in reversed(tree.body) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
-                 and n.name == entry), None) if tree else None
+    node = (
+        next(
+            (
+                n
+                for n in reversed(tree.body)
+                if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == entry
+            ),
+            None,
+        )
+        if tree
+        else None
+    )
     if node is not None and node.body:
         line = context.splitlines()[node.body[0].lineno - 1]
-        indent = line[:len(line) - len(line.lstrip())]
+        indent = line[: len(line) - len(line.lstrip())]
         if indent:
             return indent
     return "    "
@@ -146,8 +157,10 @@ def _body_variants(code: str, indent: str) -> list[str]:
     variants.append(textwrap.indent(textwrap.dedent(code), indent))
     rest = [line for line in lines[1:] if line.strip()]
     if not indented and rest:
-        prefixes = [rest[-1][:len(rest[-1]) - len(rest[-1].lstrip())],
-                    " " * min(len(line) - len(line.lstrip()) for line in rest)]
+        prefixes = [
+            rest[-1][: len(rest[-1]) - len(rest[-1].lstrip())],
+            " " * min(len(line) - len(line.lstrip()) for line in rest),
+        ]
         for prefix in filter(None, prefixes):
             variants += [prefix + code, textwrap.indent(textwrap.dedent(prefix + code), indent)]
     if "\t" in code:  # a tab-indented body under a space-indented signature (last: tabs in strings change)
@@ -181,8 +194,11 @@ def _as_program(code: str, problem: CodeProblem, context: str, head: str, as_bod
     for body in _body_variants(code.strip("\n"), _body_indent(head, entry)):
         completed = head.rstrip() + "\n" + body.rstrip() + "\n"
         tree = _parse(completed)
-        functions = [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
-                     and n.name == entry] if tree else []
+        functions = (
+            [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == entry]
+            if tree
+            else []
+        )
         # The entry point that runs (the last one) must return something: a bare word or a body
         # with no return is stray text that happens to parse, not a solution.
         if functions and _returns(functions[-1]) and _compiles(completed):
@@ -241,8 +257,12 @@ def _unroll(stmts: list[ast.stmt], entry_point: str | None) -> list[ast.stmt]:
         elif isinstance(st, ast.FunctionDef) and st.name == "check" and entry_point and st.args.args:
             out.append(ast.parse(f"{st.args.args[0].arg} = {entry_point}").body[0])
             out += st.body
-        elif not (isinstance(st, ast.Expr) and isinstance(st.value, ast.Call)
-                  and isinstance(st.value.func, ast.Name) and st.value.func.id == "check"):
+        elif not (
+            isinstance(st, ast.Expr)
+            and isinstance(st.value, ast.Call)
+            and isinstance(st.value.func, ast.Name)
+            and st.value.func.id == "check"
+        ):
             out.append(st)
     return out
 
@@ -259,7 +279,8 @@ def _swallows(node: ast.AST) -> bool:
             for handler in n.handlers:
                 kinds = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
                 if handler.type is None or any(
-                        (k.id if isinstance(k, ast.Name) else getattr(k, "attr", None)) in _BROAD for k in kinds):
+                    (k.id if isinstance(k, ast.Name) else getattr(k, "attr", None)) in _BROAD for k in kinds
+                ):
                     return True
         if isinstance(n, (ast.With, ast.AsyncWith)):
             for item in n.items:
@@ -269,8 +290,18 @@ def _swallows(node: ast.AST) -> bool:
     return False
 
 
-_NEGATED_OPS = {ast.Eq: ast.NotEq, ast.NotEq: ast.Eq, ast.Is: ast.IsNot, ast.IsNot: ast.Is, ast.In: ast.NotIn,
-                ast.NotIn: ast.In, ast.Lt: ast.GtE, ast.GtE: ast.Lt, ast.Gt: ast.LtE, ast.LtE: ast.Gt}
+_NEGATED_OPS = {
+    ast.Eq: ast.NotEq,
+    ast.NotEq: ast.Eq,
+    ast.Is: ast.IsNot,
+    ast.IsNot: ast.Is,
+    ast.In: ast.NotIn,
+    ast.NotIn: ast.In,
+    ast.Lt: ast.GtE,
+    ast.GtE: ast.Lt,
+    ast.Gt: ast.LtE,
+    ast.LtE: ast.Gt,
+}
 
 
 def _negation(test: ast.expr) -> str | None:
@@ -286,7 +317,11 @@ def _tautology(test: ast.expr) -> bool:
     """`a == a` / `a is a` / `a <= a` with the same expression on both sides, `... or <true constant>`,
     or `X or <not X>` (`f(0) is None or f(0) is not None`: true whatever f returns; the
     reward-hacking probe found it paid for mutants that merely crash)."""
-    if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Eq, ast.Is, ast.LtE, ast.GtE)):
+    if (
+        isinstance(test, ast.Compare)
+        and len(test.ops) == 1
+        and isinstance(test.ops[0], (ast.Eq, ast.Is, ast.LtE, ast.GtE))
+    ):
         return ast.dump(test.left) == ast.dump(test.comparators[0])
     if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or):
         if any(isinstance(v, ast.Constant) and bool(v.value) for v in test.values):

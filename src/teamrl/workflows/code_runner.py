@@ -63,8 +63,9 @@ class UnitRunner(Protocol):
 class CodeRunner:
     """Runs programs in the sandbox, cached: ground-truth grading and model-written unit tests."""
 
-    def __init__(self, cpu_time_s: float = 2.0, workers: int = 2, cache_size: int = 50_000,
-                 wall_time_s: float | None = None) -> None:
+    def __init__(
+        self, cpu_time_s: float = 2.0, workers: int = 2, cache_size: int = 50_000, wall_time_s: float | None = None
+    ) -> None:
         """cpu_time_s: the CPU seconds a program (and the tests' judge) may use: the limit that
         decides, the same on a busy machine as on an idle one. wall_time_s: the wall-clock
         backstop for programs that wait; None: the sandbox's generous default (SandboxLimits)."""
@@ -92,18 +93,25 @@ class CodeRunner:
 
     def ground_truth(self, jobs: list[tuple[str, CodeProblem]]) -> list[tuple[float, str]]:
         """(pass ratio, status) of each program on its problem's ground-truth tests."""
+
         def compute(keys: list[Any]) -> list[tuple[float, str]]:
-            results = self._box().run_tests_many([
-                {"program": program, "tests": tests, "entry_point": entry, "setup": setup}
-                for _, program, tests, entry, setup in keys])
+            results = self._box().run_tests_many(
+                [
+                    {"program": program, "tests": tests, "entry_point": entry, "setup": setup}
+                    for _, program, tests, entry, setup in keys
+                ]
+            )
             return [(r.pass_ratio, r.status) for r in results]
+
         return self._cached([("gt", program, p.tests, p.entry_point, p.test_setup) for program, p in jobs], compute)
 
     def run_units(self, jobs: list[tuple[str, Steps]]) -> list[UnitRun]:
         """Each program against its model-written unit tests (program and tests in separate processes)."""
+
         def compute(keys: list[Any]) -> list[UnitRun]:
             results = self._box().run_untrusted_tests_many([(program, steps) for _, program, steps in keys])
             return [_read_units(r, [src for src, unit in steps if unit]) for r, (_, _, steps) in zip(results, keys)]
+
         return self._cached([("units", program, steps) for program, steps in jobs], compute)
 
     def close(self) -> None:

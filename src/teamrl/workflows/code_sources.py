@@ -38,8 +38,9 @@ def code_problems(spec: str, seed: int = 0, data_dir: str | None = None) -> Code
     if name == "procedural":
         return ProceduralSource(tuple(arg.split(",")) if arg else None, seed)
     if name == "humaneval":
-        splits = hash_partition(load_humaneval(None if data_dir is None else f"{data_dir}/HumanEval.jsonl.gz"),
-                                lambda p: p.id, 0.2, seed)
+        splits = hash_partition(
+            load_humaneval(None if data_dir is None else f"{data_dir}/HumanEval.jsonl.gz"), lambda p: p.id, 0.2, seed
+        )
         splits.name = "humaneval"
         return splits
     if name in ("mbpp", "mbpp_sanitized"):
@@ -48,5 +49,6 @@ def code_problems(spec: str, seed: int = 0, data_dir: str | None = None) -> Code
         problems = load_mbpp(path, sanitized=sanitized)
         test = [p for p in problems if 11 <= int(p.id.split("/")[1]) <= 510]
         return ProblemSplits([p for p in problems if p not in test], test, name)
-    raise ValueError(f"unknown code problem source {spec!r}: "
-                     "use procedural[:families], humaneval, mbpp or mbpp_sanitized")
+    raise ValueError(
+        f"unknown code problem source {spec!r}: use procedural[:families], humaneval, mbpp or mbpp_sanitized"
+    )

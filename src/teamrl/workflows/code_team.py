@@ -72,7 +72,7 @@ def _compact_program(state: CodeState) -> str:
     signature is shown without that signature and docstring (the task line already says it)."""
     head = state.problem.prompt.rstrip()
     if head and state.program.startswith(head + "\n"):
-        return textwrap.dedent(state.program[len(head) + 1:]).strip()
+        return textwrap.dedent(state.program[len(head) + 1 :]).strip()
     return state.program.strip()
 
 
@@ -81,7 +81,7 @@ def _shown_program(state: CodeState) -> str:
     without the prompt that runs before it (parse_program puts it there, three newlines apart)."""
     head = state.problem.prompt.rstrip()
     if head and state.program.startswith(head + "\n\n\n"):
-        return state.program[len(head) + 3:].strip()
+        return state.program[len(head) + 3 :].strip()
     return state.program.strip()
 
 
@@ -105,18 +105,23 @@ class CodeTaskConfig:
 
     def __post_init__(self) -> None:
         if self.n_mutants < 0 or self.max_units < 1:
-            raise ValueError(f"code.n_mutants must be >= 0 and code.max_units >= 1, "
-                             f"got {self.n_mutants} and {self.max_units}")
+            raise ValueError(
+                f"code.n_mutants must be >= 0 and code.max_units >= 1, got {self.n_mutants} and {self.max_units}"
+            )
         if not self.source:
             raise ValueError("code.source is empty")
 
 
 CHAT_INSTRUCTIONS = {
-    "coder": ("You are the coder of a two-agent programming team. Write the complete Python function "
-              "`{entry}` in a ```python block."),
-    "tester": ("You are the unit tester of a two-agent programming team. Write unit tests for the function "
-               "`{entry}` as plain `assert {entry}(...) == ...` lines in a ```python block; do not implement "
-               "it. Good tests pass on a correct solution and fail on wrong ones."),
+    "coder": (
+        "You are the coder of a two-agent programming team. Write the complete Python function "
+        "`{entry}` in a ```python block."
+    ),
+    "tester": (
+        "You are the unit tester of a two-agent programming team. Write unit tests for the function "
+        "`{entry}` as plain `assert {entry}(...) == ...` lines in a ```python block; do not implement "
+        "it. Good tests pass on a correct solution and fail on wrong ones."
+    ),
 }
 
 
@@ -162,23 +167,27 @@ class CodeWorkflow(Workflow):
         if prompt_style not in ("compact", "chat"):
             raise ValueError(f"prompt_style must be 'compact' or 'chat', got {prompt_style!r}")
         if max_turns < 1 or n_mutants < 0 or max_units < 1:
-            raise ValueError(f"need max_turns >= 1, n_mutants >= 0, max_units >= 1; "
-                             f"got {max_turns}, {n_mutants}, {max_units}")
+            raise ValueError(
+                f"need max_turns >= 1, n_mutants >= 0, max_units >= 1; got {max_turns}, {n_mutants}, {max_units}"
+            )
         self.problems = code_problems(problems, seed) if isinstance(problems, str) else problems
         self.single_agent = single_agent
         self.max_turns = 1 if single_agent else max_turns
         self.prompt_style, self.format_bonus = prompt_style, format_bonus
         self.n_mutants, self.max_units, self.seed = n_mutants, max_units, seed
-        self.agents = [Agent("coder", "coder")] if single_agent else [
-            Agent("coder", "coder"), Agent("tester", "tester")]
+        self.agents = (
+            [Agent("coder", "coder")] if single_agent else [Agent("coder", "coder"), Agent("tester", "tester")]
+        )
         self.runner: UnitRunner = runner or CodeRunner()
         self._mutants: OrderedDict[tuple[str, str], list[str]] = OrderedDict()
 
     def new_state(self, split: str, index: int) -> CodeState:
         problem = self.problems.get(split, index)
         if not problem.tests or not problem.reference_solution:
-            raise ValueError(f"{problem.id}: CodeWorkflow needs function-level ground-truth tests and a reference "
-                             "solution (stdin/stdout problems and problems without a reference are not supported)")
+            raise ValueError(
+                f"{problem.id}: CodeWorkflow needs function-level ground-truth tests and a reference "
+                "solution (stdin/stdout problems and problems without a reference are not supported)"
+            )
         return CodeState(problem)
 
     # ------------------------------------------------------------------ prompts
@@ -193,12 +202,16 @@ class CodeWorkflow(Workflow):
             if state.turn:
                 lines += [f"code:\n{_compact_program(state)}", f"tests:\n{tests}", f"result:{result}"]
             return "\n".join(lines) + "\n>"
-        parts = [CHAT_INSTRUCTIONS[agent].format(entry=problem.entry_point or "the function"),
-                 f"Problem:\n{visible_prompt(problem).rstrip()}"]
+        parts = [
+            CHAT_INSTRUCTIONS[agent].format(entry=problem.entry_point or "the function"),
+            f"Problem:\n{visible_prompt(problem).rstrip()}",
+        ]
         if state.turn:
-            parts += [f"Current code:\n```python\n{_shown_program(state)}\n```",
-                      f"Current unit tests:\n```python\n{tests}\n```",
-                      f"Running the code against the tests: {result}. Fix whichever side is wrong."]
+            parts += [
+                f"Current code:\n```python\n{_shown_program(state)}\n```",
+                f"Current unit tests:\n```python\n{tests}\n```",
+                f"Running the code against the tests: {result}. Fix whichever side is wrong.",
+            ]
         return "\n\n".join(parts)
 
     # ------------------------------------------------------------------ applying responses
@@ -217,8 +230,9 @@ class CodeWorkflow(Workflow):
             for state, response, (program, ok) in zip(states, responses, parsed):
                 gt, status = next(graded) if ok else (0.0, "refused" if program else "empty")
                 local = self.format_bonus if ok else -self.format_bonus
-                outcomes.append(Outcome(gt, local, {"gt_pass": gt, "format": local},
-                                        {"well_formed": ok, "status": status}))
+                outcomes.append(
+                    Outcome(gt, local, {"gt_pass": gt, "format": local}, {"well_formed": ok, "status": status})
+                )
                 self._record("coder", state, response, (program, gt, status))
             return outcomes
         parsed_tests = [parse_tests(r, s.problem.entry_point, self.max_units) for s, r in zip(states, responses)]
@@ -229,8 +243,14 @@ class CodeWorkflow(Workflow):
             # (tautologies, smoke tests) or reject the reference earn nothing from it.
             fmt = self.format_bonus * max(separation, 0.0) if ok else -self.format_bonus
             team = state.program_gt
-            outcomes.append(Outcome(team, separation + fmt, {"team_program_gt_pass": team, "separation": separation,
-                                                              "format": fmt}, info))
+            outcomes.append(
+                Outcome(
+                    team,
+                    separation + fmt,
+                    {"team_program_gt_pass": team, "separation": separation, "format": fmt},
+                    info,
+                )
+            )
             self._record("tester", state, response, steps)
         return outcomes
 
@@ -278,14 +298,17 @@ class CodeWorkflow(Workflow):
         """`negatives` of several problems; the new ones are graded in one batched sandbox call."""
         keys = [(p.id, p.reference_solution) for p in problems]
         new = list({k: p for k, p in zip(keys, problems) if k not in self._mutants}.items())
-        candidates = [mutate_program(p.reference_solution, p.entry_point, 3 * self.n_mutants,
-                                     seed=f"{self.seed}:{p.id}") for _, p in new]
+        candidates = [
+            mutate_program(p.reference_solution, p.entry_point, 3 * self.n_mutants, seed=f"{self.seed}:{p.id}")
+            for _, p in new
+        ]
         graded = iter(self.runner.ground_truth([(m, p) for (_, p), ms in zip(new, candidates) for m in ms]))
         for (key, _), mutants in zip(new, candidates):
             # Looping mutants are wrong too, but each would cost a full timeout per tester candidate.
             verdicts = [next(graded) for _ in mutants]
-            self._mutants[key] = [m for m, (ratio, status) in zip(mutants, verdicts)
-                                  if ratio < 1.0 and status in ("ok", "error")][:self.n_mutants]
+            self._mutants[key] = [
+                m for m, (ratio, status) in zip(mutants, verdicts) if ratio < 1.0 and status in ("ok", "error")
+            ][: self.n_mutants]
         while len(self._mutants) > 10_000:
             self._mutants.popitem(last=False)
         return [self._mutants[k] for k in keys]

@@ -26,13 +26,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from teamrl.workflows.base import Agent, Outcome
-from teamrl.workflows.flow_common import (FlowWorkflow, answer_outcome, chat_answers, clean, compact_answers,
-                                           compact_tag)
+from teamrl.workflows.flow_common import FlowWorkflow, answer_outcome, chat_answers, clean, compact_answers, compact_tag
 from teamrl.workflows.flow_domains import Answer, Domain
 
 CHAT_FIRST = "You are one of {n} agents debating a problem. Solve it."
-CHAT_LATER = ("You are one of {n} agents debating a problem. These are every agent's answers from the previous "
-              "round (yours is number {me}). Weigh them, then give your own updated solution.")
+CHAT_LATER = (
+    "You are one of {n} agents debating a problem. These are every agent's answers from the previous "
+    "round (yours is number {me}). Weigh them, then give your own updated solution."
+)
 
 
 @dataclass
@@ -53,16 +54,22 @@ class DebateWorkflow(FlowWorkflow):
 
     parallel = True
 
-    def __init__(self, domain: Domain, max_turns: int = 2, prompt_style: str = "compact",
-                 format_bonus: float = 0.1, n_debaters: int = 3, final_rule: str = "majority",
-                 stop_when_unanimous: bool = True) -> None:
+    def __init__(
+        self,
+        domain: Domain,
+        max_turns: int = 2,
+        prompt_style: str = "compact",
+        format_bonus: float = 0.1,
+        n_debaters: int = 3,
+        final_rule: str = "majority",
+        stop_when_unanimous: bool = True,
+    ) -> None:
         if n_debaters < 2:
             raise ValueError(f"a debate needs at least 2 debaters, got {n_debaters}")
         if final_rule not in ("majority", "first"):
             raise ValueError(f"final_rule must be 'majority' or 'first', got {final_rule!r}")
         self.debaters = [f"debater_{i}" for i in range(n_debaters)]
-        super().__init__(domain, [Agent(d, "debater") for d in self.debaters], max_turns, prompt_style,
-                         format_bonus)
+        super().__init__(domain, [Agent(d, "debater") for d in self.debaters], max_turns, prompt_style, format_bonus)
         self.final_rule, self.stop_when_unanimous = final_rule, stop_when_unanimous
 
     def new_state(self, split: str, index: int) -> DebateState:
@@ -77,9 +84,14 @@ class DebateWorkflow(FlowWorkflow):
             return "\n".join(lines) + "\n>"
         if not state.round:
             return "\n\n".join([CHAT_FIRST.format(n=n), f"Problem:\n{question}", self.domain.answer_instruction])
-        return "\n\n".join([CHAT_LATER.format(n=n, me=self.debaters.index(agent)), f"Problem:\n{question}",
-                            chat_answers("Agent", [state.texts.get(d, "") for d in self.debaters], previous),
-                            self.domain.answer_instruction])
+        return "\n\n".join(
+            [
+                CHAT_LATER.format(n=n, me=self.debaters.index(agent)),
+                f"Problem:\n{question}",
+                chat_answers("Agent", [state.texts.get(d, "") for d in self.debaters], previous),
+                self.domain.answer_instruction,
+            ]
+        )
 
     def apply_many(self, agent: str, states: list[DebateState], responses: list[str]) -> list[Outcome]:
         """Score one response per state (graded in one batch); a round closes once every debater answered."""
@@ -113,8 +125,9 @@ class DebateWorkflow(FlowWorkflow):
         else:
             # Largest group of agreeing answers; the earliest debater breaks ties (max keeps the first).
             present = [d for d in self.debaters if state.answers[d].value is not None] or self.debaters
-            winner = max(present, key=lambda d: sum(self.domain.same(state.answers[d], state.answers[o])
-                                                    for o in present))
+            winner = max(
+                present, key=lambda d: sum(self.domain.same(state.answers[d], state.answers[o]) for o in present)
+            )
         return state.answers[winner].value, state.scores[winner]
 
     def is_done(self, state: DebateState) -> bool:

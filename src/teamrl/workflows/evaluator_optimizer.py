@@ -27,15 +27,24 @@ from dataclasses import dataclass
 from typing import Any
 
 from teamrl.workflows.base import Agent, Outcome
-from teamrl.workflows.flow_common import (SHOWN_CHARS, FlowWorkflow, answer_outcome, clean, compact_tag,
-                                           format_terms, parse_verdict)
+from teamrl.workflows.flow_common import (
+    SHOWN_CHARS,
+    FlowWorkflow,
+    answer_outcome,
+    clean,
+    compact_tag,
+    format_terms,
+    parse_verdict,
+)
 from teamrl.workflows.flow_domains import Answer, Domain
 
 COMPACT_CHARS = 60  # of a response, in a compact prompt
 CHAT = {
     "generator": "Solve the problem. An evaluator will check your answer.",
-    "evaluator": ("You are the evaluator. Check the proposed solution carefully. Start your reply with "
-                  "\\boxed{Correct} or \\boxed{Incorrect}, then give short feedback on what is wrong."),
+    "evaluator": (
+        "You are the evaluator. Check the proposed solution carefully. Start your reply with "
+        "\\boxed{Correct} or \\boxed{Incorrect}, then give short feedback on what is wrong."
+    ),
 }
 
 
@@ -56,8 +65,9 @@ class EvalOptState:
 class EvaluatorOptimizerWorkflow(FlowWorkflow):
     """generator -> evaluator, repeated until the evaluator accepts or the cap is reached."""
 
-    def __init__(self, domain: Domain, max_turns: int | None = None, prompt_style: str = "compact",
-                 format_bonus: float = 0.1) -> None:
+    def __init__(
+        self, domain: Domain, max_turns: int | None = None, prompt_style: str = "compact", format_bonus: float = 0.1
+    ) -> None:
         agents = [Agent("generator", "generator"), Agent("evaluator", "evaluator")]
         super().__init__(domain, agents, max_turns or domain.default_turns, prompt_style, format_bonus)
 
@@ -73,7 +83,9 @@ class EvaluatorOptimizerWorkflow(FlowWorkflow):
                 lines.append(f"a:{state.text.strip()[-COMPACT_CHARS:]}")
             elif state.answer is not None:
                 verdict = {True: "ok", False: "no", None: "?"}[state.verdict]
-                lines.append(f"was:{state.answer.shown[:COMPACT_CHARS]} {verdict} {state.feedback[:COMPACT_CHARS]}".rstrip())
+                lines.append(
+                    f"was:{state.answer.shown[:COMPACT_CHARS]} {verdict} {state.feedback[:COMPACT_CHARS]}".rstrip()
+                )
             return "\n".join(lines) + "\n>"
         parts = [CHAT[agent], f"Problem:\n{question}"]
         if agent == "evaluator":
@@ -81,9 +93,11 @@ class EvaluatorOptimizerWorkflow(FlowWorkflow):
         else:
             if state.answer is not None:
                 verdict = "Correct" if state.verdict else "Incorrect"
-                parts.append(f"Your previous solution:\n{state.text.strip()[-SHOWN_CHARS:]}\n\n"
-                             f"The evaluator's verdict: {verdict}. Feedback: {state.feedback[:SHOWN_CHARS] or 'none'}\n"
-                             "Revise your solution.")
+                parts.append(
+                    f"Your previous solution:\n{state.text.strip()[-SHOWN_CHARS:]}\n\n"
+                    f"The evaluator's verdict: {verdict}. Feedback: {state.feedback[:SHOWN_CHARS] or 'none'}\n"
+                    "Revise your solution."
+                )
             parts.append(self.domain.answer_instruction)
         return "\n\n".join(parts)
 

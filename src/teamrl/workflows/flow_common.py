@@ -21,8 +21,7 @@ from typing import Any
 from teamrl.workflows.base import Agent, Outcome, Workflow
 from teamrl.workflows.flow_domains import SHOWN_CHARS, Answer, Domain
 
-SHORT_TAGS = {"aggregator": "agg", "evaluator": "ev", "orchestrator": "orc", "synthesizer": "syn",
-              "generator": "g"}
+SHORT_TAGS = {"aggregator": "agg", "evaluator": "ev", "orchestrator": "orc", "synthesizer": "syn", "generator": "g"}
 _INDEXED_RE = re.compile(r"^([a-z])[a-z]*_(\d+)$")
 # Every quantifier below is possessive (or bounded) and every search starts at a word boundary, so
 # runs of spaces, newlines or repeated marker words cost one pass: a model's output can be 200k
@@ -30,30 +29,45 @@ _INDEXED_RE = re.compile(r"^([a-z])[a-z]*_(\d+)$")
 _BOXED_RE = re.compile(r"\\(?:boxed|fbox)\s*+\{([^{}]*+(?:\{[^{}]*+\}[^{}]*+)*+)\}")
 _TEXT_CMD_RE = re.compile(r"\\(?:text|textbf|mathrm|mathbf)\s*+\{([^{}]*+)\}")
 # A choice on its own: "1", "#2", "answer: 0", "Choice 1." (compact form, or a boxed content).
-_CHOICE_RE = re.compile(r"(?:(?:answer|choice|pick|candidate)\b\s*+)?+(?:\\?#|:)?+\s*+(\d{1,6}+)\.?+",
-                        re.IGNORECASE)
+_CHOICE_RE = re.compile(r"(?:(?:answer|choice|pick|candidate)\b\s*+)?+(?:\\?#|:)?+\s*+(\d{1,6}+)\.?+", re.IGNORECASE)
 # A decision in prose: "I choose answer 0", "my choice is 2", "select #1", "pick candidate 2".
 _DECISION_RE = re.compile(
     r"\b(?:choose|chose|select|pick|choice)\w*+\s*+(?:is\b\s*+)?+(?:(?:answer|candidate|number|option)\b\s*+)?+"
-    r"(?:\\?#|:)?+\s*+(\d{1,6}+)\b", re.IGNORECASE)
+    r"(?:\\?#|:)?+\s*+(\d{1,6}+)\b",
+    re.IGNORECASE,
+)
 # A decision followed by another index ("I choose 0 or 1", "pick answer 1/2", "choose 0, 2"): a hedge.
-_CHOICE_HEDGE_RE = re.compile(r"\s*+(?:,|/|\bor\b|\band\b)\s*+(?:(?:answer|candidate|number|option)\b\s*+)?+(?:\\?#)?+\d",
-                       re.IGNORECASE)
+_CHOICE_HEDGE_RE = re.compile(
+    r"\s*+(?:,|/|\bor\b|\band\b)\s*+(?:(?:answer|candidate|number|option)\b\s*+)?+(?:\\?#)?+\d", re.IGNORECASE
+)
 # After a decision, another candidate named ("answer 2", "#0", "(or 0)", "(2 is also fine)", "or 0"): an
 # alternative offered unless it is plainly rejected. Bounded repeats only, so 200k characters stay linear.
 _MENTION_RE = re.compile(
     r"(?:\b(?:answer|candidate|option|number|choice)\b\s{0,20}+(?:\\?#)?+|\\?#|\(\s{0,20}+(?:or\b\s{0,20}+)?+|\bor\b[^\d.;!?\n]{0,30}+)"
-    r"(\d{1,6}+)\b|\b(\d{1,6}+)\s{1,20}+(?=(?:is|are|would|could|works?|also|too)\b)", re.IGNORECASE)
+    r"(\d{1,6}+)\b|\b(\d{1,6}+)\s{1,20}+(?=(?:is|are|would|could|works?|also|too)\b)",
+    re.IGNORECASE,
+)
 # "answer 0 is wrong": the one way to name another candidate after a decision without offering it.
 _REJECTION_RE = re.compile(r"\s{0,20}+(?:is|was)\s{1,20}+(?:wrong|incorrect)\b", re.IGNORECASE)
 # Words that turn a rejection back into an alternative ("not wrong", "wrong but also fine").
 _ALTERNATIVE_WORDS = frozenset(
     "also fine good ok okay correct right valid acceptable works work equally either or maybe perhaps "
-    "possibly not isn't no but though however could might would plausible possible again".split())
+    "possibly not isn't no but though however could might would plausible possible again".split()
+)
 _CLAUSE_END_RE = re.compile(r"[.;!?\n]")
 _WORD_RE = re.compile(r"[a-z]++(?:'[a-z]++)?+", re.IGNORECASE)
-_VERDICT_WORDS = {"correct": True, "c": True, "ok": True, "yes": True, "right": True,
-                  "incorrect": False, "i": False, "wrong": False, "no": False, "bad": False}
+_VERDICT_WORDS = {
+    "correct": True,
+    "c": True,
+    "ok": True,
+    "yes": True,
+    "right": True,
+    "incorrect": False,
+    "i": False,
+    "wrong": False,
+    "no": False,
+    "bad": False,
+}
 # First words that are a verdict even in a sentence ("Correct, the sum checks"); "Right", "No",
 # "ok" or "I" open ordinary sentences too, so they count only as the compact reply's first word.
 _STRONG_VERDICTS = {"correct": True, "incorrect": False, "wrong": False}
@@ -155,7 +169,7 @@ def _head_verdict(text: str) -> tuple[bool | None, str, bool]:
     """(verdict, rest, strong) of a response's first word; strong: a word that is a verdict in any sentence."""
     stripped = text.strip()
     label = _VERDICT_LABEL_RE.match(stripped)
-    first_line, _, more = stripped[label.end() if label else 0:].partition("\n")
+    first_line, _, more = stripped[label.end() if label else 0 :].partition("\n")
     head, _, rest = first_line.strip().partition(" ")
     word = head.strip(_HEAD_STRIP).lower()
     verdict = _VERDICT_WORDS.get(word)
@@ -231,8 +245,9 @@ class FlowWorkflow(Workflow):
 
     parallel = False
 
-    def __init__(self, domain: Domain, agents: list[Agent], max_turns: int, prompt_style: str,
-                 format_bonus: float) -> None:
+    def __init__(
+        self, domain: Domain, agents: list[Agent], max_turns: int, prompt_style: str, format_bonus: float
+    ) -> None:
         if prompt_style not in ("compact", "chat"):
             raise ValueError(f"prompt_style must be 'compact' or 'chat', got {prompt_style!r}")
         if max_turns < 1:

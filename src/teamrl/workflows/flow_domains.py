@@ -109,14 +109,21 @@ class MathDomain:
             # A numeric question's answer has a digit and is one value: "Answer: banana" or
             # "Answer: 3 or 20" is not the form asked for, whatever its grade (the math verifier's
             # shape rules decide what "one value" is).
-            well_formed = (well_formed and any(ch.isdigit() for ch in value)
-                           and answer_refusal(value, str(problem.answer)) is None)
+            well_formed = (
+                well_formed and any(ch.isdigit() for ch in value) and answer_refusal(value, str(problem.answer)) is None
+            )
         return Answer(value, well_formed, value if value is not None else "?")
 
     def grade(self, problems: list[Any], answers: list[Answer]) -> list[float]:
         # An answer that hands the question back is not graded (teamrl.tasks.math_echo).
-        return [float(a.value is not None and echo_refusal(a.value, p.question, p.answer, p.source, self.answer_form) is None
-                      and self._equal(a.value, p.answer)) for p, a in zip(problems, answers)]
+        return [
+            float(
+                a.value is not None
+                and echo_refusal(a.value, p.question, p.answer, p.source, self.answer_form) is None
+                and self._equal(a.value, p.answer)
+            )
+            for p, a in zip(problems, answers)
+        ]
 
     def same(self, a: Answer, b: Answer) -> bool:
         return a.value is not None and b.value is not None and self._equal(a.value, b.value)
@@ -157,8 +164,10 @@ class CodeDomain:
     def problem(self, split: str, index: int) -> Any:
         problem = self.problems.get(split, index)
         if not problem.tests:
-            raise ValueError(f"{problem.id}: the flow workflows need function-level ground-truth tests "
-                             "(stdin/stdout problems are not supported)")
+            raise ValueError(
+                f"{problem.id}: the flow workflows need function-level ground-truth tests "
+                "(stdin/stdout problems are not supported)"
+            )
         return problem
 
     def question(self, problem: Any, prompt_style: str) -> str:
@@ -200,5 +209,6 @@ def flow_domain(settings: Any, runner: Any = None) -> Domain:
         return MathDomain(settings)
     if isinstance(settings, CodeTaskConfig):
         return CodeDomain(settings, runner)
-    raise ValueError(f"the flow workflows run on the math and code tasks; got settings of type "
-                     f"{type(settings).__name__}")
+    raise ValueError(
+        f"the flow workflows run on the math and code tasks; got settings of type {type(settings).__name__}"
+    )

@@ -18,16 +18,32 @@ from teamrl.workflows.voting import VotingWorkflow
 
 
 def _kind(cls: type) -> Callable[..., Workflow]:
-    def build(settings: Any, max_turns: int | None = None, prompt_style: str = "compact",
-              format_bonus: float = 0.1, runner: Any = None) -> Workflow:
+    def build(
+        settings: Any,
+        max_turns: int | None = None,
+        prompt_style: str = "compact",
+        format_bonus: float = 0.1,
+        runner: Any = None,
+    ) -> Workflow:
         turns = {} if max_turns is None else {"max_turns": max_turns}  # None: the workflow's default
         return cls(flow_domain(settings, runner), prompt_style=prompt_style, format_bonus=format_bonus, **turns)
+
     build.__doc__ = f"{cls.__name__} on the task of `settings` (math or code)."
     return build
 
 
-FLOW_SOURCES = ("teamrl.demos.flows",) + tuple(f"teamrl.workflows.{name}" for name in (
-    "flow_kinds", "flow_common", "flow_domains", "voting", "evaluator_optimizer", "orchestrator_workers", "debate"))
+FLOW_SOURCES = ("teamrl.demos.flows",) + tuple(
+    f"teamrl.workflows.{name}"
+    for name in (
+        "flow_kinds",
+        "flow_common",
+        "flow_domains",
+        "voting",
+        "evaluator_optimizer",
+        "orchestrator_workers",
+        "debate",
+    )
+)
 """Modules whose code shapes the flow workflows' demonstrations (hashed into the warm-up cache key)."""
 
 FLOW_KINDS: dict[str, Callable[..., Workflow]] = {

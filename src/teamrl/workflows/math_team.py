@@ -81,8 +81,9 @@ class ProblemSplits(Generic[T]):
         return problems[index % len(problems)]
 
 
-def hash_partition(items: Sequence[T], key: Callable[[T], str], heldout_fraction: float,
-                   seed: int = 0) -> ProblemSplits[T]:
+def hash_partition(
+    items: Sequence[T], key: Callable[[T], str], heldout_fraction: float, seed: int = 0
+) -> ProblemSplits[T]:
     """Split one list into train / held-out by a seeded hash of each item's key.
 
     The hash (not the list order) decides, so adding records to a file does not move others
@@ -98,8 +99,9 @@ def hash_partition(items: Sequence[T], key: Callable[[T], str], heldout_fraction
     return ProblemSplits(train, heldout)
 
 
-def arithmetic_problems(levels: Sequence[int] = (1, 2), seed: int = 0, train_size: int = 2000,
-                        heldout_size: int = 400) -> ProblemSplits[MathProblem]:
+def arithmetic_problems(
+    levels: Sequence[int] = (1, 2), seed: int = 0, train_size: int = 2000, heldout_size: int = 400
+) -> ProblemSplits[MathProblem]:
     """Procedural arithmetic (`generate_arithmetic` levels 1-4), levels interleaved.
 
     The generator keeps the two splits disjoint by question text; repeats within a split are
@@ -118,13 +120,15 @@ def arithmetic_problems(levels: Sequence[int] = (1, 2), seed: int = 0, train_siz
     return ProblemSplits(splits["train"], splits["heldout"], f"arithmetic:{','.join(map(str, levels))}")
 
 
-def dataset_problems(name: str, seed: int = 0, heldout_fraction: float = 0.2,
-                     data_dir: str | None = None) -> ProblemSplits[MathProblem]:
+def dataset_problems(
+    name: str, seed: int = 0, heldout_fraction: float = 0.2, data_dir: str | None = None
+) -> ProblemSplits[MathProblem]:
     """A named math set: GSM8K uses its train and test files; MATH-500 / AIME (test only) and
     any file `load_math_dataset` reads are split by `hash_partition` on the problem id."""
     if name.lower().replace("-", "").replace("_", "") == "gsm8k":
-        return ProblemSplits(load_math_dataset("gsm8k", "train", data_dir),
-                             load_math_dataset("gsm8k", "test", data_dir), "gsm8k")
+        return ProblemSplits(
+            load_math_dataset("gsm8k", "train", data_dir), load_math_dataset("gsm8k", "test", data_dir), "gsm8k"
+        )
     problems = load_math_dataset(name, "test", data_dir)
     splits = hash_partition(problems, lambda p: p.id, heldout_fraction, seed)
     splits.name = name
@@ -241,8 +245,10 @@ def program_answer(stdout: str) -> str | None:
 # about teams instead of solving the problem.
 CHAT_INSTRUCTIONS = {
     "reasoner": "Solve the math problem. Think briefly, then give the final line as 'Answer: <number>'.",
-    "tool": ("Write a short Python program that computes the answer to the math problem and prints it. Reply with "
-             "only the code in a ```python block."),
+    "tool": (
+        "Write a short Python program that computes the answer to the math problem and prints it. Reply with "
+        "only the code in a ```python block."
+    ),
 }
 
 
@@ -250,16 +256,22 @@ CHAT_INSTRUCTIONS = {
 # Each question ends with a cue line: after a bare "Problem:\n1+4" Gemma-3-270M went on writing the sum ("+10+15").
 CHAT_CUES = {"reasoner": "Solution:", "tool": "Program:"}
 CHAT_EXAMPLES = {
-    "reasoner": [("Problem: 57+26\nSolution:", "57+26 = 83.\nAnswer: 83"),
-                 ("Problem: 63-28+14\nSolution:", "63-28 = 35, and 35+14 = 49.\nAnswer: 49")],
-    "tool": [("Problem: 57+26\nProgram:", "```python\nprint(57 + 26)\n```"),
-             ("Problem: 63-28+14\nProgram:", "```python\nprint(63 - 28 + 14)\n```")],
+    "reasoner": [
+        ("Problem: 57+26\nSolution:", "57+26 = 83.\nAnswer: 83"),
+        ("Problem: 63-28+14\nSolution:", "63-28 = 35, and 35+14 = 49.\nAnswer: 49"),
+    ],
+    "tool": [
+        ("Problem: 57+26\nProgram:", "```python\nprint(57 + 26)\n```"),
+        ("Problem: 63-28+14\nProgram:", "```python\nprint(63 - 28 + 14)\n```"),
+    ],
 }
 
 
 CHAT_SECOND_TURN = {
-    "reasoner": ("A program computes exactly what it is written to compute, which may not be the problem. Check "
-                 "both answers against the problem and give the right one as 'Answer: <number>'."),
+    "reasoner": (
+        "A program computes exactly what it is written to compute, which may not be the problem. Check "
+        "both answers against the problem and give the right one as 'Answer: <number>'."
+    ),
     "tool": "Check the problem again and write a program that prints the right answer.",
 }
 
@@ -321,8 +333,9 @@ class MathWorkflow(Workflow):
         self.worked_examples = worked_examples
         # Bounds each math-verify parse; hostile answers like 9^{9^{9^9}} cost up to ~3 timeouts once.
         self.match_timeout_s = match_timeout_s
-        self.agents = [Agent("reasoner", "reasoner")] if single_agent else [
-            Agent("reasoner", "reasoner"), Agent("tool", "tool")]
+        self.agents = (
+            [Agent("reasoner", "reasoner")] if single_agent else [Agent("reasoner", "reasoner"), Agent("tool", "tool")]
+        )
         self.runner = runner or ProgramRunner()
         # K candidates often give the same answer: math-verify is asked once per (answer, truth).
         self._match_cache: OrderedDict[tuple[str, str], bool] = OrderedDict()
@@ -344,9 +357,11 @@ class MathWorkflow(Workflow):
         if state.turn:
             # Only the two answers, not the earlier texts: shown its own long reasoning again, SmolLM2's
             # reasoner talked itself out of right answers (a second turn made the untrained team worse).
-            parts.append("Your team's earlier answers disagree or one is missing:\n"
-                         f"- the Python program printed: {state.answers.get('tool') or 'nothing usable'}\n"
-                         f"- the reasoning agent answered: {state.answers.get('reasoner') or 'nothing'}")
+            parts.append(
+                "Your team's earlier answers disagree or one is missing:\n"
+                f"- the Python program printed: {state.answers.get('tool') or 'nothing usable'}\n"
+                f"- the reasoning agent answered: {state.answers.get('reasoner') or 'nothing'}"
+            )
             parts.append(CHAT_SECOND_TURN[agent])
         if self.worked_examples:
             asked = "\n\n".join([f"Problem: {question}", *parts[2:]]) + f"\n{CHAT_CUES[agent]}"
@@ -372,8 +387,11 @@ class MathWorkflow(Workflow):
             for program in programs:
                 stdout, ok = next(results) if program.strip() else ("", False)
                 answer = program_answer(stdout) if ok else None
-                shown = (f"{program.strip()[-400:]}\n# printed: {stdout.strip()[-100:] if ok else 'error'}"
-                         if program.strip() else "(no program found)")
+                shown = (
+                    f"{program.strip()[-400:]}\n# printed: {stdout.strip()[-100:] if ok else 'error'}"
+                    if program.strip()
+                    else "(no program found)"
+                )
                 parsed.append((answer, answer is not None, shown))
         return [self._record(agent, s, r, p) for s, r, p in zip(states, responses, parsed)]
 
@@ -383,9 +401,10 @@ class MathWorkflow(Workflow):
         # An answer that hands the question back has the gold's value with no work done, and one that
         # states several values is no answer: neither is correct nor earns the format bonus
         # (teamrl.tasks.math_echo; the reward-hacking probe, docs/verifiers/reward-hacking.md).
-        if answer is not None and (echo_refusal(answer, problem.question, problem.answer, problem.source,
-                                                self.answer_form)
-                                   or answer_refusal(ascii_digits(answer), problem.answer)):
+        if answer is not None and (
+            echo_refusal(answer, problem.question, problem.answer, problem.source, self.answer_form)
+            or answer_refusal(ascii_digits(answer), problem.answer)
+        ):
             answer, well_formed = None, False
         correct = answer is not None and self._match(answer, problem.answer)
         state.pending[agent] = (answer, correct, shown)
@@ -438,4 +457,3 @@ class MathWorkflow(Workflow):
     def close(self) -> None:
         """Stop the sandbox workers."""
         self.runner.close()
-

@@ -27,16 +27,28 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from teamrl.workflows.base import Agent, Outcome
-from teamrl.workflows.flow_common import (FlowWorkflow, answer_outcome, chat_answers, clean, compact_answers,
-                                           compact_tag, format_terms, parse_strategies)
+from teamrl.workflows.flow_common import (
+    FlowWorkflow,
+    answer_outcome,
+    chat_answers,
+    clean,
+    compact_answers,
+    compact_tag,
+    format_terms,
+    parse_strategies,
+)
 from teamrl.workflows.flow_domains import Answer, Domain
 
 CHAT = {
-    "orchestrator": ("You are the orchestrator of a team of {n} workers. Do not solve the problem. Propose {n} "
-                     "different strategies to solve it, numbered 1. to {n}., one line each."),
+    "orchestrator": (
+        "You are the orchestrator of a team of {n} workers. Do not solve the problem. Propose {n} "
+        "different strategies to solve it, numbered 1. to {n}., one line each."
+    ),
     "worker": "You are a worker. Solve the problem using the strategy you are given.",
-    "synthesizer": ("You are the synthesizer. {n} workers solved the problem with different strategies. "
-                    "Check their solutions and give the team's final answer."),
+    "synthesizer": (
+        "You are the synthesizer. {n} workers solved the problem with different strategies. "
+        "Check their solutions and give the team's final answer."
+    ),
 }
 
 
@@ -57,13 +69,22 @@ class OrchestratorState:
 class OrchestratorWorkersWorkflow(FlowWorkflow):
     """orchestrator -> n workers (one role) -> synthesizer, in one turn."""
 
-    def __init__(self, domain: Domain, max_turns: int = 1, prompt_style: str = "compact",
-                 format_bonus: float = 0.1, n_workers: int = 3) -> None:
+    def __init__(
+        self,
+        domain: Domain,
+        max_turns: int = 1,
+        prompt_style: str = "compact",
+        format_bonus: float = 0.1,
+        n_workers: int = 3,
+    ) -> None:
         if n_workers < 1:
             raise ValueError(f"orchestrator-workers needs at least 1 worker, got {n_workers}")
         self.workers = [f"worker_{i}" for i in range(n_workers)]
-        agents = ([Agent("orchestrator", "orchestrator")] + [Agent(w, "worker") for w in self.workers]
-                  + [Agent("synthesizer", "synthesizer")])
+        agents = (
+            [Agent("orchestrator", "orchestrator")]
+            + [Agent(w, "worker") for w in self.workers]
+            + [Agent("synthesizer", "synthesizer")]
+        )
         super().__init__(domain, agents, max_turns, prompt_style, format_bonus)
         self.max_turns = 1
 
@@ -88,11 +109,15 @@ class OrchestratorWorkersWorkflow(FlowWorkflow):
             return "\n".join(lines) + "\n>"
         parts = [CHAT[role].format(n=n), f"Problem:\n{question}"]
         if role == "worker":
-            parts += [f"Your strategy: {self.strategy(agent, state) or '(none given: choose your own)'}",
-                      self.domain.answer_instruction]
+            parts += [
+                f"Your strategy: {self.strategy(agent, state) or '(none given: choose your own)'}",
+                self.domain.answer_instruction,
+            ]
         elif role == "synthesizer":
-            parts += [chat_answers("Worker", [state.texts.get(w, "") for w in self.workers], answers),
-                      self.domain.answer_instruction]
+            parts += [
+                chat_answers("Worker", [state.texts.get(w, "") for w in self.workers], answers),
+                self.domain.answer_instruction,
+            ]
         return "\n\n".join(parts)
 
     def apply_many(self, agent: str, states: list[OrchestratorState], responses: list[str]) -> list[Outcome]:

@@ -66,8 +66,7 @@ CHAT_INSTRUCTIONS = {
 }
 
 
-MOVE_ALIASES = {"U": "U", "D": "D", "L": "L", "R": "R",
-                "UP": "U", "DOWN": "D", "LEFT": "L", "RIGHT": "R"}
+MOVE_ALIASES = {"U": "U", "D": "D", "L": "L", "R": "R", "UP": "U", "DOWN": "D", "LEFT": "L", "RIGHT": "R"}
 
 PlanPathState = ToolPlanState
 """One episode's state (the shared tool + plan state)."""

@@ -14,12 +14,12 @@ if TYPE_CHECKING:
     from teamrl.sandbox import Sandbox
 
 
-
 class ProgramRunner:
     """`run(sources) -> [(stdout, ran_ok)]`, executing each distinct source once in the sandbox."""
 
-    def __init__(self, cpu_time_s: float = 2.0, workers: int = 2, cache_size: int = 50_000,
-                 wall_time_s: float | None = None) -> None:
+    def __init__(
+        self, cpu_time_s: float = 2.0, workers: int = 2, cache_size: int = 50_000, wall_time_s: float | None = None
+    ) -> None:
         """cpu_time_s: CPU seconds per program, the limit that decides (load does not change
         whether a program stays under it); wall_time_s: the wall-clock backstop for programs that
         wait, None: the sandbox's generous default (SandboxLimits)."""

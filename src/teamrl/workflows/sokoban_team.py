@@ -34,8 +34,7 @@ from teamrl.tasks.plan_parsing import parse_plan
 from teamrl.tasks.sokoban import SokobanConfig, SokobanEnv, instance
 from teamrl.workflows.tool_plan import Runner, ToolPlanWorkflow
 
-MOVE_ALIASES = {"U": "U", "D": "D", "L": "L", "R": "R",
-                "UP": "U", "DOWN": "D", "LEFT": "L", "RIGHT": "R"}
+MOVE_ALIASES = {"U": "U", "D": "D", "L": "L", "R": "R", "UP": "U", "DOWN": "D", "LEFT": "L", "RIGHT": "R"}
 
 TOOL_HELPERS = '''
 from collections import deque
@@ -144,8 +143,7 @@ class SokobanWorkflow(ToolPlanWorkflow):
 
     def namespace(self, env: SokobanEnv) -> str:
         r, c = env.player_cell
-        return (f"grid = {env.render().splitlines()!r}\nplayer = ({r}, {c})\n"
-                f"boxes = {list(env.box_cells)!r}")
+        return f"grid = {env.render().splitlines()!r}\nplayer = ({r}, {c})\nboxes = {list(env.box_cells)!r}"
 
     def parse_action(self, text: str, env: SokobanEnv) -> list[str] | None:
         return parse_moves(text)

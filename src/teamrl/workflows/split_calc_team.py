@@ -19,8 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from teamrl.tasks.split_calc import (Instance, SplitCalcConfig, analyst_terms, answer_value, calculator_terms,
-                                     instance)
+from teamrl.tasks.split_calc import Instance, SplitCalcConfig, analyst_terms, answer_value, calculator_terms, instance
 from teamrl.workflows.base import Agent, Outcome, Workflow
 from teamrl.workflows.chat_shots import Example, few_shot
 
@@ -28,20 +27,32 @@ from teamrl.workflows.chat_shots import Example, few_shot
 # SmolLM2 write `x-y` for "difference" instead of `x-1`. The examples are no Split-Calc operation (they
 # would hand the answer over) and show the calculator substituting, which the verifier computes.
 CHAT_INSTRUCTIONS = {
-    "analyst": ("Write the operation of x and y as a formula in x and y, using only x, y, numbers, +, -, * and "
-                "parentheses. Reply with only the formula."),
-    "calculator": ("Put the values of x and y into the formula. Reply with only the formula with the numbers in "
-                   "place of x and y, or with its value."),
-    "solo": ("Compute the operation of x and y for the given values. Reply with only the arithmetic on the "
-             "numbers, or with its value."),
+    "analyst": (
+        "Write the operation of x and y as a formula in x and y, using only x, y, numbers, +, -, * and "
+        "parentheses. Reply with only the formula."
+    ),
+    "calculator": (
+        "Put the values of x and y into the formula. Reply with only the formula with the numbers in "
+        "place of x and y, or with its value."
+    ),
+    "solo": (
+        "Compute the operation of x and y for the given values. Reply with only the arithmetic on the "
+        "numbers, or with its value."
+    ),
 }
 CHAT_EXAMPLES: dict[str, list[Example]] = {
-    "analyst": [("Operation: x minus twice y (of x and y)\nFormula:", "x-2*y"),
-                ("Operation: y squared plus x (of x and y)\nFormula:", "y*y+x")],
-    "calculator": [("x = 4, y = 6\nFormula: x-2*y\nResult:", "4-2*6"),
-                   ("x = 5, y = 2\nFormula: y*y+x\nResult:", "2*2+5")],
-    "solo": [("Operation: x minus twice y (of x and y)\nx = 4, y = 6\nResult:", "4-2*6"),
-             ("Operation: y squared plus x (of x and y)\nx = 5, y = 2\nResult:", "2*2+5")],
+    "analyst": [
+        ("Operation: x minus twice y (of x and y)\nFormula:", "x-2*y"),
+        ("Operation: y squared plus x (of x and y)\nFormula:", "y*y+x"),
+    ],
+    "calculator": [
+        ("x = 4, y = 6\nFormula: x-2*y\nResult:", "4-2*6"),
+        ("x = 5, y = 2\nFormula: y*y+x\nResult:", "2*2+5"),
+    ],
+    "solo": [
+        ("Operation: x minus twice y (of x and y)\nx = 4, y = 6\nResult:", "4-2*6"),
+        ("Operation: y squared plus x (of x and y)\nx = 5, y = 2\nResult:", "2*2+5"),
+    ],
 }
 
 
@@ -60,8 +71,14 @@ class SplitCalcWorkflow(Workflow):
 
     parallel = False
 
-    def __init__(self, task: SplitCalcConfig, max_turns: int = 1, single_agent: bool = False,
-                 prompt_style: str = "compact", **_: Any) -> None:
+    def __init__(
+        self,
+        task: SplitCalcConfig,
+        max_turns: int = 1,
+        single_agent: bool = False,
+        prompt_style: str = "compact",
+        **_: Any,
+    ) -> None:
         if not isinstance(task, SplitCalcConfig):
             raise TypeError(f"SplitCalcWorkflow needs a SplitCalcConfig, got {type(task).__name__}")
         if prompt_style not in ("compact", "chat"):
@@ -70,8 +87,11 @@ class SplitCalcWorkflow(Workflow):
         self.single_agent = single_agent
         self.prompt_style = prompt_style
         self.max_turns = 1  # one answer per agent: the value ends the episode whatever max_turns says
-        self.agents = [Agent("solo", "solo")] if single_agent else [Agent("analyst", "analyst"),
-                                                                    Agent("calculator", "calculator")]
+        self.agents = (
+            [Agent("solo", "solo")]
+            if single_agent
+            else [Agent("analyst", "analyst"), Agent("calculator", "calculator")]
+        )
 
     def new_state(self, split: str, index: int) -> SplitCalcState:
         return SplitCalcState(instance(self.task, split, index))

@@ -27,19 +27,38 @@ from dataclasses import dataclass
 from typing import Any
 
 from teamrl.tasks.plan_path import PlanPathEnv
-from teamrl.tasks.split_nav import (Layout, Offset, SplitNavConfig, format_offset, instance, make_env, offset_of,
-                                    parse_offset, parse_walk, render_map, render_radar, spotter_terms, target_of,
-                                    walk_terms)
+from teamrl.tasks.split_nav import (
+    Layout,
+    Offset,
+    SplitNavConfig,
+    format_offset,
+    instance,
+    make_env,
+    offset_of,
+    parse_offset,
+    parse_walk,
+    render_map,
+    render_radar,
+    spotter_terms,
+    target_of,
+    walk_terms,
+)
 from teamrl.workflows.base import Agent, Outcome, Workflow
 from teamrl.workflows.chat_shots import Example, few_shot
 
 CHAT_INSTRUCTIONS = {
-    "spotter": ("The map is centred on S. Where is G from S? Count the rows down (D) or up (U), then the columns "
-                "left (L) or right (R). Reply with only the offset, like D2L1 (2 rows down, 1 column left) or U3."),
-    "walker": ("Walk from S to the goal on the map; '#' is a wall. Reply with only the moves as the letters U (up), "
-               "D (down), L (left) and R (right), like DDL."),
-    "solo": ("Walk from S to the goal G; '#' is a wall. The first map shows the walls, the second where G is from S. "
-             "Reply with only the moves as the letters U (up), D (down), L (left) and R (right), like DDL."),
+    "spotter": (
+        "The map is centred on S. Where is G from S? Count the rows down (D) or up (U), then the columns "
+        "left (L) or right (R). Reply with only the offset, like D2L1 (2 rows down, 1 column left) or U3."
+    ),
+    "walker": (
+        "Walk from S to the goal on the map; '#' is a wall. Reply with only the moves as the letters U (up), "
+        "D (down), L (left) and R (right), like DDL."
+    ),
+    "solo": (
+        "Walk from S to the goal G; '#' is a wall. The first map shows the walls, the second where G is from S. "
+        "Reply with only the moves as the letters U (up), D (down), L (left) and R (right), like DDL."
+    ),
 }
 # Hand-made 4 x 4 layouts (grid rows, S, G) for the examples; a walk goes around the wall in its way.
 _EXAMPLE_LAYOUTS: list[tuple[Layout, str]] = [
@@ -58,8 +77,9 @@ def spelled_offset(offset: Offset) -> str:
     """
     # The report's own parts (`format_offset`: vertical first, a zero part left out), each in words.
     parts = re.findall(r"([UDLR])(\d+)", format_offset(offset))
-    return " and ".join(f"{n} {'row' if move in 'UD' else 'column'}{'s' * (n != '1')} {_MOVE_WORDS[move]}"
-                        for move, n in parts)
+    return " and ".join(
+        f"{n} {'row' if move in 'UD' else 'column'}{'s' * (n != '1')} {_MOVE_WORDS[move]}" for move, n in parts
+    )
 
 
 @dataclass
@@ -78,8 +98,14 @@ class SplitNavWorkflow(Workflow):
 
     parallel = False
 
-    def __init__(self, task: SplitNavConfig, max_turns: int = 1, single_agent: bool = False,
-                 prompt_style: str = "compact", **_: Any) -> None:
+    def __init__(
+        self,
+        task: SplitNavConfig,
+        max_turns: int = 1,
+        single_agent: bool = False,
+        prompt_style: str = "compact",
+        **_: Any,
+    ) -> None:
         if not isinstance(task, SplitNavConfig):
             raise TypeError(f"SplitNavWorkflow needs a SplitNavConfig, got {type(task).__name__}")
         if prompt_style not in ("compact", "chat"):
@@ -88,8 +114,9 @@ class SplitNavWorkflow(Workflow):
         self.single_agent = single_agent
         self.prompt_style = prompt_style
         self.max_turns = 1  # one answer per agent: the walk ends the episode whatever max_turns says
-        self.agents = [Agent("solo", "solo")] if single_agent else [Agent("spotter", "spotter"),
-                                                                    Agent("walker", "walker")]
+        self.agents = (
+            [Agent("solo", "solo")] if single_agent else [Agent("spotter", "spotter"), Agent("walker", "walker")]
+        )
 
     def new_state(self, split: str, index: int) -> SplitNavState:
         layout = instance(self.task, split, index)
@@ -101,11 +128,15 @@ class SplitNavWorkflow(Workflow):
         if agent == "spotter":
             return f"spot\n{render_radar(state.layout, self.task.size)}\noffset>"
         if agent == "walker":
-            return (f"walk\n{render_map(state.layout, show_start=True, show_goal=False)}\n"
-                    f"offset={state.report or '?'}\nmoves>")
+            return (
+                f"walk\n{render_map(state.layout, show_start=True, show_goal=False)}\n"
+                f"offset={state.report or '?'}\nmoves>"
+            )
         if agent == "solo":
-            return (f"solo\n{render_map(state.layout, show_start=True, show_goal=False)}\n"
-                    f"{render_radar(state.layout, self.task.size)}\nmoves>")
+            return (
+                f"solo\n{render_map(state.layout, show_start=True, show_goal=False)}\n"
+                f"{render_radar(state.layout, self.task.size)}\nmoves>"
+            )
         raise ValueError(f"unknown agent {agent!r}; agents: {', '.join(a.name for a in self.agents)}")
 
     def render_chat(self, agent: str, state: SplitNavState) -> list[dict[str, str]]:
@@ -115,7 +146,9 @@ class SplitNavWorkflow(Workflow):
         examples: list[Example] = []
         for layout, walk in _EXAMPLE_LAYOUTS:
             offset = format_offset(offset_of(layout[1], layout[2]))  # the example spotter reported it right
-            examples.append((_chat_question(agent, layout, _EXAMPLE_SIZE, offset), offset if agent == "spotter" else walk))
+            examples.append(
+                (_chat_question(agent, layout, _EXAMPLE_SIZE, offset), offset if agent == "spotter" else walk)
+            )
         question = _chat_question(agent, state.layout, self.task.size, state.report)
         return few_shot(CHAT_INSTRUCTIONS[agent], examples, question)
 
@@ -124,8 +157,11 @@ class SplitNavWorkflow(Workflow):
             # What the walker reads is the report as written (trimmed), right or wrong.
             state.report = " ".join(response.split())[:8]
             return Outcome.from_terms(spotter_terms(self.task, state.layout, parse_offset(response, self.task.size)))
-        target = target_of(state.layout[1], self.reported_offset(state), self.task.size) \
-            if agent == "walker" else state.layout[2]
+        target = (
+            target_of(state.layout[1], self.reported_offset(state), self.task.size)
+            if agent == "walker"
+            else state.layout[2]
+        )
         terms = walk_terms(self.task, state.env, parse_walk(response, self.task.step_budget), target)
         if agent == "walker" and self.reported_offset(state) is None:
             # The team solves the task through a well-formed report: a spotter that writes the walk
@@ -153,6 +189,10 @@ def _chat_question(agent: str, layout: Layout, size: int, report: str | None) ->
         return f"Map:\n{render_radar(layout, size)}\nOffset:"
     if agent == "walker":
         offset = parse_offset(report or "", size)
-        said = f"{report} (the goal is {spelled_offset(offset)} from S)" if offset else f"{report or 'none'} (not an offset)"
+        said = (
+            f"{report} (the goal is {spelled_offset(offset)} from S)"
+            if offset
+            else f"{report or 'none'} (not an offset)"
+        )
         return f"Map:\n{walls}\nThe spotter's report: {said}\nMoves:"
     return f"Map:\n{walls}\nWhere G is from S:\n{render_radar(layout, size)}\nMoves:"

@@ -104,10 +104,8 @@ CHAT_INSTRUCTIONS = {
         "rows as digits separated by spaces, e.g. 1234 3412 2143 4321, or with the single word "
         "follow to apply the tool agent's grid."
     ),
-    "plan_single": _RULES + (
-        " Reply with the completed grid only, its rows as digits separated by spaces, "
-        "e.g. 1234 3412 2143 4321."
-    ),
+    "plan_single": _RULES
+    + (" Reply with the completed grid only, its rows as digits separated by spaces, e.g. 1234 3412 2143 4321."),
 }
 
 
@@ -124,7 +122,7 @@ def stated_grid(text: str, env: SudokuEnv) -> list[list[int]] | None:
     """
     grids = int_grids(text, env.size)
     n = env.size
-    restated = (env.grid, [list(env.puzzle[r * n:(r + 1) * n]) for r in range(n)])
+    restated = (env.grid, [list(env.puzzle[r * n : (r + 1) * n]) for r in range(n)])
     answers = [g for g in grids if g not in restated]
     if any(g != answers[-1] for g in answers):
         return None

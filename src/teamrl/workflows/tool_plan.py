@@ -53,8 +53,7 @@ from teamrl.workflows.base import Agent, Outcome, Workflow
 from teamrl.workflows.program_runner import ProgramRunner
 
 # `follow`, alone: optionally after an answer label (no backtracking: one fullmatch of one line).
-_FOLLOW_RE = re.compile(r"(?:(?:final\s++)?(?:answer|plan|action|decision|moves?)\s*+[:=]\s*+)?follow",
-                        re.IGNORECASE)
+_FOLLOW_RE = re.compile(r"(?:(?:final\s++)?(?:answer|plan|action|decision|moves?)\s*+[:=]\s*+)?follow", re.IGNORECASE)
 _FOLLOW_STRIP = " \t`*'\".!"
 
 
@@ -143,8 +142,7 @@ class ToolPlanWorkflow(Workflow):
         self.single_agent = single_agent
         self.prompt_style = prompt_style
         self.format_bonus = format_bonus
-        self.agents = [Agent("plan", "plan")] if single_agent else [
-            Agent("tool", "tool"), Agent("plan", "plan")]
+        self.agents = [Agent("plan", "plan")] if single_agent else [Agent("tool", "tool"), Agent("plan", "plan")]
         self.runner: Runner = runner or ProgramRunner()
 
     # ------------------------------------------------------------------ task hooks
@@ -193,20 +191,17 @@ class ToolPlanWorkflow(Workflow):
     def apply(self, agent: str, state: ToolPlanState, response: str) -> Outcome:
         return self.apply_many(agent, [state], [response])[0]
 
-    def apply_many(
-        self, agent: str, states: list[ToolPlanState], responses: list[str]
-    ) -> list[Outcome]:
+    def apply_many(self, agent: str, states: list[ToolPlanState], responses: list[str]) -> list[Outcome]:
         """Apply responses; the tool's programs run in one runner call."""
         self._check_agent(agent)
         if agent == "plan":
             return [self._apply_plan(s, r) for s, r in zip(states, responses)]
         programs = [_program(r) for r in responses]
-        runnable = {i: p for i, (s, p) in enumerate(zip(states, programs))
-                    if p is not None and not s.env.done}
-        results = dict(zip(runnable, self.runner.run(
-            [self.program_source(states[i], program) for i, program in runnable.items()])))
-        return [self._apply_tool(s, p, *results.get(i, ("", False)))
-                for i, (s, p) in enumerate(zip(states, programs))]
+        runnable = {i: p for i, (s, p) in enumerate(zip(states, programs)) if p is not None and not s.env.done}
+        results = dict(
+            zip(runnable, self.runner.run([self.program_source(states[i], program) for i, program in runnable.items()]))
+        )
+        return [self._apply_tool(s, p, *results.get(i, ("", False))) for i, (s, p) in enumerate(zip(states, programs))]
 
     def is_done(self, state: ToolPlanState) -> bool:
         return state.env.done
@@ -223,9 +218,7 @@ class ToolPlanWorkflow(Workflow):
     def _malformed(self, **info: Any) -> Outcome:
         return Outcome(0.0, -self.format_bonus, {"format": -self.format_bonus}, info)
 
-    def _apply_tool(
-        self, state: ToolPlanState, program: str | None, output: str, ran: bool
-    ) -> Outcome:
+    def _apply_tool(self, state: ToolPlanState, program: str | None, output: str, ran: bool) -> Outcome:
         if state.env.done:
             return Outcome(0.0, 0.0, {}, {"episode_over": True})
         state.program = program or ""
@@ -242,13 +235,18 @@ class ToolPlanWorkflow(Workflow):
         if _overran(result.info):
             state.simulation = "invalid"
             penalty = -trial.config.invalid_penalty
-            return Outcome(penalty, -self.format_bonus, {"invalid": penalty, "format": -self.format_bonus},
-                           {**result.info, "simulation": "invalid", "refused": "moves past the end"})
+            return Outcome(
+                penalty,
+                -self.format_bonus,
+                {"invalid": penalty, "format": -self.format_bonus},
+                {**result.info, "simulation": "invalid", "refused": "moves past the end"},
+            )
         state.simulation = self._label(trial, result.info)
         malformed = _changed_nothing(result.info) or "invalid_at" in result.info
         local = -self.format_bonus if malformed else self._local(trial, result)
-        return Outcome(result.reward, local, {**result.terms, "format": local},
-                       {**result.info, "simulation": state.simulation})
+        return Outcome(
+            result.reward, local, {**result.terms, "format": local}, {**result.info, "simulation": state.simulation}
+        )
 
     def _apply_plan(self, state: ToolPlanState, response: str) -> Outcome:
         text = response if isinstance(response, str) else ""
@@ -277,13 +275,22 @@ class ToolPlanWorkflow(Workflow):
             # Not a free no-op: a plan role that may say nothing learns to (as on Plan-Path and here
             # on Sudoku, where the planner drifted to garbage while the tool was right).
             result = state.env.forfeit()
-            return Outcome(result.reward, -self.format_bonus, {**result.terms, "format": -self.format_bonus},
-                           {"parsed": False, "outcome": "invalid"} if action is None
-                           else {"parsed": True, "outcome": "invalid", "refused": refused})
+            return Outcome(
+                result.reward,
+                -self.format_bonus,
+                {**result.terms, "format": -self.format_bonus},
+                {"parsed": False, "outcome": "invalid"}
+                if action is None
+                else {"parsed": True, "outcome": "invalid", "refused": refused},
+            )
         result = state.env.step(action)
         local = -self.format_bonus if "invalid_at" in result.info else self._local(state.env, result)
-        return Outcome(result.reward, local, {**result.terms, "format": local},
-                       {**result.info, "outcome": self._label(state.env, result.info)})
+        return Outcome(
+            result.reward,
+            local,
+            {**result.terms, "format": local},
+            {**result.info, "outcome": self._label(state.env, result.info)},
+        )
 
     def _local(self, env: Any, result: Any) -> float:
         """The format term of an action executed without an invalid step: +format_bonus with

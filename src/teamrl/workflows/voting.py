@@ -27,14 +27,24 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from teamrl.workflows.base import Agent, Outcome
-from teamrl.workflows.flow_common import (FlowWorkflow, answer_outcome, chat_answers, clean, compact_answers,
-                                           compact_tag, format_terms, parse_choice)
+from teamrl.workflows.flow_common import (
+    FlowWorkflow,
+    answer_outcome,
+    chat_answers,
+    clean,
+    compact_answers,
+    compact_tag,
+    format_terms,
+    parse_choice,
+)
 from teamrl.workflows.flow_domains import Answer, Domain
 
 CHAT = {
     "generator": "You are one of {n} independent solvers. Solve the problem on your own.",
-    "aggregator": ("You are the aggregator of a team of {n} independent solvers. Read their answers, decide "
-                   "which one is right, and reply with its number as \\boxed{{N}} (N from 0 to {last})."),
+    "aggregator": (
+        "You are the aggregator of a team of {n} independent solvers. Read their answers, decide "
+        "which one is right, and reply with its number as \\boxed{{N}} (N from 0 to {last})."
+    ),
 }
 
 
@@ -54,8 +64,14 @@ class VotingState:
 class VotingWorkflow(FlowWorkflow):
     """n generators (one role), then one aggregator that picks an answer."""
 
-    def __init__(self, domain: Domain, max_turns: int = 1, prompt_style: str = "compact",
-                 format_bonus: float = 0.1, n_generators: int = 3) -> None:
+    def __init__(
+        self,
+        domain: Domain,
+        max_turns: int = 1,
+        prompt_style: str = "compact",
+        format_bonus: float = 0.1,
+        n_generators: int = 3,
+    ) -> None:
         if n_generators < 2:
             raise ValueError(f"voting needs at least 2 generators, got {n_generators}")
         self.generators = [f"generator_{i}" for i in range(n_generators)]
@@ -80,8 +96,9 @@ class VotingWorkflow(FlowWorkflow):
             return "\n".join(lines) + "\n>"
         parts = [CHAT[role].format(n=n, last=n - 1), f"Problem:\n{question}"]
         if role == "aggregator":
-            parts.append(chat_answers("Answer", [state.texts.get(g, "") for g in self.generators],
-                                      self.candidates(state)))
+            parts.append(
+                chat_answers("Answer", [state.texts.get(g, "") for g in self.generators], self.candidates(state))
+            )
         else:
             parts.append(self.domain.answer_instruction)
         return "\n\n".join(parts)

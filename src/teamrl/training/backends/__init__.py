@@ -14,15 +14,20 @@ from teamrl.training.backends.base import UpdateBackend, UpdateSettings
 from teamrl.training.update import PolicyOptimizer
 
 
-def make_backend(trainer: TrainerConfig, optimizers: dict[str, PolicyOptimizer], settings: UpdateSettings) -> UpdateBackend:
+def make_backend(
+    trainer: TrainerConfig, optimizers: dict[str, PolicyOptimizer], settings: UpdateSettings
+) -> UpdateBackend:
     """The backend `trainer.backend` names (local or ray), holding `optimizers`."""
     if trainer.data_parallel > 1 and settings.algo.coherence_damping > 0:
-        raise ConfigError("trainer.data_parallel > 1 cannot be combined with algorithm.coherence_damping: "
-                          "each worker sees only its share of a role's gradient; set one of them off")
+        raise ConfigError(
+            "trainer.data_parallel > 1 cannot be combined with algorithm.coherence_damping: "
+            "each worker sees only its share of a role's gradient; set one of them off"
+        )
     if trainer.backend == "local":
         if trainer.data_parallel > 1:
-            raise ConfigError("trainer.data_parallel > 1 needs trainer.backend: ray (the workers of a "
-                              "policy are Ray actors)")
+            raise ConfigError(
+                "trainer.data_parallel > 1 needs trainer.backend: ray (the workers of a policy are Ray actors)"
+            )
         from teamrl.training.backends.local import LocalBackend
 
         return LocalBackend(optimizers, settings)

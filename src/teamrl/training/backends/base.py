@@ -70,9 +70,11 @@ def update_seeds(names: list[str], rng: random.Random) -> dict[str, int]:
     return {name: rng.getrandbits(63) for name in names}
 
 
-def run_update(state: PolicyOptimizer, samples: list[Sample], seed: int,
-               settings: UpdateSettings, tracker: Any = None) -> PolicyUpdate:
+def run_update(
+    state: PolicyOptimizer, samples: list[Sample], seed: int, settings: UpdateSettings, tracker: Any = None
+) -> PolicyUpdate:
     """`update_policy` on one policy's samples with its own seeded shuffling RNG."""
-    stats = update_policy(state, samples, settings.algo, settings.temperature, settings.grad_clip,
-                          random.Random(seed), tracker)
+    stats = update_policy(
+        state, samples, settings.algo, settings.temperature, settings.grad_clip, random.Random(seed), tracker
+    )
     return PolicyUpdate(stats, tracker.end_step() if tracker is not None else {})

@@ -61,8 +61,9 @@ def shard_module(module: torch.nn.Module, mesh: DeviceMesh, param_dtype: str = "
             unit.set_force_sum_reduction_for_comms(True)
 
 
-def shard_states(states: dict[str, PolicyOptimizer], rank: int, world_size: int, device: str,
-                 param_dtype: str = "float32") -> ShardedGradSync:
+def shard_states(
+    states: dict[str, PolicyOptimizer], rank: int, world_size: int, device: str, param_dtype: str = "float32"
+) -> ShardedGradSync:
     """Shard the networks (once per network: LoRA adapters share theirs) and rebuild each optimizer.
 
     Needs the process group already joined. Optimizers and schedulers are rebuilt over the sharded
@@ -100,8 +101,10 @@ def _param_names(state: PolicyOptimizer) -> list[list[str]]:
     name_of = {id(p): n for n, p in state.policy.network.named_parameters()}
     missing = [p for g in state.optimizer.param_groups for p in g["params"] if id(p) not in name_of]
     if missing:
-        raise ValueError(f"policy {state.policy.name}: the optimizer holds {len(missing)} tensor(s) that are not "
-                         "parameters of the policy's network, which FSDP cannot shard")
+        raise ValueError(
+            f"policy {state.policy.name}: the optimizer holds {len(missing)} tensor(s) that are not "
+            "parameters of the policy's network, which FSDP cannot shard"
+        )
     return [[name_of[id(p)] for p in g["params"]] for g in state.optimizer.param_groups]
 
 
@@ -109,19 +112,25 @@ def _rebuild_optimizer(state: PolicyOptimizer, names: list[list[str]], full: dic
     """A new optimizer of the same class over the sharded parameters, each rank holding its state shard."""
     params = dict(state.policy.network.named_parameters())
     old = state.optimizer
-    groups = [{**{k: v for k, v in g.items() if k != "params"}, "params": [params[n] for n in group_names]}
-              for g, group_names in zip(old.param_groups, names)]
+    groups = [
+        {**{k: v for k, v in g.items() if k != "params"}, "params": [params[n] for n in group_names]}
+        for g, group_names in zip(old.param_groups, names)
+    ]
     optimizer_class: Any = type(old)  # AdamW and friends take (params, **defaults)
     optimizer = optimizer_class(groups)  # each group carries all its settings (lr, betas, weight decay, ...)
     if not isinstance(state.scheduler, torch.optim.lr_scheduler.LambdaLR):
-        raise TypeError(f"policy {state.policy.name}: FSDP rebuilds LambdaLR schedules (make_optimizer's), "
-                        f"not {type(state.scheduler).__name__}")
+        raise TypeError(
+            f"policy {state.policy.name}: FSDP rebuilds LambdaLR schedules (make_optimizer's), "
+            f"not {type(state.scheduler).__name__}"
+        )
     scheduler_state = state.scheduler.state_dict()
     # The new scheduler's first step rewrites the learning rates; the loads below restore them.
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, state.scheduler.lr_lambdas)
     flat = [p for g in groups for p in g["params"]]
-    sharded = {index: {key: _shard_like(value, flat[index]) for key, value in slots.items()}
-               for index, slots in full["state"].items()}
+    sharded = {
+        index: {key: _shard_like(value, flat[index]) for key, value in slots.items()}
+        for index, slots in full["state"].items()
+    }
     optimizer.load_state_dict({"state": sharded, "param_groups": full["param_groups"]})
     scheduler.load_state_dict(scheduler_state)
     state.optimizer, state.scheduler = optimizer, scheduler
@@ -130,8 +139,9 @@ def _rebuild_optimizer(state: PolicyOptimizer, names: list[list[str]], full: dic
 def _shard_like(value: Any, param: torch.Tensor) -> Any:
     """An optimizer slot (e.g. exp_avg) as the local shard of `param`'s layout; scalars (step) unchanged."""
     if isinstance(param, DTensor) and isinstance(value, torch.Tensor) and value.shape == param.shape:
-        return distribute_tensor(value.to(param.device_mesh.device_type), param.device_mesh, param.placements,
-                                 src_data_rank=None)  # every rank has the full value: no communication
+        return distribute_tensor(
+            value.to(param.device_mesh.device_type), param.device_mesh, param.placements, src_data_rank=None
+        )  # every rank has the full value: no communication
     return value
 
 

@@ -26,8 +26,11 @@ class LocalBackend:
 
     def update(self, batches: dict[str, list[Sample]], rng: random.Random) -> dict[str, PolicyUpdate]:
         seeds = update_seeds(list(self.optimizers), rng)
-        return {name: run_update(opt, batches[name], seeds[name], self.settings, self.trackers[name])
-                for name, opt in self.optimizers.items() if batches.get(name)}
+        return {
+            name: run_update(opt, batches[name], seeds[name], self.settings, self.trackers[name])
+            for name, opt in self.optimizers.items()
+            if batches.get(name)
+        }
 
     def pull_optimizer_state(self) -> None:
         """Nothing to do: the optimizers live in this process."""

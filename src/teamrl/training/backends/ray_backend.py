@@ -51,24 +51,34 @@ def network_groups(optimizers: dict[str, PolicyOptimizer]) -> list[list[str]]:
 
 def _check_resources(groups: int, trainer: TrainerConfig, available: dict[str, float]) -> None:
     """Refuse a request Ray could never place (its actors would wait forever)."""
-    for key, per_group, option in (("CPU", trainer.num_cpus_per_policy, "num_cpus_per_policy"),
-                                   ("GPU", trainer.num_gpus_per_policy, "num_gpus_per_policy")):
+    for key, per_group, option in (
+        ("CPU", trainer.num_cpus_per_policy, "num_cpus_per_policy"),
+        ("GPU", trainer.num_gpus_per_policy, "num_gpus_per_policy"),
+    ):
         have = available.get(key, 0.0)
         if groups * per_group > have + 1e-9:
             raise ConfigError(
                 f"trainer.{option} = {per_group} for {groups} actor group(s) needs {groups * per_group:g} "
                 f"{key}s but the Ray cluster has {have:g}; lower trainer.{option} (fractions are allowed) "
-                "or add nodes")
-    if trainer.num_gpus_per_policy and trainer.data_parallel > 1 \
-            and trainer.num_gpus_per_policy / trainer.data_parallel < 1:
-        raise ConfigError("trainer.data_parallel > 1 on GPUs needs a whole GPU per worker (nccl cannot run two "
-                          "ranks on one GPU): set num_gpus_per_policy >= data_parallel")
+                "or add nodes"
+            )
+    if (
+        trainer.num_gpus_per_policy
+        and trainer.data_parallel > 1
+        and trainer.num_gpus_per_policy / trainer.data_parallel < 1
+    ):
+        raise ConfigError(
+            "trainer.data_parallel > 1 on GPUs needs a whole GPU per worker (nccl cannot run two "
+            "ranks on one GPU): set num_gpus_per_policy >= data_parallel"
+        )
 
 
 class RayBackend:
     """Per-policy actor groups on Ray; see the module docstring."""
 
-    def __init__(self, optimizers: dict[str, PolicyOptimizer], settings: UpdateSettings, trainer: TrainerConfig) -> None:
+    def __init__(
+        self, optimizers: dict[str, PolicyOptimizer], settings: UpdateSettings, trainer: TrainerConfig
+    ) -> None:
         import ray
 
         self.optimizers = optimizers
@@ -138,8 +148,13 @@ class RayBackend:
     def load_tracker_states(self, states: dict[str, dict]) -> None:
         import ray
 
-        ray.get([w.load_tracker_states.remote({n: states[n] for n in names if n in states})
-                 for names, workers in self.groups for w in workers])
+        ray.get(
+            [
+                w.load_tracker_states.remote({n: states[n] for n in names if n in states})
+                for names, workers in self.groups
+                for w in workers
+            ]
+        )
 
     def close(self) -> None:
         """Stop the actors, and Ray itself when this backend started it."""

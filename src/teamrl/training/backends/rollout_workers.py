@@ -53,15 +53,34 @@ class RolloutWorker:
         for name, tensors in weights.items():
             load_weights(self.policies[name].network, tensors)
 
-    def play(self, instances: list[int], split: str, params: SamplingParams | Mapping[str, SamplingParams], branches: int,
-             weights: RewardWeights, generator_state: torch.Tensor, rng_state: Any,
-             commit_rule: str) -> ShardResult:
+    def play(
+        self,
+        instances: list[int],
+        split: str,
+        params: SamplingParams | Mapping[str, SamplingParams],
+        branches: int,
+        weights: RewardWeights,
+        generator_state: torch.Tensor,
+        rng_state: Any,
+        commit_rule: str,
+    ) -> ShardResult:
         """`run_episodes` on `instances` from the given sampling states; returns the advanced states too."""
         generator = torch.Generator().set_state(generator_state)
         rng = random.Random()
         rng.setstate(rng_state)
-        samples, episodes = run_episodes(self.workflow, instances, split, self.policies, self.mapping, params,
-                                         branches, weights, generator, rng, commit_rule)
+        samples, episodes = run_episodes(
+            self.workflow,
+            instances,
+            split,
+            self.policies,
+            self.mapping,
+            params,
+            branches,
+            weights,
+            generator,
+            rng,
+            commit_rule,
+        )
         return samples, episodes, generator.get_state(), rng.getstate()
 
 
@@ -71,7 +90,7 @@ def shards(items: list[int], count: int) -> list[list[int]]:
     bounds = [0]
     for index in range(count):
         bounds.append(bounds[-1] + size + (index < extra))
-    return [items[bounds[i]:bounds[i + 1]] for i in range(count)]
+    return [items[bounds[i] : bounds[i + 1]] for i in range(count)]
 
 
 def shard_states(seed: int, shard: int) -> tuple[torch.Tensor, Any]:
@@ -91,7 +110,8 @@ def _check_cpus(config: RunConfig, groups: int, available: dict[str, float]) -> 
             f"{groups} policy actor group(s) x trainer.num_cpus_per_policy = {trainer.num_cpus_per_policy} plus "
             f"{trainer.rollout_workers} rollout worker(s) x trainer.num_cpus_per_rollout_worker = "
             f"{trainer.num_cpus_per_rollout_worker} need {need:g} CPUs but the Ray cluster has {have:g}; "
-            "lower them (fractions are allowed) or add nodes")
+            "lower them (fractions are allowed) or add nodes"
+        )
 
 
 class RolloutPool:
@@ -105,12 +125,21 @@ class RolloutPool:
         _check_cpus(config, len({id(p.network) for p in policies.values()}), ray.cluster_resources())
         actor = ray.remote(num_cpus=cpus)(RolloutWorker)
         payload = ray.put(pack(policies))  # one pickle: LoRA policies keep sharing their base
-        self.workers = [actor.remote(config, payload, mapping, int(max(1, cpus)))
-                        for _ in range(trainer.rollout_workers)]
+        self.workers = [
+            actor.remote(config, payload, mapping, int(max(1, cpus))) for _ in range(trainer.rollout_workers)
+        ]
 
-    def run_episodes(self, instances: list[int], split: str, params: SamplingParams | Mapping[str, SamplingParams], branches: int,
-                     weights: RewardWeights, generator: torch.Generator, rng: random.Random,
-                     commit_rule: str = "greedy") -> tuple[list[Sample], list[Episode]]:
+    def run_episodes(
+        self,
+        instances: list[int],
+        split: str,
+        params: SamplingParams | Mapping[str, SamplingParams],
+        branches: int,
+        weights: RewardWeights,
+        generator: torch.Generator,
+        rng: random.Random,
+        commit_rule: str = "greedy",
+    ) -> tuple[list[Sample], list[Episode]]:
         """Play `instances` on the workers, one contiguous shard each; results in instance order.
 
         One worker continues the driver's `generator` and `rng` (and advances them); several draw
@@ -124,8 +153,11 @@ class RolloutPool:
         else:
             seed = rng.getrandbits(63)
             states = [shard_states(seed, index) for index in range(len(pieces))]
-        futures = [worker.play.remote(piece, split, params, branches, weights, gen, state, commit_rule)
-                   for worker, piece, (gen, state) in zip(self.workers, pieces, states) if piece]
+        futures = [
+            worker.play.remote(piece, split, params, branches, weights, gen, state, commit_rule)
+            for worker, piece, (gen, state) in zip(self.workers, pieces, states)
+            if piece
+        ]
         samples: list[Sample] = []
         episodes: list[Episode] = []
         for shard_samples, shard_episodes, gen_state, rng_state in ray.get(futures):

@@ -36,8 +36,7 @@ def unpack(data: bytes, device: str) -> Any:
 def trained_weights(state: PolicyOptimizer) -> dict[str, torch.Tensor]:
     """Name -> CPU copy of every tensor the policy's optimizer updates (a LoRA policy: its adapter)."""
     owned = {id(p) for group in state.optimizer.param_groups for p in group["params"]}
-    return {name: p.detach().cpu().clone() for name, p in state.policy.network.named_parameters()
-            if id(p) in owned}
+    return {name: p.detach().cpu().clone() for name, p in state.policy.network.named_parameters() if id(p) in owned}
 
 
 def load_weights(network: torch.nn.Module, weights: dict[str, torch.Tensor]) -> None:
@@ -73,8 +72,9 @@ class PolicyWorker:
             s.bind(("", 0))
             return ray.util.get_node_ip_address(), s.getsockname()[1]
 
-    def join(self, rank: int, world_size: int, address: str, port: int, shard: str = "none",
-             param_dtype: str = "float32") -> None:
+    def join(
+        self, rank: int, world_size: int, address: str, port: int, shard: str = "none", param_dtype: str = "float32"
+    ) -> None:
         """Join the policy group's torch.distributed group (gloo on CPU, nccl on GPU).
 
         shard: fsdp also shards this worker's policies across the group (training/backends/fsdp.py).
@@ -95,8 +95,9 @@ class PolicyWorker:
         for state in self.states.values():
             state.grad_sync = sync
 
-    def update(self, batches: dict[str, list[Sample]], seeds: dict[str, int]
-               ) -> dict[str, tuple[PolicyUpdate, dict[str, torch.Tensor] | None]]:
+    def update(
+        self, batches: dict[str, list[Sample]], seeds: dict[str, int]
+    ) -> dict[str, tuple[PolicyUpdate, dict[str, torch.Tensor] | None]]:
         """Each policy's update; rank 0 also returns the new trained weights for the driver."""
         out = {}
         for name, samples in batches.items():
@@ -128,8 +129,9 @@ class PolicyWorker:
         """
         if not self.sharded and self.rank != 0:
             return None
-        states = {name: (self._gather(name, "optimizer"), state.scheduler.state_dict())
-                  for name, state in self.states.items()}
+        states = {
+            name: (self._gather(name, "optimizer"), state.scheduler.state_dict()) for name, state in self.states.items()
+        }
         return states if self.rank == 0 else None
 
     def peak_rss_mb(self, reset: bool = False) -> float:

@@ -41,11 +41,12 @@ class MlflowTracker:
         else:  # a local store's artifacts stay in the run directory (MLflow's default is ./mlartifacts)
             artifacts = (folder / "artifacts").as_uri() if self.uri == local else None
             experiment_id = self._client.create_experiment(run.project, artifact_location=artifacts)
-        self.run_id = self._client.create_run(experiment_id, run_name=run.name,
-                                              tags={"teamrl.run_dir": str(run.path.resolve())}).info.run_id
+        self.run_id = self._client.create_run(
+            experiment_id, run_name=run.name, tags={"teamrl.run_dir": str(run.path.resolve())}
+        ).info.run_id
         params = [Param(key, value) for key, value in run.params.items()]
         for start in range(0, len(params), PARAMS_PER_BATCH):
-            self._client.log_batch(self.run_id, params=params[start:start + PARAMS_PER_BATCH])
+            self._client.log_batch(self.run_id, params=params[start : start + PARAMS_PER_BATCH])
 
     def log(self, step: int, metrics: Mapping[str, float]) -> None:
         from mlflow.entities import Metric
@@ -53,7 +54,7 @@ class MlflowTracker:
         now = int(time.time() * 1000)
         rows = [Metric(key, value, now, step) for key, value in metrics.items()]
         for start in range(0, len(rows), METRICS_PER_BATCH):
-            self._client.log_batch(self.run_id, metrics=rows[start:start + METRICS_PER_BATCH])
+            self._client.log_batch(self.run_id, metrics=rows[start : start + METRICS_PER_BATCH])
 
     def record(self) -> dict[str, Any]:
         return {"tracking_uri": self.uri, "run_id": self.run_id}

@@ -27,8 +27,11 @@ class Trackers:
 
     def log(self, step: int, metrics: Mapping[str, float | None]) -> None:
         """Send the finite values of one row to every tracker (metrics.jsonl keeps the rest as null)."""
-        finite = {k: float(v) for k, v in metrics.items()
-                  if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)}
+        finite = {
+            k: float(v)
+            for k, v in metrics.items()
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+        }
         if finite:
             for tracker in self.opened.values():
                 tracker.log(step, finite)
@@ -46,8 +49,9 @@ class Trackers:
             raise errors[0]
 
 
-def open_trackers(names: list[str], path: Path, project: str, config: dict[str, Any],
-                  resume_from: int | None = None) -> Trackers:
+def open_trackers(
+    names: list[str], path: Path, project: str, config: dict[str, Any], resume_from: int | None = None
+) -> Trackers:
     """Open the named trackers for the run in `path` and save their records to trackers.json.
 
     resume_from: None for a new run; for a resumed one the first step it logs, and each tracker gets

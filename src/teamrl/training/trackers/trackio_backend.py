@@ -26,17 +26,22 @@ class TrackioTracker:
         self.project = run.project
         # trackio prints a banner with dashboard hints on stdout; teamrl's own output stays readable.
         with contextlib.redirect_stdout(io.StringIO()):
-            self._run = trackio.init(project=run.project, name=previous.get("name", run.name), config=run.config,
-                                     resume="must" if previous else "never", embed=False,
-                                     auto_log_gpu=False, auto_log_cpu=False)
+            self._run = trackio.init(
+                project=run.project,
+                name=previous.get("name", run.name),
+                config=run.config,
+                resume="must" if previous else "never",
+                embed=False,
+                auto_log_gpu=False,
+                auto_log_cpu=False,
+            )
         self.database = SQLiteStorage.get_project_db_path(run.project)
 
     def log(self, step: int, metrics: Mapping[str, float]) -> None:
         self._run.log(dict(metrics), step=step)
 
     def record(self) -> dict[str, Any]:
-        return {"project": self.project, "name": self._run.name, "id": self._run.id,
-                "database": str(self.database)}
+        return {"project": self.project, "name": self._run.name, "id": self._run.id, "database": str(self.database)}
 
     def close(self, failed: bool) -> None:
         import trackio

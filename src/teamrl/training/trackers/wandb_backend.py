@@ -23,11 +23,18 @@ class WandbTracker:
 
         self.id = (run.previous or {}).get("id") or uuid.uuid4().hex[:12]
         self._run = wandb.init(
-            project=run.project, name=run.name, id=self.id, dir=str(run.path), config=run.config,
-            mode=None if os.environ.get("WANDB_MODE") else "offline", resume="allow" if run.resumed else "never",
+            project=run.project,
+            name=run.name,
+            id=self.id,
+            dir=str(run.path),
+            config=run.config,
+            mode=None if os.environ.get("WANDB_MODE") else "offline",
+            resume="allow" if run.resumed else "never",
             # create_new: another wandb run open in this process (a notebook's, a test's) is left alone.
             # console off: W&B would otherwise wrap sys.stdout and stderr for the whole run.
-            reinit="create_new", settings=wandb.Settings(console="off"))
+            reinit="create_new",
+            settings=wandb.Settings(console="off"),
+        )
 
     def log(self, step: int, metrics: Mapping[str, float]) -> None:
         self._run.log(dict(metrics), step=step)
