@@ -150,7 +150,7 @@ def test_peft_wraps_a_turned_layer_and_the_lean_projection_takes_it():
 
 
 def test_an_unknown_setting_is_refused_with_the_choices():
-    with pytest.raises(ConfigError, match="auto, onednn or torch"):
+    with pytest.raises(ConfigError, match="auto, onednn, torch or measured"):
         PolicyConfig(cpu_linear="mkl")
 
 

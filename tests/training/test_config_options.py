@@ -40,7 +40,7 @@ OPTIONS = _word_options()
 def test_the_word_options_are_the_expected_ones():
     assert {key for key, _, _ in OPTIONS} == {
         "regime", "workflow.prompt_style", "policy.dtype", "policy.cpu_linear", "policy.chat_template",
-        "rollout.engine", "algorithm.objective", "algorithm.grouping", "algorithm.commit", "algorithm.aggregation",
+        "rollout.engine", "rollout.sampler_dtype", "algorithm.objective", "algorithm.grouping", "algorithm.commit", "algorithm.aggregation",
         "algorithm.trajectory_credit", "algorithm.autocast", "algorithm.rollout_correction", "train.schedule", "train.adamw", "diagnostics.level",
         "trainer.backend", "trainer.shard", "trainer.shard_param_dtype"}
 

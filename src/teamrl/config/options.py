@@ -13,7 +13,8 @@ from teamrl.config.checks import require
 
 Regime = Literal["shared", "per_role", "per_agent"]
 DType = Literal["float32", "bfloat16", "float16"]
-CpuLinear = Literal["auto", "onednn", "torch"]
+CpuLinear = Literal["auto", "onednn", "torch", "measured"]
+SamplerDType = Literal["float32", "bfloat16", "auto"]
 ChatTemplate = Literal["auto", "on", "off"]
 PromptStyle = Literal["compact", "chat"]
 RolloutEngine = Literal["builtin", "vllm"]

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from teamrl.config.building import build_dataclass
 from teamrl.config.checks import ConfigError, require
-from teamrl.config.options import ChatTemplate, CpuLinear, DType, PromptStyle, RolloutEngine, check_choice
+from teamrl.config.options import ChatTemplate, CpuLinear, DType, PromptStyle, RolloutEngine, SamplerDType, check_choice
 from teamrl.config.training_sections import AlgorithmConfig, DiagnosticsConfig, TrainConfig, TrainerConfig
 
 __all__ = [
@@ -77,8 +77,9 @@ class PolicyConfig:
     """How a CPU model's float32 linear layers (256 x 256 weights or more) multiply: onednn (oneDNN's matmul,
     the same fp32 arithmetic up to rounding; the faster library where torch's CPU kernels are AVX-512 ones;
     falls back to torch where this torch lacks it), torch (F.linear: MKL; the faster one on AVX2-only CPUs), or
-    auto (onednn where torch's CPU kernels are AVX-512 ones, else torch): keep auto unless a measurement on
-    your machine says otherwise. Measurements: docs/performance/update.md."""
+    auto (onednn where torch's CPU kernels are AVX-512 ones, else torch), or measured (the faster of the two as a
+    short probe timed them on this host, cached per host: docs/performance/arithmetic.md). Measurements:
+    docs/performance/update.md."""
     chat_template: ChatTemplate = "auto"
     """auto (use the tokenizer's template if any), on, or off."""
     system_prompt: str = ""
@@ -127,7 +128,7 @@ class WorkflowConfig:
 
 
 # Settings of the whole run's sampling machinery, not of one agent's sampling: a by_role entry cannot set them.
-RUN_WIDE_ROLLOUT_FIELDS = ("by_role", "engine", "vllm_kv_cache_gb", "logprob_gap_warn", "memory_gb")
+RUN_WIDE_ROLLOUT_FIELDS = ("by_role", "engine", "vllm_kv_cache_gb", "logprob_gap_warn", "memory_gb", "sampler_dtype")
 
 
 @dataclass
@@ -168,9 +169,22 @@ class RolloutConfig:
     """engine: vllm: warn (an alert) when the mean |trainer - sampler| log-prob of a step's sampled tokens exceeds
     this (logged as rollout/logprob_gap/<policy>): set it above the gap the engine's dtype leaves by rounding
     alone (docs/engines/vllm.md gives float32's and bfloat16's)."""
+    sampler_dtype: SamplerDType = "float32"
+    """The built-in engine's arithmetic for training samples: float32, bfloat16 (bf16 copies of the weights,
+    refreshed after each update; the trainer keeps fp32 weights and log-probs; pair it with
+    algorithm.rollout_correction: tis, warned otherwise), or auto (bfloat16 where this host's cached arithmetic
+    probe measured bf16 at least 1.3x as fast as fp32, else float32). Evaluation samples stay float32.
+    docs/performance/arithmetic.md. For the whole run: not settable per role."""
 
     def __post_init__(self) -> None:
         check_choice(self.engine, "engine", RolloutEngine)
+        check_choice(self.sampler_dtype, "sampler_dtype", SamplerDType)
+        require(
+            self.engine == "builtin" or self.sampler_dtype != "bfloat16",
+            "sampler_dtype",
+            self.sampler_dtype,
+            "float32 or auto with engine: vllm (bfloat16 is the built-in engine's; vLLM's dtype is its own)",
+        )
         require(
             self.engine != "vllm" or _vllm_installed(),
             "engine",

@@ -24,11 +24,18 @@ made once per version of the weight and kept until the weight changes or a train
 At the 16-64 rows of a decode step the plain op re-blocks the weight on every call; with packed weights the
 135M decode ran 1.25-1.38x faster (`benchmarks/experiments/decode_parts.py`), at the price of a second copy of the decoded
 weights.
+
+`sampler_arithmetic("bfloat16")` is the bf16 sampler's (`rollout.sampler_dtype`): autocast, with the decode
+path's and `OneDnnLinear`'s matmuls reading a bf16 copy of the weight made once per weight version
+(`sampler_weight`, kept like the packs), while the fp32 weights stay the trainer's.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
+from collections.abc import Iterator
+from contextvars import ContextVar
 
 import torch
 import torch.nn.functional as F
@@ -36,6 +43,7 @@ from torch import nn
 from torch.utils.weak import WeakIdKeyDictionary
 
 from teamrl.config.options import CpuLinear, choices
+from teamrl.policies.arithmetic_probe import host_probe
 
 
 @functools.lru_cache(maxsize=1)
@@ -74,15 +82,18 @@ def cpu_has_bf16_matmul() -> bool:
 
 
 def resolve_cpu_linear(setting: CpuLinear, device: str | torch.device = "cpu") -> str:
-    """The linear path a model on `device` gets for `setting` (auto, onednn or torch): onednn or torch.
+    """The linear path a model on `device` gets for `setting` (auto, onednn, torch or measured): onednn or torch.
 
-    auto is onednn on a CPU where `onednn_pays_here`, torch elsewhere; off the CPU every setting is torch."""
+    auto is onednn on a CPU where `onednn_pays_here`, torch elsewhere; measured is the faster of the two as this
+    host's cached arithmetic probe timed them (`policies/arithmetic_probe.py`); off the CPU every setting is torch."""
     if setting not in CPU_LINEAR_SETTINGS:
         raise ValueError(f"cpu_linear must be one of {', '.join(CPU_LINEAR_SETTINGS)}, got {setting!r}")
     if torch.device(device).type != "cpu":
         return "torch"
     if setting == "auto":
         return "onednn" if onednn_pays_here() else "torch"
+    if setting == "measured":
+        return host_probe().cpu_linear if onednn_available() else "torch"
     return setting
 
 
@@ -136,7 +147,10 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
     if onednn_applies(x, weight):
         if weight.requires_grad and torch.is_grad_enabled():
             _packs.pop(weight, None)  # a training forward: the weight is about to change, its pack would go stale
+            _bf16_copies.pop(weight, None)
         return _OneDnnLinearFunction.apply(x, weight, bias)
+    if sampling_in_bf16(x, weight):
+        return bf16_linear(x, weight, bias)
     return F.linear(x, weight, bias)
 
 
@@ -169,23 +183,89 @@ def packed_weight(weight: torch.Tensor) -> torch.Tensor:
 
 
 def drop_stale_packs(model: nn.Module) -> int:
-    """Forget the packs of `model`'s layers whose weights changed since packing without a version bump; the
-    number dropped. The decoder calls this once per call (~10 us a layer), not once per step."""
+    """Forget the packs and bf16 copies of `model`'s layers whose weights changed since they were made without a
+    version bump; the number dropped. The decoder calls this once per call (~10 us a layer), not once per step."""
     dropped = 0
     for module in model.modules():
-        if not isinstance(module, OneDnnLinear):
+        weight = getattr(module, "weight", None)
+        if not isinstance(module, nn.Linear) or not isinstance(weight, torch.Tensor):
             continue
-        cached = _packs.get(module.weight)
-        if cached is not None and not torch.equal(cached[1], _fingerprint(module.weight)):
-            del _packs[module.weight]
-            dropped += 1
+        for store in (_packs, _bf16_copies):
+            cached = store.get(weight)
+            if cached is not None and not torch.equal(cached[1], _fingerprint(weight)):
+                del store[weight]
+                dropped += 1
     return dropped
+
+
+_bf16_copies: WeakIdKeyDictionary = WeakIdKeyDictionary()  # weight -> ((version, data_ptr), fingerprint, bf16 copy)
+
+
+def sampler_weight(weight: torch.Tensor) -> torch.Tensor:
+    """`weight` rounded to bf16, made once per version of the weight like `packed_weight` (an optimizer step makes
+    a new one: the sampler's copy follows the trainer's fp32 master weights, which stay as they are)."""
+    key = (weight._version, weight.data_ptr())
+    cached = _bf16_copies.get(weight)
+    if cached is not None and cached[0] == key:
+        return cached[2]
+    _bf16_copies.pop(weight, None)
+    copy = weight.detach().to(torch.bfloat16)
+    _bf16_copies[weight] = (key, _fingerprint(weight), copy)
+    return copy
+
+
+def sampler_weight_version(weight: torch.Tensor) -> int | None:
+    """The version of `weight` its bf16 copy was made from (None: no copy): equals `weight._version` when the
+    copy is current."""
+    cached = _bf16_copies.get(weight)
+    return None if cached is None else cached[0][0]
+
+
+@contextlib.contextmanager
+def sampler_arithmetic(dtype: str, device: str | torch.device = "cpu") -> Iterator[None]:
+    """Run the sampler's forward passes in `dtype` (float32 or bfloat16) on `device`.
+
+    bfloat16 is torch's autocast, with one difference on the decode path: its linear layers read a bf16
+    copy of their weight made once per weight version (`sampler_weight`), not a cast made at every step. Norms,
+    softmax and the log-probs stay fp32 (autocast's rule); the log-probs are those of this bf16 model."""
+    if dtype not in ("float32", "bfloat16"):
+        raise ValueError(f"sampler dtype must be float32 or bfloat16, got {dtype!r}")
+    token = _sampling_bf16.set(dtype == "bfloat16")
+    try:
+        with torch.autocast(torch.device(device).type, dtype=torch.bfloat16, enabled=dtype == "bfloat16"):
+            yield
+    finally:
+        _sampling_bf16.reset(token)
+
+
+_sampling_bf16: ContextVar[bool] = ContextVar("sampling_bf16", default=False)
+"""Set by `sampler_arithmetic("bfloat16")` only: the trainer's own bf16 autocast (`algorithm.autocast`) keeps
+autocast's per-call casts and makes no copies."""
+
+
+def sampling_in_bf16(x: torch.Tensor, weight: torch.Tensor) -> bool:
+    """True inside `sampler_arithmetic("bfloat16")` on the CPU for a call that records no gradients."""
+    recording = torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad)
+    return (
+        _sampling_bf16.get()
+        and not recording
+        and x.device.type == "cpu"
+        and torch.is_autocast_enabled("cpu")
+        and torch.get_autocast_dtype("cpu") == torch.bfloat16
+    )
+
+
+def bf16_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """x @ weight^T (+ bias) in bf16 from the weight's cached bf16 copy; the output is bf16, as autocast's."""
+    return F.linear(x.to(torch.bfloat16), sampler_weight(weight), None if bias is None else bias.to(torch.bfloat16))
 
 
 def packed_linear(x: torch.Tensor, module: nn.Linear) -> torch.Tensor:
     """`layer_linear(x, module)` for a call without gradients (decoding): a `OneDnnLinear` reads its packed weight
     (`packed_weight`); anything else, or a call that records gradients, is `layer_linear`."""
     weight = module.weight
+    if sampling_in_bf16(x, weight):
+        return bf16_linear(x, weight, module.bias)
     recording = torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad)
     if not isinstance(module, OneDnnLinear) or recording or not onednn_applies(x, weight):
         return layer_linear(x, module)

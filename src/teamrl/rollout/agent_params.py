@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from teamrl.config import ConfigError, RolloutConfig
+from teamrl.policies.arithmetic_probe import resolve_sampler_dtype
 from teamrl.rollout.builtin_engine import SamplingParams
 from teamrl.workflows.base import Agent
 
@@ -23,7 +24,7 @@ MODES = ("train", "eval")
 
 def sampling_params(rollout: RolloutConfig, mode: str) -> SamplingParams:
     """The SamplingParams of one agent's resolved settings, for training or held-out evaluation."""
-    if mode == "train":
+    if mode == "train":  # sampler_dtype: training samples only, so held-out figures stay comparable across it
         return SamplingParams(
             rollout.temperature,
             rollout.top_p,
@@ -31,6 +32,7 @@ def sampling_params(rollout: RolloutConfig, mode: str) -> SamplingParams:
             rollout.max_new_tokens,
             tuple(rollout.stop),
             rollout.memory_gb,
+            resolve_sampler_dtype(rollout.sampler_dtype),
         )
     if mode == "eval":
         return SamplingParams(

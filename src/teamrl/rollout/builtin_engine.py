@@ -33,6 +33,7 @@ from typing import Any, TypeVar
 
 import torch
 
+from teamrl.policies.cpu_linear import sampler_arithmetic
 from teamrl.policies.loading import Policy
 from teamrl.policies.scoring import left_pad
 from teamrl.rollout.decoding import open_decoder, shares_one_call
@@ -62,6 +63,9 @@ class SamplingParams:
     memory_gb: float = 2.0
     """Bound on one sampling call's KV cache and logits: a call that would need more samples its prompts in
     chunks that fit (the same tokens when greedy; sampled draws then come from the stream in another order)."""
+    dtype: str = "float32"
+    """The sampler's arithmetic: float32, or bfloat16 (bf16 copies of the weights, `sampler_arithmetic`; the
+    log-probs reported are the bf16 model's)."""
 
     def __post_init__(self) -> None:
         if not self.memory_gb > 0:
@@ -72,6 +76,8 @@ class SamplingParams:
             raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
         if self.top_k < 0 or self.max_new_tokens < 1:
             raise ValueError("top_k must be >= 0 and max_new_tokens >= 1")
+        if self.dtype not in ("float32", "bfloat16"):
+            raise ValueError(f"dtype must be float32 or bfloat16, got {self.dtype!r}")
         if not all(isinstance(s, str) and s for s in self.stop_strings):
             raise ValueError(f"stop_strings must be non-empty strings, got {self.stop_strings!r}")
 
@@ -263,7 +269,19 @@ def _sample_rows(
     generator: torch.Generator,
     adapter_blocks: tuple[list[str], list[int]] | None = None,
 ) -> list[list[Generation]]:
-    """One decode call over every prompt (see `sample`); adapter_blocks: see `open_decoder`."""
+    """One decode call over every prompt (see `sample`) in `params.dtype`; adapter_blocks: see `open_decoder`."""
+    with sampler_arithmetic(params.dtype, policy.device):
+        return _decode_rows(policy, prompts, num_samples, params, generator, adapter_blocks)
+
+
+def _decode_rows(
+    policy: Policy,
+    prompts: list[list[int]],
+    num_samples: int,
+    params: SamplingParams,
+    generator: torch.Generator,
+    adapter_blocks: tuple[list[str], list[int]] | None,
+) -> list[list[Generation]]:
     model, tok = policy.model, policy.tokenizer
     device = policy.device
     stop_ids = torch.tensor(policy.stop_token_ids(), device=device)

@@ -28,6 +28,7 @@ from teamrl.rollout.sampler import served_by
 from teamrl.rollout.tree import Episode, RewardWeights, Sample, run_episodes
 from teamrl.setup.team import build_policies, build_workflow
 from teamrl.setup.threads import ThreadGovernor
+from teamrl.training.arithmetic_notes import arithmetic_record
 from teamrl.training.backends import make_backend
 from teamrl.training.backends.base import UpdateSettings
 from teamrl.training.backends.rollout_workers import RolloutPool
@@ -121,6 +122,7 @@ def train(config: RunConfig, model_path: str | None = None, progress: bool = Tru
             for name, p in policies.items()
         }
         run = RunDirectory(config, resume, lock)
+        run.write_json("arithmetic.json", arithmetic_record(config, list(policies), onednn_layers))
     except BaseException:  # nothing trained yet: a directory this call created is removed
         torch.set_num_threads(caller_threads)
         if lock is not None:
