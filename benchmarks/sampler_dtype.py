@@ -17,14 +17,13 @@ measured afresh, not read from the cache) come first.
 from __future__ import annotations
 
 import argparse
-import os
 import time
 from statistics import median
 
 import torch
 
 from benchmarks.autocast_real import QUESTIONS
-from benchmarks.harness import add_out_argument, write_result
+from benchmarks.harness import Lines, add_out_argument, spread
 from teamrl.policies.arithmetic_probe import measure
 from teamrl.policies.loading import Policy, load_policy
 from teamrl.policies.scoring import shared_prefix_logprobs
@@ -70,19 +69,14 @@ def main() -> None:
     add_out_argument(parser, "sampler_dtype")
     args = parser.parse_args()
     torch.set_num_threads(1)
-    lines: list[str] = []
-
-    def out(line: str) -> None:
-        print(line, flush=True)
-        lines.append(line)
-
+    out = Lines.started()
     probe = measure()
     out(probe.summary())
     policy = load_policy("policy", resolve_model_source(args.model))
     prompts = [policy.encode_prompt([{"role": "user", "content": f"{q} End with 'Answer: <number>'."}])
                for q in QUESTIONS[:args.prompts]]
     out(f"# {args.model}: {args.prompts} prompts x {args.k} samples, up to {args.tokens} new tokens, T {TEMPERATURE}; "
-        f"1 thread, CPU s; load {os.getloadavg()[0]:.1f} at start; {args.rounds} rounds")
+        f"1 thread, CPU s; {args.rounds} rounds")
     rates: dict[str, list[float]] = {"float32": [], "bfloat16": []}
     seconds: dict[str, list[float]] = {"float32": [], "bfloat16": []}
     last: dict[str, list[Generation]] = {}
@@ -95,15 +89,13 @@ def main() -> None:
             seconds[dtype].append(spent)
             last[dtype] = generations
     for dtype, r in rates.items():
-        out(f"{dtype:8s}: tokens per CPU s min {min(r):7.1f}  median {median(r):7.1f}  max {max(r):7.1f} "
-            f"(median {median(seconds[dtype]):.2f} CPU s a call)")
+        out(f"{dtype:8s}: tokens per CPU s {spread(r, '7.1f')} (median {median(seconds[dtype]):.2f} CPU s a call)")
     ratio = median(rates["bfloat16"]) / median(rates["float32"])
     out(f"bf16 / fp32 tokens per CPU s: {ratio:.2f}x")
     gaps = {dtype: logprob_gap(policy, last[dtype]) for dtype in rates}
     for dtype, (high, mean) in gaps.items():
         out(f"{dtype:8s} sampler vs fp32 trainer log-prob: max {high:.4f}, mean {mean:.5f} per response token")
-    out(f"load {os.getloadavg()[0]:.1f} at end")
-    write_result(args.out, lines, {
+    out.finish(args.out, {
         "tokens_per_cpu_s": {dtype: median(r) for dtype, r in rates.items()}, "bf16_over_fp32": ratio,
         "logprob_gap": {dtype: {"max": high, "mean": mean} for dtype, (high, mean) in gaps.items()},
         "probe": {"gflops": probe.gflops, "cpu_linear": probe.cpu_linear, "sampler_dtype": probe.sampler_dtype}})

@@ -16,8 +16,7 @@ from teamrl.gateway.batching import SamplingWorker
 from teamrl.gateway.server import AgentRoute, Gateway
 from teamrl.rollout.agent_params import agent_sampling
 from teamrl.rollout.tree import params_by_agent
-from teamrl.setup.loaded_team import locate
-from teamrl.setup.team import build_policies, build_workflow, policies_from_checkpoint
+from teamrl.setup.loaded_team import Team, locate
 from teamrl.setup.threads import set_threads
 
 
@@ -36,20 +35,20 @@ def serve_run(
     file (`.yaml`: its base, untrained policies; `overrides` apply to it, e.g. policy.model=NAME).
     threads: torch's thread count for sampling, an int or "auto" (None: the config's `train.threads`).
     """
+    checkpoint: Path | None = None
     if path.suffix in (".yaml", ".yml"):
         config = load_config(path, overrides or [])
-        set_threads(config.train.threads if threads is None else threads)
-        workflow = build_workflow(config)
-        policies, mapping = build_policies(config, workflow, training=False)
+    elif overrides:
+        raise ConfigError("overrides apply to a config file; a run is served as it was trained")
     else:
-        if overrides:
-            raise ConfigError("overrides apply to a config file; a run is served as it was trained")
         config, checkpoint = locate(path)
-        set_threads(config.train.threads if threads is None else threads)
-        workflow = build_workflow(config)
-        policies, mapping = policies_from_checkpoint(config, workflow, checkpoint)
-    names = [a.name for a in workflow.agents]
-    params = params_by_agent(agent_sampling(config.rollout, workflow.agents, "eval"), names)
-    routes = {name: AgentRoute(policies[mapping[name]], params[name], request_sampling=True) for name in names}
+    set_threads(config.train.threads if threads is None else threads)
+    team = Team.from_config(config, checkpoint=checkpoint)  # the checkpoint's policies, or the base ones
+    names = team.agents
+    params = params_by_agent(agent_sampling(config.rollout, team.workflow.agents, "eval"), names)
+    routes = {
+        name: AgentRoute(team.policies[team.agent_to_policy[name]], params[name], request_sampling=True)
+        for name in names
+    }
     worker = SamplingWorker(torch.Generator().manual_seed(config.seed), batch_window_ms / 1000)
     return Gateway(routes, worker, host=host, port=port, token=token).start()

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from teamrl.config import ConfigError, RunConfig, load_config
+from teamrl.config.sources import load_config_from
 
 if TYPE_CHECKING:
     from teamrl.policies.loading import Policy
@@ -29,15 +30,6 @@ def check_results_folder(folder: str | Path) -> Path:
             "(teamrl does not write over files it did not make)"
         )
     return folder
-
-
-def _load(config: str | Path | Mapping[str, Any]) -> RunConfig:
-    """A RunConfig from a YAML file or a mapping (the Python API's `teamrl.load_config` takes more forms)."""
-    if isinstance(config, Mapping):
-        from teamrl.config.run import config_from_mapping
-
-        return config_from_mapping(dict(config))
-    return load_config(config)
 
 
 def locate(path: Path) -> tuple[RunConfig, Path]:
@@ -135,7 +127,7 @@ class Team:
         `checkpoint` (a run's `checkpoints/<tag>` folder)."""
         from teamrl.setup.team import build_policies, build_workflow, policies_from_checkpoint
 
-        config = config if isinstance(config, RunConfig) else _load(config)
+        config = config if isinstance(config, RunConfig) else load_config_from(config)
         workflow = build_workflow(config)
         if checkpoint is not None:
             policies, mapping = policies_from_checkpoint(config, workflow, Path(checkpoint))

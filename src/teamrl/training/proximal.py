@@ -46,6 +46,23 @@ def scoring_layout(samples: list[Sample], temperature: float) -> ScoringLayout:
     )
 
 
+def sample_micro_batches(samples: list[Sample], algo: AlgorithmConfig) -> list[list[int]]:
+    """Row indices of `samples` per micro-batch, as the update cuts a part (`algorithm.micro_batch_tokens`)."""
+    return plan_micro_batches(
+        [tuple(s.generation.prompt_ids) for s in samples],
+        [len(s.generation.response_ids) for s in samples],
+        algo.micro_batch_tokens,
+        algo.bucket_call_tokens if algo.length_buckets else None,
+    )
+
+
+def response_buckets(layout: ScoringLayout, algo: AlgorithmConfig) -> list[list[int]] | None:
+    """The length buckets one scoring call splits its responses into (None: `algorithm.length_buckets` off)."""
+    if not algo.length_buckets:
+        return None
+    return length_buckets([len(r) for r in layout.responses], algo.bucket_call_tokens)
+
+
 def padded(rows: Sequence[list[float] | torch.Tensor], like: torch.Tensor) -> torch.Tensor:
     """Per-sample log-probs as a [N, T] tensor shaped, typed and placed as `like` (zeros past each row's end)."""
     out = torch.zeros_like(like)
@@ -79,12 +96,7 @@ def proximal_logprobs(
 ) -> ProximalLogprobs:
     """One no-grad forward of the trainer's current weights over `samples`: call before any optimizer step."""
     model, pad_id = policy.model, policy.tokenizer.pad_token_id
-    plan = plan_micro_batches(
-        [tuple(s.generation.prompt_ids) for s in samples],
-        [len(s.generation.response_ids) for s in samples],
-        algo.micro_batch_tokens,
-        algo.bucket_call_tokens if algo.length_buckets else None,
-    )
+    plan = sample_micro_batches(samples, algo)
     was_training = model.training
     model.eval()  # dropout off: the sampler had none
     out: dict[int, torch.Tensor] = {}
@@ -93,11 +105,7 @@ def proximal_logprobs(
             for rows in plan:
                 micro = [samples[i] for i in rows]
                 layout = scoring_layout(micro, temperature)
-                buckets = (
-                    length_buckets([len(r) for r in layout.responses], algo.bucket_call_tokens)
-                    if algo.length_buckets
-                    else None
-                )
+                buckets = response_buckets(layout, algo)
                 logp, _, _ = shared_prefix_logprobs(
                     model,
                     layout.prompts,

@@ -19,8 +19,15 @@ from teamrl.rollout.sampler import note_update
 from teamrl.rollout.tree import Sample
 from teamrl.training.data_parallel import GradSync
 from teamrl.training.memory import PeakMemory
-from teamrl.training.micro_batches import length_buckets, plan_micro_batches
-from teamrl.training.proximal import ProximalLogprobs, correction_metrics, padded, proximal_logprobs, scoring_layout
+from teamrl.training.proximal import (
+    ProximalLogprobs,
+    correction_metrics,
+    padded,
+    proximal_logprobs,
+    response_buckets,
+    sample_micro_batches,
+    scoring_layout,
+)
 
 
 @dataclass
@@ -252,12 +259,7 @@ def _backward_part(
     Returns (the part's weighted loss, its token-mean metrics, its tokens, its largest ratio).
     """
     total = _units(part, algo.aggregation)
-    plan = plan_micro_batches(
-        [tuple(s.generation.prompt_ids) for s in part],
-        [len(s.generation.response_ids) for s in part],
-        algo.micro_batch_tokens,
-        algo.bucket_call_tokens if algo.length_buckets else None,
-    )
+    plan = sample_micro_batches(part, algo)
     loss_value, tokens, ratio_max = 0.0, 0.0, 0.0
     sums: dict[str, float] = {}
     for rows in plan:
@@ -292,7 +294,7 @@ def _part_loss(
     layout = scoring_layout(part, temperature)
     prompts, responses, index = layout.prompts, layout.responses, layout.index
     row_temperature = layout.temperature  # the part's temperature, or one per row where rows differ
-    buckets = length_buckets([len(r) for r in responses], algo.bucket_call_tokens) if algo.length_buckets else None
+    buckets = response_buckets(layout, algo)
     bf16 = algo.autocast == "bf16"
     with bf16_body(state.policy.model, bf16):
         logp, mask, entropy = shared_prefix_logprobs(
