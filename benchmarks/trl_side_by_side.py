@@ -18,7 +18,8 @@ side alike); the ratios are taken within a round, then their median over rounds 
 - team: teamrl's two-agent AT-GRPO team (tool + plan, up to 3 turns) on the same instances per
   step, K and max new tokens; compared per trained sample (its steps hold more samples).
 
-Same on every side: the model folder (a random tiny-default Llama by default, or --model), float32,
+Same on every side: the model folder (a random tiny-default Llama by default, or --model), float32
+(with --bf16: TRL's bf16=True; teamrl's bf16 sampler, bf16 autocast update and truncated IS correction),
 CPU, prompts per step, K, max new tokens, temperature 1 with no top-k/top-p, learning rate,
 constant schedule without warm-up, AdamW weight decay, grad-norm clip 1.0, one optimizer step per
 batch over every sample of the step (no zero-signal filtering on either side, unless
@@ -96,6 +97,7 @@ class Setup:
     drop_zero_signal: bool = False  # teamrl's default is True; False trains every sample, as TRL does
     lora_r: int = 0  # > 0: a LoRA adapter of this rank (alpha 2r, q/k/v/o) on both sides instead of full fine-tuning
     cpu_linear: str = "auto"  # teamrl's policy.cpu_linear (torch: MKL's matmuls, as TRL's side uses)
+    bf16: bool = False  # bfloat16 on both sides: TRL's bf16=True; teamrl's bf16 sampler + bf16 autocast update
 
     def __post_init__(self) -> None:
         if self.prompts < 1 or self.k < 2 or self.max_new_tokens < 1 or self.steps < 1 or self.warmup_steps < 0:
@@ -118,11 +120,14 @@ def teamrl_overrides(setup: Setup, team: bool) -> list[str]:
         "train.warmup_steps=0", "train.schedule=constant", "train.grad_clip=1.0",
         "train.eval_every=0", "train.eval_instances=1", "train.checkpoint_every=0", "report_to=none",
         f"policy.cpu_linear={setup.cpu_linear}",
-    ] + ([f"policy.lora={{r: {setup.lora_r}, alpha: {2 * setup.lora_r}, target_modules: [{', '.join(LORA_TARGETS)}]}}"]
+    ] + (BF16_OVERRIDES if setup.bf16 else []) + ([f"policy.lora={{r: {setup.lora_r}, alpha: {2 * setup.lora_r}, target_modules: [{', '.join(LORA_TARGETS)}]}}"]
          if setup.lora_r else [])
 
 
 LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj")
+# teamrl in bfloat16: the sampler reads bf16 weight copies, the update's forward runs in bf16 autocast (fp32
+# master weights and log-probs), and the truncated importance weight corrects the sampler/trainer gap.
+BF16_OVERRIDES = ["rollout.sampler_dtype=bfloat16", "algorithm.autocast=bf16", "algorithm.rollout_correction=tis"]
 
 
 def trl_peft_config(setup: Setup):
@@ -144,7 +149,7 @@ def trl_arguments(setup: Setup, output_dir: str) -> dict:
         max_steps=setup.warmup_steps + setup.steps, learning_rate=setup.lr, lr_scheduler_type="constant",
         warmup_steps=0, weight_decay=setup.weight_decay, max_grad_norm=1.0, beta=0.0, num_iterations=1,
         epsilon=0.2, loss_type="dapo", scale_rewards="group", temperature=1.0, top_p=1.0, top_k=0,
-        bf16=False, fp16=False, gradient_checkpointing=False, use_cpu=True, report_to="none",
+        bf16=setup.bf16, fp16=False, gradient_checkpointing=False, use_cpu=True, report_to="none",
         save_strategy="no", eval_strategy="no", logging_steps=1, seed=setup.seed, dataloader_num_workers=0,
         disable_tqdm=True,
     )
@@ -493,6 +498,8 @@ def main() -> None:
     parser.add_argument("--teamrl-default-filter", action="store_true",
                         help="teamrl drops zero-signal groups from its update (its default; TRL cannot)")
     parser.add_argument("--quick", action="store_true", help="2 rounds, 1 warm-up + 2 timed steps (~3 min)")
+    parser.add_argument("--bf16", action="store_true",
+                        help="bfloat16 on both sides (TRL: bf16=True; teamrl: bf16 sampler + bf16 autocast + tis)")
     parser.add_argument("--teamrl-cpu-linear", choices=["auto", "onednn", "torch"], default="auto",
                         help="teamrl's policy.cpu_linear (torch: MKL's matmuls, what TRL's side runs)")
     add_out_argument(parser, "trl_side_by_side")
@@ -516,7 +523,8 @@ def main() -> None:
             model = str(save_random_llama(Path(tmp) / "model", hidden=128, layers=4, heads=4, intermediate=384))
         setup = Setup(model=model, prompts=args.prompts, k=args.k, max_new_tokens=args.max_new_tokens,
                       warmup_steps=args.warmup_steps, steps=args.steps, drop_zero_signal=args.teamrl_default_filter,
-                      lora_r=args.lora_r, cpu_linear=args.teamrl_cpu_linear)
+                      lora_r=args.lora_r, cpu_linear=args.teamrl_cpu_linear,
+                      bf16=args.bf16)
         sides = [s for s in SIDES if not (args.no_team and s == "team")]
         rounds, peaks = [], [measure_peak()]
         for n in range(args.rounds):
