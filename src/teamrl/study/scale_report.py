@@ -138,7 +138,7 @@ def findings_table(results: dict[str, Any], trained: dict[tuple[str, str, str], 
         separate, shared = _pooled(by["per_agent"], by["shared"])
         bound, instances = planned_bound(results)[0], results.get("protocol", {}).get("test_instances")
         peak = (
-            verdict(paired(separate, shared), ("per-agent", "shared"), "run pairs", bound, instances)
+            verdict(paired(separate, shared), True, ("per-agent", "shared"), "run pairs", bound, instances)
             if separate
             else "—"
         )
