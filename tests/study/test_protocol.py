@@ -93,7 +93,7 @@ def test_verdict_bounds_an_interval_inside_the_planned_bound():
     assert small.diff.low == pytest.approx(0.005 - 0.037874, abs=1e-5)
     assert small.diff.high == pytest.approx(0.005 + 0.037874, abs=1e-5)
     assert verdict(small, bound=0.05, instances=200) == (
-        "no effect larger than 5 points (interval [-3.3, +4.3] inside ±5; n = 4 seeds x 200 test instances)"
+        "no effect larger than 5 points (a - b in [-3.3, +4.3], inside ±5; n = 4 seeds x 200 test instances)"
     )
     # The same interval against a 4-point bound reaches past +4: not established, and says why.
     assert verdict(small, bound=0.04) == (

@@ -93,7 +93,7 @@ def planned(chosen: Study, quick: bool) -> tuple[Study, Protocol, tuple[str, ...
         seeds=tuple(range(budget.seeds)),
         validation_instances=budget.validation_instances,
         test_instances=budget.test_instances,
-        test_samples=1,
+        test_samples=budget.test_samples,
     )
     return chosen, protocol, ()
 

@@ -177,7 +177,7 @@ def verdict(
     >>> verdict(paired({0: 0.6, 1: 0.2}, {0: 0.3, 1: 0.4}), names=("shared", "per-agent"))
     'not established (interval spans 0; shared > per-agent on 1 of 2 seeds; n = 2 seeds)'
     >>> verdict(paired({0: 0.51, 1: 0.49, 2: 0.50}, {0: 0.5, 1: 0.5, 2: 0.5}), bound=0.05, instances=64)
-    'no effect larger than 5 points (interval [-2.5, +2.5] inside ±5; n = 3 seeds x 64 test instances)'
+    'no effect larger than 5 points (a - b in [-2.5, +2.5], inside ±5; n = 3 seeds x 64 test instances)'
     """
     a, b = names
     d, pairs = result.diff, result.wins + result.losses + result.ties
@@ -196,7 +196,7 @@ def verdict(
         return f"against: {said}" if directed else said
     if inside and bound is not None:
         return (
-            f"no effect larger than {100 * bound:g} points (interval [{100 * d.low:+.1f}, {100 * d.high:+.1f}] "
+            f"no effect larger than {100 * bound:g} points ({a} - {b} in [{100 * d.low:+.1f}, {100 * d.high:+.1f}], "
             f"inside ±{100 * bound:g}; {n})"
         )
     why = (

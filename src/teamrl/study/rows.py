@@ -242,6 +242,11 @@ REAL_SCALE_QUICK = Budget(
     tiny_warmup_steps=50,
 )
 
+REAL_BOUND = 0.10
+"""The real tables' equivalence bound, 10 points, planned with their seeds (docs/study/real.md, the plan): the
+plan sizes a table for a 95% half-width under 5 points, so a null effect's interval falls inside ±10 in
+about 95% of tables (its centre within one half-width of 0)."""
+
 REAL_STUDIES: dict[str, Study] = {
     # (1) the AT-GRPO table on SmolLM2: Split-Calc's analyst sees only the operation, the calculator only the
     # operands, so neither can answer alone; the team's prior is fair (docs/study/real.md: why not math).
@@ -252,6 +257,7 @@ REAL_STUDIES: dict[str, Study] = {
         rows=REAL_MAIN_ROWS,
         budget=REAL_MAIN,
         quick_budget=REAL_QUICK,
+        bound=REAL_BOUND,
     ),
     # (2) the heterogeneous pair: SmolLM2 (base A, the per_role row's pair) + Gemma-3-270M (base B).
     "real_hetero_calc": Study(
@@ -268,6 +274,7 @@ REAL_STUDIES: dict[str, Study] = {
         ),
         budget=REAL_MAIN,
         quick_budget=REAL_QUICK,
+        bound=REAL_BOUND,
     ),
     # (3) the policy-sharing paper's scale axis on calc_flows content (the scale rows name their models).
     "real_scale_calc": Study(
@@ -277,6 +284,7 @@ REAL_STUDIES: dict[str, Study] = {
         rows=("scale_tiny", "scale_smollm2", "scale_gemma"),
         budget=REAL_SCALE,
         quick_budget=REAL_SCALE_QUICK,
+        bound=REAL_BOUND,
     ),
 }
 

@@ -130,7 +130,8 @@ def markdown(results: dict[str, Any]) -> str:
         lines += [
             "",
             "Paired comparisons (per-seed differences, same starting weights; the papers claim a > b unless "
-            "the verdict gives no 'agrees/against'):" + (f" {note}" if note else ""),
+            "the verdict gives no 'agrees/against'):",
+            *(["", note] if note else []),
             "",
             "| question | a - b | difference | verdict |",
             "|---|---|---|---|",
@@ -219,3 +220,26 @@ def write_report(results_file: Path) -> Path:
         )
     header = f"<h1>Study {esc(results['study'])}</h1>\n<pre>{esc(text)}</pre>\n"
     return write_page(out, f"teamrl study {results['study']}", header, sections)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Redo a results file's table.md (and with --page its index.html and curves) without rerunning:
+
+    python -m teamrl.study.table OUT/results.json [--page]
+    """
+    import argparse
+
+    parser = argparse.ArgumentParser(description="redo a study's table.md from its results.json")
+    parser.add_argument("results", type=Path, nargs="+")
+    parser.add_argument("--page", action="store_true", help="also index.html and curves.png")
+    args = parser.parse_args(argv)
+    for path in args.results:
+        if args.page:
+            print(write_report(path))
+        else:
+            (path.parent / "table.md").write_text(markdown(json.loads(path.read_text())))
+            print(path.parent / "table.md")
+
+
+if __name__ == "__main__":
+    main()
