@@ -64,8 +64,29 @@ def test_a_cell_made_with_another_config_is_refused(tmp_path, random_model, monk
     changed = dataclasses.replace(study("real_split_calc"), overrides=(*study("real_split_calc").overrides,
                                                                         "rollout.top_k=5"))
     monkeypatch.setitem(rows.STUDIES, "real_split_calc", changed)  # the study's own settings changed since
-    with pytest.raises(ConfigError, match=r"cell single seed 0 was made with another config .*--out OTHER_DIR"):
+    with pytest.raises(ConfigError, match=r"cell single seed 0 was made with another config "
+                                          r"\(config.rollout.top_k: 0 -> 5\).*--out OTHER_DIR"):
         _run(tmp_path, random_model, ["single"], log=lambda line: None)
+
+
+def test_a_field_a_later_code_added_is_checked_by_a_re_run_not_refused(tmp_path, random_model):
+    _run(tmp_path, random_model, ["single_grpo"], log=lambda line: None)
+    target = tmp_path / "results.json"
+    made = json.loads(target.read_text())
+    record = made["results"][0]
+    del record["settings"]["config.rollout.top_k"]  # as if the cell predated the field
+    record["digest"]["config"] = "0000000000000000"
+    target.write_text(json.dumps(made))
+    lines = []
+    _run(tmp_path, random_model, ["single_grpo"], log=lines.append)
+    (check,) = json.loads(target.read_text())["code_checks"]
+    assert check["accepted"] and check["cell"] == ["single_grpo", 0]
+    assert "code check: single_grpo seed 0 re-ran equal" in lines
+    # A cell that records no settings cannot be compared field by field: refused.
+    del made["results"][0]["settings"]
+    target.write_text(json.dumps(made))
+    with pytest.raises(ConfigError, match="records no settings to compare field by field"):
+        _run(tmp_path, random_model, ["single_grpo"], log=lambda line: None)
 
 
 def test_cells_made_at_another_code_are_accepted_when_one_re_runs_equal(tmp_path, random_model, monkeypatch):

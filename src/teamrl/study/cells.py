@@ -95,20 +95,48 @@ def cell_digest(config: RunConfig, protocol: dict[str, Any]) -> dict[str, str]:
     return {"config": config_digest(config, protocol), "code": code_digest()}
 
 
+def cell_settings(config: RunConfig, protocol: dict[str, Any]) -> dict[str, Any]:
+    """What `config_digest` hashes, flattened to dotted fields (JSON values), so a later command can name
+    the fields that differ and tell a changed setting from a field a later code added."""
+    settings = {k: v for k, v in config_to_dict(config).items() if k != "output_dir"}
+    sizes = {k: v for k, v in protocol.items() if k != "seeds"}
+    flat: dict[str, Any] = {}
+
+    def walk(value: Any, at: str) -> None:
+        if isinstance(value, dict) and value:
+            for key, inner in value.items():
+                walk(inner, f"{at}.{key}" if at else str(key))
+        else:
+            flat[at] = json.loads(json.dumps(value, default=str))
+
+    walk({"config": settings, "protocol": sizes}, "")
+    return flat
+
+
+def setting_changes(recorded: dict[str, Any], now: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """(fields whose value changed or that are gone, fields only `now` has: added by a later code).
+
+    >>> setting_changes({"config.a": 1, "config.b": 2}, {"config.a": 1, "config.b": 3, "config.c": 0})
+    (['config.b'], ['config.c'])
+    """
+    changed = sorted(k for k in recorded if k not in now or recorded[k] != now[k])
+    return changed, sorted(k for k in now if k not in recorded)
+
+
 def check_cells(
     target: Path,
     records: list[dict[str, Any]],
-    now: dict[tuple[str, int], dict[str, str]],
+    now: dict[tuple[str, int], dict[str, Any]],
     log: Any = print,
     checks: list[dict[str, Any]] | None = None,
 ) -> dict[str, list[tuple[str, int]]]:
-    """Refuse a folder any finished cell of which was made with another config than `now`'s; return the
-    cells made at another code digest that no recorded check (`checks`) accepted for this one, by code.
+    """Refuse a folder any finished cell of which was made with other settings than `now`'s; return the
+    cells made at another code digest (or with fields a later code added) that no recorded check
+    (`checks`, each listing the cells it covers) accepted for this code, by the code that made them.
 
     now: (row, seed) -> the digest this command makes for that cell (every finished cell's included)."""
     unchecked = []
     other_code: dict[str, list[tuple[str, int]]] = defaultdict(list)
-    accepted = {(c["code"], c["now"]) for c in checks or () if c.get("accepted")}
     for record in records:
         key = (record["row"], record["seed"])
         made = record.get("digest")
@@ -117,14 +145,17 @@ def check_cells(
             continue
         if key not in now:
             continue  # a row this version of the study no longer has: the table shows it as it was
-        if made.get("config") != now[key]["config"]:
-            raise ConfigError(
-                f"{target}: cell {key[0]} seed {key[1]} was made with another config (config digest "
-                f"{made.get('config', '?')}, now {now[key]['config']}); its result cannot be mixed with this "
-                f"command's. Start a fresh folder (--out OTHER_DIR), or run the settings that made it"
-            )
+        config_differs = made.get("config") != now[key]["config"]
+        if config_differs:
+            _check_settings(target, key, made, record.get("settings"), now[key])
         code = made.get("code", "?")
-        if code != now[key]["code"] and (code, now[key]["code"]) not in accepted:
+        covered = any(
+            c.get("accepted")
+            and c["now"] == now[key]["code"]
+            and c.get("covers", {}).get(f"{key[0]}/{key[1]}") == now[key]["config"]
+            for c in checks or ()
+        )
+        if (code != now[key]["code"] or config_differs) and not covered:
             other_code[code].append(key)
     if unchecked:
         log(
@@ -134,9 +165,32 @@ def check_cells(
     return dict(other_code)
 
 
+def _check_settings(
+    target: Path, key: tuple[str, int], made: dict[str, str], recorded: dict[str, Any] | None, now: dict[str, Any]
+) -> None:
+    """Refuse a cell whose config digest differs, unless its recorded settings show only fields a later code
+    added (their effect is then checked like a code change's, by a re-run)."""
+    fix = "Start a fresh folder (--out OTHER_DIR), or run the code and settings that made it (results.json 'commands')"
+    if recorded is None or "settings" not in now:
+        raise ConfigError(
+            f"{target}: cell {key[0]} seed {key[1]} was made with another config (config digest "
+            f"{made.get('config', '?')}, now {now['config']}; the cell records no settings to compare field by "
+            f"field); its result cannot be mixed with this command's. {fix}"
+        )
+    changed, _ = setting_changes(recorded, now["settings"])
+    if changed:
+        shown = "; ".join(
+            f"{f}: {recorded.get(f, '(absent)')} -> {now['settings'].get(f, '(absent)')}" for f in changed[:5]
+        )
+        raise ConfigError(
+            f"{target}: cell {key[0]} seed {key[1]} was made with another config ({shown}"
+            f"{'; ...' if len(changed) > 5 else ''}); its result cannot be mixed with this command's. {fix}"
+        )
+
+
 TRAINING_KINDS = frozenset({"train", "alone", "sft", "bases", "flows", "scale"})
 """Row kinds whose cell runs an update: re-running one checks the training code, not only sampling."""
-VOLATILE_FIELDS = frozenset({"seconds", "digest", "run_dir", "transcripts", "label"})
+VOLATILE_FIELDS = frozenset({"seconds", "digest", "settings", "run_dir", "transcripts", "label"})
 """Record fields that say how long or where, not what: left out of a re-run's comparison."""
 
 

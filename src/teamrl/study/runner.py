@@ -85,16 +85,18 @@ def run_study(
         log(line)
     if dry_run:
         for code, keys in sorted(other_code.items()):
-            row, seed = cells.recheck_cell(keys, results["results"])
-            log(f"{len(keys)} finished cell(s) were made at code {code}: a run re-runs {row} seed {seed} to check them")
+            again = cells.recheck_cell(keys, results["results"])
+            log(
+                f"{len(keys)} finished cell(s) were made at code {code}: a run re-runs {again[0]} seed {again[1]} to check them"
+            )
         return target
     for code, keys in sorted(other_code.items()):
         check = _code_check(study, protocol, out, overrides, results, code, keys, digests, log, verbose, accept_code)
-        results = results_file.update(target, fresh, lambda r, c=check: r.setdefault("code_checks", []).append(c))
+        results = results_file.update(target, fresh, partial(_append, key="code_checks", item=check))
         if not check["accepted"]:
             raise ConfigError(_refusal(target, check))
     entry = provenance.command_entry(list(protocol.seeds), [row.key for row in rows], cells.code_digest())
-    results_file.update(target, fresh, lambda r: r.setdefault("commands", []).append(entry))
+    results_file.update(target, fresh, partial(_append, key="commands", item=entry))
     command_started = time.time()
 
     def note_command(results: dict[str, Any]) -> None:
@@ -119,13 +121,21 @@ def run_study(
             {r["row"]: Path(r["run_dir"]) for r in results["results"] if r["seed"] == seed and r.get("run_dir")}
         )
         for row in todo:
-            record = seed_run.run(row) | {"digest": digests[(row.key, seed)]}
+            made = digests[(row.key, seed)]
+            record = seed_run.run(row) | {
+                "digest": {"config": made["config"], "code": made["code"]},
+                "settings": made["settings"],
+            }
             now = results_file.update(target, fresh, partial(results_file.add_record, record=record))
             results_file.update(target, fresh, note_command)
             todo_cells.remove((row.key, seed))
             if todo_cells:  # the ETA again, now with this cell's measured time
                 log(cells.remaining(todo_cells, now["results"], cells.planned_seconds(study))[0])
     return target
+
+
+def _append(results: dict[str, Any], key: str, item: dict[str, Any]) -> None:
+    results.setdefault(key, []).append(item)
 
 
 def _code_check(
@@ -136,7 +146,7 @@ def _code_check(
     results: dict[str, Any],
     code: str,
     keys: list[tuple[str, int]],
-    digests: dict[tuple[str, int], dict[str, str]],
+    digests: dict[tuple[str, int], dict[str, Any]],
     log: Log,
     verbose: bool,
     accept_code: bool,
@@ -149,6 +159,7 @@ def _code_check(
         "code": code,
         "now": now,
         "cells": len(keys),
+        "covers": {f"{r}/{s}": digests[(r, s)]["config"] for r, s in keys},
         "cell": [row, seed],
         "commit": provenance.commit()["commit"],
         "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -196,17 +207,20 @@ def _refusal(target: Path, check: dict[str, Any]) -> str:
 
 def _digests(
     study: Study, protocol: Protocol, rows: list[Row], results: dict[str, Any], out: Path, overrides: list[str]
-) -> dict[tuple[str, int], dict[str, str]]:
-    """(row, seed) -> this command's cell digest, for every cell it may run and every finished one."""
+) -> dict[tuple[str, int], dict[str, Any]]:
+    """(row, seed) -> this command's cell digest (config, code) and settings, for every cell it may run and
+    every finished one."""
     wanted = {(row.key, seed) for row in rows for seed in protocol.seeds}
     wanted |= {(r["row"], r["seed"]) for r in results["results"] if r["row"] in ROWS}
     settings = vars(protocol)
-    return {
-        (key, seed): cells.cell_digest(
-            row_config(study, protocol, ROWS[key].overrides, seed, out, f"{key}-s{seed}", overrides), settings
-        )
-        for key, seed in sorted(wanted)
-    }
+    digests = {}
+    for key, seed in sorted(wanted):
+        config = row_config(study, protocol, ROWS[key].overrides, seed, out, f"{key}-s{seed}", overrides)
+        digests[(key, seed)] = {
+            **cells.cell_digest(config, settings),
+            "settings": cells.cell_settings(config, settings),
+        }
+    return digests
 
 
 def _check_same(target: Path, previous: dict[str, Any], study: Study, protocol: Protocol, overrides: list[str]) -> None:
