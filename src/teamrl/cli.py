@@ -193,6 +193,8 @@ def cmd_study(args: argparse.Namespace) -> int:
         args.instances,
         jobs=args.jobs,
         remaining_only=args.remaining,
+        accept_code=args.accept_code,
+        test_instances=args.test_instances,
     )
     if args.remaining:
         return 0
@@ -432,7 +434,18 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="validation and test instances per evaluation (default: 100; --quick: 24)",
     )
+    p.add_argument(
+        "--test-instances",
+        type=_positive,
+        metavar="N",
+        help="test instances only (default: the study's; overrides --instances for the test split)",
+    )
     p.add_argument("--out", metavar="DIR", help="output folder (default: runs/study-NAME[-quick])")
+    p.add_argument(
+        "--accept-code",
+        action="store_true",
+        help="continue a folder made at another code digest without re-running one cell to check it (recorded)",
+    )
     p.add_argument(
         "--jobs",
         type=_positive,

@@ -1,5 +1,6 @@
 """Cells that survive sessions: a stopped study keeps its finished cells and skips them when run again,
-refuses cells made with another config or code, and lists what remains with an ETA."""
+refuses cells made with another config, checks cells made at another code by re-running one, and lists
+what remains with an ETA."""
 
 import dataclasses
 import json
@@ -58,17 +59,112 @@ def test_a_stopped_study_keeps_its_finished_cell_and_skips_it(tmp_path, random_m
     assert [r["row"] for r in second] == ["team", "single"]
 
 
-def test_a_cell_made_with_another_config_or_code_is_refused(tmp_path, random_model, monkeypatch):
+def test_a_cell_made_with_another_config_is_refused(tmp_path, random_model, monkeypatch):
     _run(tmp_path, random_model, ["single"], log=lambda line: None)
     changed = dataclasses.replace(study("real_split_calc"), overrides=(*study("real_split_calc").overrides,
                                                                         "rollout.top_k=5"))
     monkeypatch.setitem(rows.STUDIES, "real_split_calc", changed)  # the study's own settings changed since
-    with pytest.raises(ConfigError, match=r"cell single seed 0 was made with another config .*--out OTHER_DIR"):
+    with pytest.raises(ConfigError, match=r"cell single seed 0 was made with another config "
+                                          r"\(config.rollout.top_k: 0 -> 5\).*--out OTHER_DIR"):
         _run(tmp_path, random_model, ["single"], log=lambda line: None)
-    monkeypatch.undo()
+
+
+def test_a_field_a_later_code_added_is_checked_by_a_re_run_not_refused(tmp_path, random_model):
+    _run(tmp_path, random_model, ["single_grpo"], log=lambda line: None)
+    target = tmp_path / "results.json"
+    made = json.loads(target.read_text())
+    record = made["results"][0]
+    del record["settings"]["config.rollout.top_k"]  # as if the cell predated the field
+    record["digest"]["config"] = "0000000000000000"
+    target.write_text(json.dumps(made))
+    lines = []
+    _run(tmp_path, random_model, ["single_grpo"], log=lines.append)
+    (check,) = json.loads(target.read_text())["code_checks"]
+    assert check["accepted"] and check["cell"] == ["single_grpo", 0]
+    assert "code check: single_grpo seed 0 re-ran equal" in lines
+    # A cell that records no settings cannot be compared field by field: refused.
+    del made["results"][0]["settings"]
+    target.write_text(json.dumps(made))
+    with pytest.raises(ConfigError, match="records no settings to compare field by field"):
+        _run(tmp_path, random_model, ["single_grpo"], log=lambda line: None)
+
+
+def test_cells_made_at_another_code_are_accepted_when_one_re_runs_equal(tmp_path, random_model, monkeypatch):
+    _run(tmp_path, random_model, ["single", "single_grpo"], log=lambda line: None)
+    made = json.loads((tmp_path / "results.json").read_text())
+    monkeypatch.setattr(cells, "code_digest", lambda: "0123456789abcdef")  # a later commit
+    ran, original = [], SeedRun.run
+
+    def counting(self, row):
+        ran.append((row.key, self.seed, self.out.name))
+        return original(self, row)
+
+    monkeypatch.setattr(SeedRun, "run", counting)
+    lines = []
+    _run(tmp_path, random_model, ["single", "single_grpo"], log=lines.append)
+    old = made["results"][0]["digest"]["code"]
+    # The cheapest cell that trains is re-run, in a folder of its own; the eval cell is not.
+    assert ran == [("single_grpo", 0, f"{old}-0123456789abcdef")]
+    assert f"2 finished cell(s) were made at code {old}, now 0123456789abcdef: re-running single_grpo seed 0" in (
+        "\n".join(lines)
+    )
+    after = json.loads((tmp_path / "results.json").read_text())
+    assert after["results"] == made["results"]  # accepted as they were
+    (check,) = after["code_checks"]
+    assert check["accepted"] and check["how"] == "re-run equal" and check["differing"] == []
+    assert (check["code"], check["now"], check["cell"]) == (old, "0123456789abcdef", ["single_grpo", 0])
+    ran.clear()
+    _run(tmp_path, random_model, ["single", "single_grpo"], log=lambda line: None)
+    assert ran == []  # the recorded check covers this code: nothing re-run
+
+
+def test_cells_made_at_another_code_are_refused_when_the_re_run_differs(tmp_path, random_model, monkeypatch):
+    _run(tmp_path, random_model, ["single_grpo"], log=lambda line: None)
+    target = tmp_path / "results.json"
+    made = json.loads(target.read_text())
+    recorded = made["results"][0]["test_success"]
+    made["results"][0]["test_success"] = recorded + 0.25  # as if another code had produced another result
+    target.write_text(json.dumps(made))
     monkeypatch.setattr(cells, "code_digest", lambda: "0123456789abcdef")
-    with pytest.raises(ConfigError, match="cell single seed 0 was made with another code"):
-        _run(tmp_path, random_model, ["single"], log=lambda line: None)
+    with pytest.raises(ConfigError) as refused:
+        _run(tmp_path, random_model, ["single_grpo"], log=lambda line: None)
+    message = str(refused.value)
+    assert "re-running single_grpo seed 0 at code 0123456789abcdef gave another result" in message
+    assert f"test_success: recorded {recorded + 0.25}, now {recorded}" in message
+    assert "--out OTHER_DIR" in message and "--accept-code" in message
+    (check,) = json.loads(target.read_text())["code_checks"]
+    assert not check["accepted"] and check["differing"] == ["test_success"]
+    # --accept-code keeps them knowingly, and says so in the file.
+    chosen, protocol, overrides = planned(study("real_split_calc").with_model(random_model), quick=True)
+    protocol = dataclasses.replace(protocol, validation_instances=2, test_instances=2)
+    run_study(chosen, protocol, [ROWS["single_grpo"]], tmp_path, [*overrides, *TINY], log=lambda line: None,
+              accept_code=True)
+    checks = json.loads(target.read_text())["code_checks"]
+    assert [c["how"] for c in checks] == ["re-run differs", "--accept-code, not re-run"]
+
+
+def test_differing_fields_leave_out_times_and_paths():
+    recorded = {"test_success": 0.5, "seconds": 9.0, "run_dir": "/a/x", "cells": {"v": {"base": "/a/m", "t": [1, 2]}}}
+    rerun = {"test_success": 0.5, "seconds": 3.0, "run_dir": "/b/x", "cells": {"v": {"base": "/b/m", "t": [1, 3]}}}
+    assert cells.differing_fields(recorded, rerun) == ["cells.v.t.1"]
+    assert cells.differing_fields({"a": 1}, {"a": 1, "b": 2}) == ["b"]
+    assert cells.differing_fields({"a": [1]}, {"a": [1, 2]}) == ["a"]
+
+
+def test_the_recheck_cell_is_the_cheapest_that_trains():
+    records = [{"row": "single", "seed": 0, "seconds": 5.0}, {"row": "shared", "seed": 1, "seconds": 90.0},
+               {"row": "shared", "seed": 0, "seconds": 90.0}, {"row": "alone", "seed": 0, "seconds": 200.0}]
+    keys = [(r["row"], r["seed"]) for r in records]
+    assert cells.recheck_cell(keys, records) == ("shared", 0)  # ties: the lower seed
+    assert cells.recheck_cell([("single", 0)], records) == ("single", 0)  # no training cell: the cheapest
+
+
+def test_each_command_is_recorded_with_its_commit_cpu_and_wall_time(tmp_path, random_model):
+    _run(tmp_path, random_model, ["single"], log=lambda line: None)
+    (entry,) = json.loads((tmp_path / "results.json").read_text())["commands"]
+    assert entry["seeds"] == [0] and entry["rows"] == ["single"] and entry["cells_run"] == 1
+    assert entry["wall_s"] > 0 and entry["code"] == cells.code_digest() and entry["cpu"]["model_name"]
+    assert set(entry) >= {"command", "commit", "dirty", "started", "pid"}
 
 
 def test_remaining_prices_cells_by_measured_then_planned_times():

@@ -73,9 +73,43 @@ def test_verdict_reads_the_interval_against_the_claim():
 
     above = paired({0: 0.5, 1: 0.6, 2: 0.55}, {0: 0.2, 1: 0.3, 2: 0.25})  # +30 points on every seed
     below = paired({0: 0.2, 1: 0.3, 2: 0.25}, {0: 0.5, 1: 0.6, 2: 0.55})
-    assert verdict(above) == "agrees: a > b (interval above 0)"
-    assert verdict(below) == "against: a < b (interval below 0)"
-    assert verdict(below, directed=False) == "a < b (interval below 0)"
+    assert verdict(above) == "agrees: a > b (interval above 0; n = 3 seeds)"
+    assert verdict(below) == "against: a < b (interval below 0; n = 3 seeds)"
+    assert verdict(below, directed=False) == "a < b (interval below 0; n = 3 seeds)"
     spread = paired({0: 0.5, 1: 0.1, 2: 0.5}, {0: 0.3, 1: 0.3, 2: 0.3})  # +20, -20, +20: mean +6.7, wide
-    assert verdict(spread) == "not established (interval spans 0; a > b on 2 of 3 seeds)"
-    assert verdict(paired({0: 0.4}, {0: 0.5})) == "one seed: a < b, no interval"
+    assert verdict(spread) == "not established (interval spans 0; a > b on 2 of 3 seeds; n = 3 seeds)"
+    assert verdict(paired({0: 0.4}, {0: 0.5}), instances=64) == (
+        "one seed: a < b, no interval (n = 1 seeds x 64 test instances)"
+    )
+
+
+def test_verdict_bounds_an_interval_inside_the_planned_bound():
+    from teamrl.study.protocol import verdict
+
+    # Differences +0.02, -0.02, +0.03, -0.01 (4 seeds): mean +0.005, sample std 0.023805 (sum of squared
+    # deviations 0.0017, / 3 = 0.000567), t(3) = 3.182, half-width 3.182 * 0.023805 / 2 = 0.037874:
+    # interval [-3.3, +4.3] points.
+    small = paired({0: 0.52, 1: 0.48, 2: 0.53, 3: 0.49}, {0: 0.5, 1: 0.5, 2: 0.5, 3: 0.5})
+    assert small.diff.low == pytest.approx(0.005 - 0.037874, abs=1e-5)
+    assert small.diff.high == pytest.approx(0.005 + 0.037874, abs=1e-5)
+    assert verdict(small, bound=0.05, instances=200) == (
+        "no effect larger than 5 points (a - b in [-3.3, +4.3], inside ±5; n = 4 seeds x 200 test instances)"
+    )
+    # The same interval against a 4-point bound reaches past +4: not established, and says why.
+    assert verdict(small, bound=0.04) == (
+        "not established (interval spans 0 and reaches past the planned ±4-point bound; a > b on 2 of 4 "
+        "seeds; n = 4 seeds)"
+    )
+    # Without a bound, the old reading.
+    assert verdict(small).startswith("not established (interval spans 0; a > b on 2 of 4 seeds")
+    # An interval above 0 and inside the bound agrees, and says the effect is small.
+    tiny_gain = paired({0: 0.52, 1: 0.53, 2: 0.52}, {0: 0.5, 1: 0.5, 2: 0.5})
+    assert verdict(tiny_gain, bound=0.05) == (
+        "agrees: a > b (interval above 0, inside ±5 points: a small effect; n = 3 seeds)"
+    )
+    # An interval that crosses a bound but not 0 still agrees (the bound only reads intervals spanning 0).
+    assert verdict(paired({0: 0.6, 1: 0.7, 2: 0.65}, {0: 0.5, 1: 0.5, 2: 0.5}), bound=0.05).startswith("agrees")
+    # The edge: an interval ending exactly at the bound is inside it.
+    edge = paired({0: 0.55, 1: 0.45}, {0: 0.5, 1: 0.5})  # mean 0, half-width 12.706 * 0.0707 / 1.414 = 0.6353
+    assert verdict(edge, bound=0.6353).startswith("not established")
+    assert verdict(edge, bound=0.64).startswith("no effect larger than 64 points")

@@ -91,7 +91,7 @@ def test_markdown_table_from_a_results_file():
     assert "| team (untrained) | 30.0% ± 14.1 [-97.1, 157.1] | 2 |" in text
     # shared - team: +0.3 and +0.1 -> mean +20 points, std 14.1, same half-width
     assert "| AT-GRPO shared vs untrained team | shared - team | +20.0 pts [-107.1, +147.1]; 2 wins" in text
-    assert "| not established (interval spans 0; a > b on 2 of 2 seeds) |" in text
+    assert "| not established (interval spans 0; a > b on 2 of 2 seeds; n = 2 seeds x 10 test instances) |" in text
 
 
 def test_a_study_folder_continues_and_refuses_another_protocol(tiny_cache, capsys):

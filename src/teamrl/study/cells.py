@@ -7,9 +7,15 @@ A cell's digest has two parts:
   code:   the source of the packages whose code decides a result (`CODE_PACKAGES`: tasks, workflows,
           rollout, algorithms, setup, training, policies, config, demos, the study's runner and rows), not
           of the modules that only report (`REPORT_ONLY`).
-A folder is continued only where every finished cell's digest is what this command would make now;
-otherwise the command stops and names the cell (mixing a table from two codes or two configs would
-compare rows that were not made alike). Records written before digests existed are kept, unchecked.
+A folder is continued only where every finished cell's config digest is what this command would make
+now; otherwise the command stops and names the cell (mixing a table from two configs would compare rows
+that were not made alike). A code digest that differs does not refuse by itself: most commits leave a
+cell's run bit-identical. On continuing a folder whose cells were made at another code digest, the
+study re-runs one finished cell of each such code (`recheck_cell`: the cheapest cell that trains) and
+compares its result field by field (`differing_fields`); equal results accept that code's cells (the
+check is recorded in results.json, `code_checks`), any difference stops the command with the cell and
+fields named. `--accept-code` accepts without the check (recorded as such). Records written before
+digests existed are kept, unchecked.
 
 The cells still to run are listed with an ETA: each priced at the mean measured seconds of its row's
 finished cells, else the study's planned price (`teamrl.study.real_budget`), else the mean of every
@@ -44,7 +50,19 @@ CODE_PACKAGES = (
     "teamrl.demos",
     "teamrl.study",
 )
-REPORT_ONLY = frozenset({"table.py", "flow_report.py", "alert_scores.py", "cells.py", "command.py", "scale_report.py"})
+REPORT_ONLY = frozenset(
+    {
+        "table.py",
+        "flow_report.py",
+        "alert_scores.py",
+        "cells.py",
+        "command.py",
+        "scale_report.py",
+        "progress.py",
+        "provenance.py",
+        "power_plan.py",
+    }
+)
 """Study modules that write pages, list cells or parse the command line: no result depends on them."""
 
 
@@ -77,13 +95,48 @@ def cell_digest(config: RunConfig, protocol: dict[str, Any]) -> dict[str, str]:
     return {"config": config_digest(config, protocol), "code": code_digest()}
 
 
+def cell_settings(config: RunConfig, protocol: dict[str, Any]) -> dict[str, Any]:
+    """What `config_digest` hashes, flattened to dotted fields (JSON values), so a later command can name
+    the fields that differ and tell a changed setting from a field a later code added."""
+    settings = {k: v for k, v in config_to_dict(config).items() if k != "output_dir"}
+    sizes = {k: v for k, v in protocol.items() if k != "seeds"}
+    flat: dict[str, Any] = {}
+
+    def walk(value: Any, at: str) -> None:
+        if isinstance(value, dict) and value:
+            for key, inner in value.items():
+                walk(inner, f"{at}.{key}" if at else str(key))
+        else:
+            flat[at] = json.loads(json.dumps(value, default=str))
+
+    walk({"config": settings, "protocol": sizes}, "")
+    return flat
+
+
+def setting_changes(recorded: dict[str, Any], now: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """(fields whose value changed or that are gone, fields only `now` has: added by a later code).
+
+    >>> setting_changes({"config.a": 1, "config.b": 2}, {"config.a": 1, "config.b": 3, "config.c": 0})
+    (['config.b'], ['config.c'])
+    """
+    changed = sorted(k for k in recorded if k not in now or recorded[k] != now[k])
+    return changed, sorted(k for k in now if k not in recorded)
+
+
 def check_cells(
-    target: Path, records: list[dict[str, Any]], now: dict[tuple[str, int], dict[str, str]], log: Any = print
-) -> None:
-    """Refuse a folder any finished cell of which was made with another config or code than `now`'s.
+    target: Path,
+    records: list[dict[str, Any]],
+    now: dict[tuple[str, int], dict[str, Any]],
+    log: Any = print,
+    checks: list[dict[str, Any]] | None = None,
+) -> dict[str, list[tuple[str, int]]]:
+    """Refuse a folder any finished cell of which was made with other settings than `now`'s; return the
+    cells made at another code digest (or with fields a later code added) that no recorded check
+    (`checks`, each listing the cells it covers) accepted for this code, by the code that made them.
 
     now: (row, seed) -> the digest this command makes for that cell (every finished cell's included)."""
     unchecked = []
+    other_code: dict[str, list[tuple[str, int]]] = defaultdict(list)
     for record in records:
         key = (record["row"], record["seed"])
         made = record.get("digest")
@@ -92,20 +145,93 @@ def check_cells(
             continue
         if key not in now:
             continue  # a row this version of the study no longer has: the table shows it as it was
-        differing = [part for part in ("config", "code") if made.get(part) != now[key].get(part)]
-        if differing:
-            what = " and ".join(differing)
-            raise ConfigError(
-                f"{target}: cell {key[0]} seed {key[1]} was made with another {what} ({what} digest "
-                f"{' / '.join(made.get(p, '?') for p in differing)}, now {' / '.join(now[key][p] for p in differing)}); "
-                f"its result cannot be mixed with this command's. Start a fresh folder (--out OTHER_DIR), or run "
-                f"the code and settings that made it (a worktree at the folder's commit keeps a long table on one code)"
-            )
+        config_differs = made.get("config") != now[key]["config"]
+        if config_differs:
+            _check_settings(target, key, made, record.get("settings"), now[key])
+        code = made.get("code", "?")
+        covered = any(
+            c.get("accepted")
+            and c["now"] == now[key]["code"]
+            and c.get("covers", {}).get(f"{key[0]}/{key[1]}") == now[key]["config"]
+            for c in checks or ()
+        )
+        if (code != now[key]["code"] or config_differs) and not covered:
+            other_code[code].append(key)
     if unchecked:
         log(
             f"{len(unchecked)} finished cell(s) have no digest (written before digests); kept unchecked: "
             f"{', '.join(f'{r} seed {s}' for r, s in unchecked)}"
         )
+    return dict(other_code)
+
+
+def _check_settings(
+    target: Path, key: tuple[str, int], made: dict[str, str], recorded: dict[str, Any] | None, now: dict[str, Any]
+) -> None:
+    """Refuse a cell whose config digest differs, unless its recorded settings show only fields a later code
+    added (their effect is then checked like a code change's, by a re-run)."""
+    fix = "Start a fresh folder (--out OTHER_DIR), or run the code and settings that made it (results.json 'commands')"
+    if recorded is None or "settings" not in now:
+        raise ConfigError(
+            f"{target}: cell {key[0]} seed {key[1]} was made with another config (config digest "
+            f"{made.get('config', '?')}, now {now['config']}; the cell records no settings to compare field by "
+            f"field); its result cannot be mixed with this command's. {fix}"
+        )
+    changed, _ = setting_changes(recorded, now["settings"])
+    if changed:
+        shown = "; ".join(
+            f"{f}: {recorded.get(f, '(absent)')} -> {now['settings'].get(f, '(absent)')}" for f in changed[:5]
+        )
+        raise ConfigError(
+            f"{target}: cell {key[0]} seed {key[1]} was made with another config ({shown}"
+            f"{'; ...' if len(changed) > 5 else ''}); its result cannot be mixed with this command's. {fix}"
+        )
+
+
+TRAINING_KINDS = frozenset({"train", "alone", "sft", "bases", "flows", "scale"})
+"""Row kinds whose cell runs an update: re-running one checks the training code, not only sampling."""
+VOLATILE_FIELDS = frozenset({"seconds", "digest", "settings", "run_dir", "transcripts", "label"})
+"""Record fields that say how long or where, not what: left out of a re-run's comparison."""
+
+
+def recheck_cell(candidates: list[tuple[str, int]], records: list[dict[str, Any]]) -> tuple[str, int]:
+    """The cell to re-run among `candidates`: the cheapest (recorded seconds) whose row trains, else the
+    cheapest; ties by row order, then seed, so every command picks the same cell."""
+    seconds = {(r["row"], r["seed"]): float(r.get("seconds", 0.0)) for r in records}
+    order = {key: i for i, key in enumerate(ROWS)}
+
+    def rank(key: tuple[str, int]) -> tuple[bool, float, int, int]:
+        trains = key[0] in ROWS and ROWS[key[0]].kind in TRAINING_KINDS
+        return (not trains, seconds.get(key, 0.0), order.get(key[0], len(order)), key[1])
+
+    return min(candidates, key=rank)
+
+
+def differing_fields(recorded: Any, rerun: Any, at: str = "") -> list[str]:
+    """The fields (dotted paths) where a re-run's result differs from the recorded one, exactly; volatile
+    fields (`VOLATILE_FIELDS`) and file paths (strings from '/') are left out.
+
+    >>> differing_fields({"test_success": 0.5, "seconds": 3, "curve": [[0, 0.1]]}, {"test_success": 0.5, "curve": [[0, 0.2]]})
+    ['curve.0.1']
+    """
+    if isinstance(recorded, dict) and isinstance(rerun, dict):
+        out = []
+        for key in sorted(set(recorded) | set(rerun), key=str):
+            if key in VOLATILE_FIELDS:
+                continue
+            where = f"{at}.{key}" if at else str(key)
+            if key not in recorded or key not in rerun:
+                out.append(where)
+            else:
+                out += differing_fields(recorded[key], rerun[key], where)
+        return out
+    if isinstance(recorded, list) and isinstance(rerun, list):
+        if len(recorded) != len(rerun):
+            return [at]
+        return [f for i, (x, y) in enumerate(zip(recorded, rerun)) for f in differing_fields(x, y, f"{at}.{i}")]
+    if isinstance(recorded, str) and isinstance(rerun, str) and recorded.startswith("/") and rerun.startswith("/"):
+        return []
+    return [] if recorded == rerun else [at]
 
 
 def planned_seconds(study: Study) -> dict[str, float]:

@@ -32,13 +32,17 @@ def run_command(
     verbose: bool = False,
     jobs: int = 1,
     remaining_only: bool = False,
+    accept_code: bool = False,
+    test_instances: int | None = None,
 ) -> Path:
     """Run the named study's rows over its seeds; returns the report page (OUT/index.html).
 
     A `policy.model=...` override replaces every model the study names (`Study.with_model`).
     remaining_only: list the cells still to run with their ETA, run nothing (returns OUT/results.json).
     seeds, instances: replace the protocol's seeds and its validation / test instance counts.
+    test_instances: replace the test split's size only (the Split-Calc generator draws as many as asked).
     jobs: run the seeds in this many processes at once (one torch thread each), into the same folder.
+    accept_code: keep finished cells made at another code digest without re-running one to check them.
     """
     chosen = whole_study_model(study(name), overrides)
     chosen, protocol, quick_overrides = planned(chosen, quick)
@@ -46,7 +50,7 @@ def run_command(
         protocol,
         seeds=tuple(seeds) if seeds else protocol.seeds,
         validation_instances=instances or protocol.validation_instances,
-        test_instances=instances or protocol.test_instances,
+        test_instances=test_instances or instances or protocol.test_instances,
     )
     folder = Path(out) if out else Path("runs") / f"study-{name}{'-quick' if quick else ''}"
     all_overrides = [*quick_overrides, *overrides]
@@ -56,9 +60,11 @@ def run_command(
     if jobs > 1 and len(protocol.seeds) > 1:
         groups = [list(protocol.seeds[i::jobs]) for i in range(min(jobs, len(protocol.seeds)))]
         select_rows(rows, chosen)  # a bad row name fails here, not in every job
-        _run_jobs(name, quick, groups, rows, folder, overrides, instances)
+        _run_jobs(name, quick, groups, rows, folder, overrides, instances, accept_code, test_instances)
         return _report(chosen, folder / "results.json")
-    results = run_study(chosen, protocol, select_rows(rows, chosen), folder, all_overrides, verbose=verbose)
+    results = run_study(
+        chosen, protocol, select_rows(rows, chosen), folder, all_overrides, verbose=verbose, accept_code=accept_code
+    )
     return _report(chosen, results)
 
 
@@ -87,7 +93,7 @@ def planned(chosen: Study, quick: bool) -> tuple[Study, Protocol, tuple[str, ...
         seeds=tuple(range(budget.seeds)),
         validation_instances=budget.validation_instances,
         test_instances=budget.test_instances,
-        test_samples=1,
+        test_samples=budget.test_samples,
     )
     return chosen, protocol, ()
 
@@ -111,6 +117,8 @@ def _run_jobs(
     folder: Path,
     overrides: list[str],
     instances: int | None,
+    accept_code: bool = False,
+    test_instances: int | None = None,
 ) -> None:
     """One `teamrl study` process per seed group, one torch thread each; logs in OUT/job-<seeds>.log."""
     folder.mkdir(parents=True, exist_ok=True)
@@ -131,6 +139,8 @@ def _run_jobs(
             *(["--quick"] if quick else []),
             *(["--rows", *rows] if rows else []),
             *(["--instances", str(instances)] if instances else []),
+            *(["--test-instances", str(test_instances)] if test_instances else []),
+            *(["--accept-code"] if accept_code else []),
         ]
         log = folder / f"job-{'-'.join(map(str, group))}.log"
         with open(log, "w") as handle:

@@ -145,29 +145,66 @@ def paired(a: dict[PairKey, float], b: dict[PairKey, float]) -> Paired:
     return Paired(summarize(diffs), sum(d > 0 for d in diffs), sum(d < 0 for d in diffs), sum(d == 0 for d in diffs))
 
 
-def verdict(result: Paired, directed: bool = True, names: tuple[str, str] = ("a", "b"), unit: str = "seeds") -> str:
+def sample_size(pairs: int, unit: str = "seeds", instances: int | None = None) -> str:
+    """What one verdict rests on: 'n = 3 seeds x 64 test instances'.
+
+    >>> sample_size(3, instances=64), sample_size(6, "run pairs")
+    ('n = 3 seeds x 64 test instances', 'n = 6 run pairs')
+    """
+    return f"n = {pairs} {unit}" + (f" x {instances} test instances" if instances else "")
+
+
+def verdict(
+    result: Paired,
+    directed: bool = True,
+    names: tuple[str, str] = ("a", "b"),
+    unit: str = "seeds",
+    bound: float | None = None,
+    instances: int | None = None,
+) -> str:
     """How a paired comparison a - b reads against a claim that a beats b (`directed`) or no claim.
 
-    The 95% interval of the per-seed differences decides: above 0 agrees, below 0 is against, across 0
-    is not established (the seeds' wins and losses are given); one seed has no interval. names: how
-    the text calls a and b; unit: what one paired difference is (seeds, or e.g. runs when pooled).
+    The 95% interval of the per-seed differences decides: above 0 agrees, below 0 is against. An
+    interval that spans 0 but lies inside [-bound, +bound] (`bound`: the table's equivalence bound,
+    planned before the run, in the differences' units: 0.05 is 5 points) bounds the effect: "no effect
+    larger than X points". Any other interval that spans 0 is not established (the seeds' wins and
+    losses are given). One seed has no interval. names: how the text calls a and b; unit: what one
+    paired difference is (seeds, or e.g. runs when pooled); instances: the test instances behind each
+    value (given with n).
 
     >>> verdict(paired({0: 0.6, 1: 0.7, 2: 0.65}, {0: 0.3, 1: 0.4, 2: 0.35}))
-    'agrees: a > b (interval above 0)'
+    'agrees: a > b (interval above 0; n = 3 seeds)'
     >>> verdict(paired({0: 0.6, 1: 0.2}, {0: 0.3, 1: 0.4}), names=("shared", "per-agent"))
-    'not established (interval spans 0; shared > per-agent on 1 of 2 seeds)'
+    'not established (interval spans 0; shared > per-agent on 1 of 2 seeds; n = 2 seeds)'
+    >>> verdict(paired({0: 0.51, 1: 0.49, 2: 0.50}, {0: 0.5, 1: 0.5, 2: 0.5}), bound=0.05, instances=64)
+    'no effect larger than 5 points (a - b in [-2.5, +2.5], inside ±5; n = 3 seeds x 64 test instances)'
     """
     a, b = names
-    d, seeds = result.diff, result.wins + result.losses + result.ties
+    d, pairs = result.diff, result.wins + result.losses + result.ties
+    n = sample_size(pairs, unit, instances)
     if d.std is None:
         side = f"{a} > {b}" if d.mean > 0 else f"{a} < {b}" if d.mean < 0 else f"{a} = {b}"
-        return f"one {unit.rstrip('s')}: {side}, no interval"
+        return f"one {unit.rstrip('s')}: {side}, no interval ({n})"
     assert d.low is not None and d.high is not None  # summarize sets std, low and high together
+    inside = bound is not None and -bound <= d.low and d.high <= bound
+    small = f", inside ±{100 * bound:g} points: a small effect" if inside and bound is not None else ""
     if d.low > 0:
-        return f"agrees: {a} > {b} (interval above 0)" if directed else f"{a} > {b} (interval above 0)"
+        said = f"{a} > {b} (interval above 0{small}; {n})"
+        return f"agrees: {said}" if directed else said
     if d.high < 0:
-        return f"against: {a} < {b} (interval below 0)" if directed else f"{a} < {b} (interval below 0)"
-    return f"not established (interval spans 0; {a} > {b} on {result.wins} of {seeds} {unit})"
+        said = f"{a} < {b} (interval below 0{small}; {n})"
+        return f"against: {said}" if directed else said
+    if inside and bound is not None:
+        return (
+            f"no effect larger than {100 * bound:g} points ({a} - {b} in [{100 * d.low:+.1f}, {100 * d.high:+.1f}], "
+            f"inside ±{100 * bound:g}; {n})"
+        )
+    why = (
+        "interval spans 0"
+        if bound is None
+        else f"interval spans 0 and reaches past the planned ±{100 * bound:g}-point bound"
+    )
+    return f"not established ({why}; {a} > {b} on {result.wins} of {pairs} {unit}; {n})"
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:

@@ -54,6 +54,12 @@ class Budget:
     seeds: int
     tiny_warmup_steps: int = 500
     """The tiny default's warm-up (the scale axis's smallest model; real models have none)."""
+    test_samples: int = 1
+    """Sampled episodes per test instance (test success is their mean pass@1): the test size's knob past
+    the split's end (Split-Calc's test split has 112 instances at operands 1..9)."""
+
+    def test_episodes(self) -> int:
+        return self.test_instances * self.test_samples
 
     def overrides(self) -> tuple[str, ...]:
         """The config overrides this budget sets (the protocol's split sizes and seeds are set apart)."""
@@ -78,16 +84,16 @@ class Budget:
         """One training run from a loaded base: steps, its validation evaluations, its best checkpoint's test."""
         scale = cost * turns / MEASURED_TURNS
         sampled = self.steps * self.batch_size * self.k * TRAIN_EPISODE_S
-        held_out = (self.evaluations() * self.validation_instances + self.test_instances) * EVAL_EPISODE_S
+        held_out = (self.evaluations() * self.validation_instances + self.test_episodes()) * EVAL_EPISODE_S
         return LOAD_S + scale * (sampled + held_out)
 
     def test_s(self, turns: int = MEASURED_TURNS, cost: float = 1.0) -> float:
         """One test-split scoring of given policies."""
-        return LOAD_S + cost * turns / MEASURED_TURNS * self.test_instances * EVAL_EPISODE_S
+        return LOAD_S + cost * turns / MEASURED_TURNS * self.test_episodes() * EVAL_EPISODE_S
 
     def base_rates_s(self, turns: int = MEASURED_TURNS, cost: float = 1.0) -> float:
         """An `eval` row: validation pass@k (k samples) and greedy, then the test split."""
-        episodes = self.validation_instances * (self.k + 1) + self.test_instances
+        episodes = self.validation_instances * (self.k + 1) + self.test_episodes()
         return LOAD_S + cost * turns / MEASURED_TURNS * episodes * EVAL_EPISODE_S
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from teamrl.study.real_budget import Budget
 
@@ -162,6 +163,10 @@ class Study:
     """--quick's budget (it takes the full budget's place; `teamrl.study.command.planned`)."""
     model: str = ""
     """Set by `with_model`: every model this study names is replaced by this one (a smoke run)."""
+    bound: float | None = None
+    """The table's equivalence bound, planned before its run (a fraction: 0.1 is 10 points): a paired
+    comparison whose 95% interval spans 0 inside [-bound, +bound] reads "no effect larger than" it
+    (`teamrl.study.protocol.verdict`). Recorded in results.json when a table starts; None: no bound."""
 
     def with_model(self, model: str) -> Study:
         """This study with every model it names (the config's, base B's, each scale row's) replaced by
@@ -237,6 +242,11 @@ REAL_SCALE_QUICK = Budget(
     tiny_warmup_steps=50,
 )
 
+REAL_BOUND = 0.10
+"""The real tables' equivalence bound, 10 points, planned with their seeds (docs/study/real.md, the plan): the
+plan sizes a table for a 95% half-width under 5 points, so a null effect's interval falls inside ±10 in
+about 95% of tables (its centre within one half-width of 0)."""
+
 REAL_STUDIES: dict[str, Study] = {
     # (1) the AT-GRPO table on SmolLM2: Split-Calc's analyst sees only the operation, the calculator only the
     # operands, so neither can answer alone; the team's prior is fair (docs/study/real.md: why not math).
@@ -247,6 +257,7 @@ REAL_STUDIES: dict[str, Study] = {
         rows=REAL_MAIN_ROWS,
         budget=REAL_MAIN,
         quick_budget=REAL_QUICK,
+        bound=REAL_BOUND,
     ),
     # (2) the heterogeneous pair: SmolLM2 (base A, the per_role row's pair) + Gemma-3-270M (base B).
     "real_hetero_calc": Study(
@@ -263,6 +274,7 @@ REAL_STUDIES: dict[str, Study] = {
         ),
         budget=REAL_MAIN,
         quick_budget=REAL_QUICK,
+        bound=REAL_BOUND,
     ),
     # (3) the policy-sharing paper's scale axis on calc_flows content (the scale rows name their models).
     "real_scale_calc": Study(
@@ -272,6 +284,7 @@ REAL_STUDIES: dict[str, Study] = {
         rows=("scale_tiny", "scale_smollm2", "scale_gemma"),
         budget=REAL_SCALE,
         quick_budget=REAL_SCALE_QUICK,
+        bound=REAL_BOUND,
     ),
 }
 
@@ -357,3 +370,26 @@ def _study_rows(names: list[str] | None, chosen: Study) -> list[Row]:
         )
     wanted = set(names) | ({"per_role"} if "swapped" in names else set())
     return [row for key, row in ROWS.items() if key in wanted]
+
+
+def planned_bound(results: dict[str, Any]) -> tuple[float | None, bool]:
+    """(the equivalence bound of a results file's table, whether it was recorded before the table ran).
+
+    A file started before bounds existed gets its study's bound now, marked as set after the run."""
+    if "planned_bound" in results:
+        return results["planned_bound"], True
+    chosen = STUDIES.get(results.get("study", ""))
+    return (chosen.bound if chosen else None), False
+
+
+def bound_note(results: dict[str, Any]) -> str:
+    """One sentence on the table's bound and when it was set ('' without one)."""
+    bound, before = planned_bound(results)
+    if bound is None:
+        return ""
+    when = (
+        "planned before this table ran (recorded in results.json)"
+        if before
+        else "the study's bound, set after these cells ran: a 'no effect larger than' verdict here is post hoc"
+    )
+    return f"Equivalence bound: ±{100 * bound:g} points, {when}."

@@ -3,8 +3,9 @@
 Per seed s: the tiny default is warmed up with warm-up seed `protocol.warmup_seed(s)`; every row of
 that seed starts from it (so rows of one seed are paired; `teamrl.study.seed_run`). Results go to
 OUT/results.json, row by row as they finish, each with its cell digest (`teamrl.study.cells`): a
-re-run skips finished cells, lists the rest with an ETA and refuses a folder whose cells were made
-with another config or code.
+re-run skips finished cells, lists the rest with an ETA, refuses a folder whose cells were made with
+another config, and re-runs one cell to check a folder whose cells were made at another code digest.
+Every command that runs cells adds an entry to `commands` (`teamrl.study.provenance`).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from teamrl.config import ConfigError
-from teamrl.study import cells, flow_rows, hetero_rows, results_file, scale_rows
+from teamrl.study import cells, flow_rows, hetero_rows, provenance, results_file, scale_rows
 from teamrl.study.protocol import Protocol
 from teamrl.study.rows import ROWS, Row, Study
 from teamrl.study.seed_run import Log, RowProducer, SeedRun, row_config
@@ -40,6 +41,7 @@ def run_study(
     log: Log = print,
     verbose: bool = False,
     dry_run: bool = False,
+    accept_code: bool = False,
 ) -> Path:
     """Every row over every seed; writes OUT/results.json after each row.
 
@@ -47,6 +49,7 @@ def run_study(
     kept and not rerun, so a stopped study resumes and a long table can be run a few rows per command.
     Several processes may run other seeds into the same OUT at once (`teamrl study --jobs`): each row's
     result is merged into the file under a lock. dry_run: check the folder and list what remains, run nothing.
+    accept_code: accept finished cells made at another code digest without re-running one to check them.
     """
     out.mkdir(parents=True, exist_ok=True)
     target = out / "results.json"
@@ -59,6 +62,7 @@ def run_study(
         "labels": {},
         "results": [],
         "seconds": 0.0,
+        **({"planned_bound": study.bound} if study.bound is not None else {}),
     }
 
     def register(results: dict[str, Any]) -> None:
@@ -75,12 +79,31 @@ def run_study(
         results = results_file.update(target, fresh, register)
     done = {(r["row"], r["seed"]) for r in results["results"]}
     digests = _digests(study, protocol, rows, results, out, overrides)
-    cells.check_cells(target, results["results"], digests, log)
+    other_code = cells.check_cells(target, results["results"], digests, log, results.get("code_checks"))
     todo_cells = [(row.key, seed) for seed in protocol.seeds for row in rows if (row.key, seed) not in done]
     for line in cells.remaining(todo_cells, results["results"], cells.planned_seconds(study)):
         log(line)
     if dry_run:
+        for code, keys in sorted(other_code.items()):
+            again = cells.recheck_cell(keys, results["results"])
+            log(
+                f"{len(keys)} finished cell(s) were made at code {code}: a run re-runs {again[0]} seed {again[1]} to check them"
+            )
         return target
+    for code, keys in sorted(other_code.items()):
+        check = _code_check(study, protocol, out, overrides, results, code, keys, digests, log, verbose, accept_code)
+        results = results_file.update(target, fresh, partial(_append, key="code_checks", item=check))
+        if not check["accepted"]:
+            raise ConfigError(_refusal(target, check))
+    entry = provenance.command_entry(list(protocol.seeds), [row.key for row in rows], cells.code_digest())
+    results_file.update(target, fresh, partial(_append, key="commands", item=entry))
+    command_started = time.time()
+
+    def note_command(results: dict[str, Any]) -> None:
+        mine = next(c for c in results["commands"] if (c["pid"], c["started"]) == (entry["pid"], entry["started"]))
+        mine["wall_s"] = time.time() - command_started
+        mine["cells_run"] += 1
+
     for seed in protocol.seeds:
         todo = [row for row in rows if (row.key, seed) not in done]
         if not todo:
@@ -98,27 +121,106 @@ def run_study(
             {r["row"]: Path(r["run_dir"]) for r in results["results"] if r["seed"] == seed and r.get("run_dir")}
         )
         for row in todo:
-            record = seed_run.run(row) | {"digest": digests[(row.key, seed)]}
+            made = digests[(row.key, seed)]
+            record = seed_run.run(row) | {
+                "digest": {"config": made["config"], "code": made["code"]},
+                "settings": made["settings"],
+            }
             now = results_file.update(target, fresh, partial(results_file.add_record, record=record))
+            results_file.update(target, fresh, note_command)
             todo_cells.remove((row.key, seed))
             if todo_cells:  # the ETA again, now with this cell's measured time
                 log(cells.remaining(todo_cells, now["results"], cells.planned_seconds(study))[0])
     return target
 
 
+def _append(results: dict[str, Any], key: str, item: dict[str, Any]) -> None:
+    results.setdefault(key, []).append(item)
+
+
+def _code_check(
+    study: Study,
+    protocol: Protocol,
+    out: Path,
+    overrides: list[str],
+    results: dict[str, Any],
+    code: str,
+    keys: list[tuple[str, int]],
+    digests: dict[tuple[str, int], dict[str, Any]],
+    log: Log,
+    verbose: bool,
+    accept_code: bool,
+) -> dict[str, Any]:
+    """Re-run one of the cells made at `code` (in OUT/code-check/, the folder's runs untouched) and compare
+    its result with the recorded one; the check as recorded in results.json (`accepted` says the verdict)."""
+    row, seed = cells.recheck_cell(keys, results["results"])
+    now = digests[(row, seed)]["code"]
+    check: dict[str, Any] = {
+        "code": code,
+        "now": now,
+        "cells": len(keys),
+        "covers": {f"{r}/{s}": digests[(r, s)]["config"] for r, s in keys},
+        "cell": [row, seed],
+        "commit": provenance.commit()["commit"],
+        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    if accept_code:
+        log(f"{len(keys)} cell(s) made at code {code} accepted at code {now} without a check (--accept-code)")
+        return check | {"accepted": True, "how": "--accept-code, not re-run"}
+    log(f"{len(keys)} finished cell(s) were made at code {code}, now {now}: re-running {row} seed {seed} to check them")
+    recorded = next(r for r in results["results"] if (r["row"], r["seed"]) == (row, seed))
+    scratch = out / "code-check" / f"{code}-{now}"
+    seed_run = SeedRun(study, protocol, seed, scratch, overrides, log, verbose, ROW_KINDS)
+    seed_run.trained.update(
+        {r["row"]: Path(r["run_dir"]) for r in results["results"] if r["seed"] == seed and r.get("run_dir")}
+    )
+    rerun = json.loads(json.dumps(seed_run.run(ROWS[row])))  # as results.json would hold it
+    differing = cells.differing_fields(recorded, rerun)
+    shown = {f: (_field(recorded, f), _field(rerun, f)) for f in differing[:3]}
+    log(f"code check: {row} seed {seed} " + ("re-ran equal" if not differing else f"differs in {', '.join(differing)}"))
+    return check | {
+        "accepted": not differing,
+        "how": "re-run equal" if not differing else "re-run differs",
+        "differing": differing,
+        "shown": {f: {"recorded": a, "rerun": b} for f, (a, b) in shown.items()},
+        "seconds": rerun.get("seconds"),
+    }
+
+
+def _field(record: Any, dotted: str) -> Any:
+    for part in dotted.split(".") if dotted else ():
+        record = record[int(part)] if isinstance(record, list) else record.get(part)
+    return record
+
+
+def _refusal(target: Path, check: dict[str, Any]) -> str:
+    row, seed = check["cell"]
+    shown = "; ".join(f"{f}: recorded {v['recorded']}, now {v['rerun']}" for f, v in check["shown"].items())
+    return (
+        f"{target}: {check['cells']} finished cell(s) were made at code digest {check['code']}; re-running "
+        f"{row} seed {seed} at code {check['now']} gave another result ({shown}; fields differing: "
+        f"{', '.join(check['differing'])}). This code changes the table's results: start a fresh folder "
+        f"(--out OTHER_DIR), or run the code that made them (a worktree at the folder's commit, results.json "
+        f"'commands'), or pass --accept-code to keep the old cells beside new ones knowingly"
+    )
+
+
 def _digests(
     study: Study, protocol: Protocol, rows: list[Row], results: dict[str, Any], out: Path, overrides: list[str]
-) -> dict[tuple[str, int], dict[str, str]]:
-    """(row, seed) -> this command's cell digest, for every cell it may run and every finished one."""
+) -> dict[tuple[str, int], dict[str, Any]]:
+    """(row, seed) -> this command's cell digest (config, code) and settings, for every cell it may run and
+    every finished one."""
     wanted = {(row.key, seed) for row in rows for seed in protocol.seeds}
     wanted |= {(r["row"], r["seed"]) for r in results["results"] if r["row"] in ROWS}
     settings = vars(protocol)
-    return {
-        (key, seed): cells.cell_digest(
-            row_config(study, protocol, ROWS[key].overrides, seed, out, f"{key}-s{seed}", overrides), settings
-        )
-        for key, seed in sorted(wanted)
-    }
+    digests = {}
+    for key, seed in sorted(wanted):
+        config = row_config(study, protocol, ROWS[key].overrides, seed, out, f"{key}-s{seed}", overrides)
+        digests[(key, seed)] = {
+            **cells.cell_digest(config, settings),
+            "settings": cells.cell_settings(config, settings),
+        }
+    return digests
 
 
 def _check_same(target: Path, previous: dict[str, Any], study: Study, protocol: Protocol, overrides: list[str]) -> None:

@@ -27,6 +27,7 @@ from typing import Any
 from teamrl.study import flow_report
 from teamrl.study.flow_report import RunSummary
 from teamrl.study.protocol import paired, verdict
+from teamrl.study.rows import bound_note, planned_bound
 from teamrl.study.run_outcomes import independent_offer
 
 PREDICTED_SIGN = {"voting": +1, "evaluator_optimizer": -1}
@@ -61,11 +62,13 @@ def _gain_text(shared: dict[int, float], separate: dict[int, float]) -> str:
     return f"{100 * d.mean:+.1f}{interval}"
 
 
-def _claim_verdict(workflow: str, shared: dict[int, float], separate: dict[int, float]) -> str:
-    """The paired verdict on the paper's claim for this workflow (the predicted winner as a)."""
+def _claim_verdict(workflow: str, shared: dict[int, float], separate: dict[int, float], results: dict[str, Any]) -> str:
+    """The paired verdict on the paper's claim for this workflow (the predicted winner as a), with the
+    table's planned bound and test split's size."""
+    bound, instances = planned_bound(results)[0], results.get("protocol", {}).get("test_instances")
     if PREDICTED_SIGN[workflow] > 0:
-        return verdict(paired(shared, separate), names=("shared", "per-agent"))
-    return verdict(paired(separate, shared), names=("per-agent", "shared"))
+        return verdict(paired(shared, separate), names=("shared", "per-agent"), bound=bound, instances=instances)
+    return verdict(paired(separate, shared), names=("per-agent", "shared"), bound=bound, instances=instances)
 
 
 def gain_table(results: dict[str, Any]) -> str:
@@ -85,7 +88,7 @@ def gain_table(results: dict[str, Any]) -> str:
             won = sum(shared[s] > separate[s] for s in shared)
             lines.append(
                 f"| {results['labels'].get(row, row)} | {workflow} | {'+' if sign > 0 else '-'} | "
-                f"{_gain_text(shared, separate)} | {_claim_verdict(workflow, shared, separate)} | "
+                f"{_gain_text(shared, separate)} | {_claim_verdict(workflow, shared, separate, results)} | "
                 f"{_gain_text(*last) if last[0] else '—'} | {len(shared)} | {won} of {len(shared)} |"
             )
     return "\n".join(lines)
@@ -133,7 +136,12 @@ def findings_table(results: dict[str, Any], trained: dict[tuple[str, str, str], 
             for name in runs
         }
         separate, shared = _pooled(by["per_agent"], by["shared"])
-        peak = verdict(paired(separate, shared), names=("per-agent", "shared"), unit="run pairs") if separate else "—"
+        bound, instances = planned_bound(results)[0], results.get("protocol", {}).get("test_instances")
+        peak = (
+            verdict(paired(separate, shared), True, ("per-agent", "shared"), "run pairs", bound, instances)
+            if separate
+            else "—"
+        )
         tops = [x.top_share for x in runs["shared"] if x.top_share is not None]
         share = f"{fmean(tops):.0%} ({sum(t >= 0.6 for t in tops)} of {len(tops)})" if tops else "—"
         voting = {
@@ -161,11 +169,12 @@ def report(results: dict[str, Any], base: Path | None = None) -> str:
     """The page's markdown. base: the results file's folder, where run folders are looked for when the
     paths the file records are gone (a copied or moved study folder)."""
     trained, untrained, untrained_roles = flow_report.collect(results, base)
+    note = bound_note(results)
     parts = [
         "# Scale axis: shared vs per-agent policies",
         "",
         "Shared - per-agent test success, in points (the paper predicts + on voting's duplicated "
-        "generators, - on the evaluator-optimizer's distinct roles):",
+        "generators, - on the evaluator-optimizer's distinct roles)" + (f". {note}" if note else ":"),
         "",
         gain_table(results),
         "",

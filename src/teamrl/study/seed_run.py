@@ -23,6 +23,7 @@ from teamrl.rollout.agent_params import agent_sampling
 from teamrl.rollout.evaluation import evaluate
 from teamrl.setup.team import build_policies, build_workflow, policies_from_checkpoint
 from teamrl.setup.tiny_default import WarmupRecipe, warm_up
+from teamrl.study.progress import cell_progress
 from teamrl.study.protocol import Protocol, mean_pass_at_k
 from teamrl.study.rows import FROZEN_LR, Row, Study
 from teamrl.training.loop import train
@@ -195,15 +196,14 @@ class SeedRun:
             "alone": self._alone,
             "transfer": self._transfer,
         }
-        if row.kind in own:
-            result.update(own[row.kind](row))
-        elif row.kind in self.row_kinds:
-            result.update(self.row_kinds[row.kind](self, row))
-        else:
+        if row.kind not in own and row.kind not in self.row_kinds:
             raise ConfigError(
                 f"row {row.key!r} is of kind {row.kind!r}, which this study run cannot produce; "
                 f"known kinds: {', '.join([*own, *self.row_kinds])}"
             )
+        self.log(f"seed {self.seed} {result['label']}: started")
+        with cell_progress(self.log, f"  seed {self.seed} {row.key}: "):
+            result.update(own[row.kind](row) if row.kind in own else self.row_kinds[row.kind](self, row))
         result["seconds"] = time.time() - started
         self.log(
             f"seed {self.seed} {result['label']}: test success {result['test_success']:.1%} ({result['seconds']:.0f}s)"

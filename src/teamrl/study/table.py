@@ -16,7 +16,7 @@ from teamrl.report.page import esc, fmt, plot, table, write_page
 from teamrl.report.plots import Line, Panel, color_for, save_figure
 from teamrl.study import scale_report
 from teamrl.study.protocol import Paired, Summary, paired, summarize, verdict
-from teamrl.study.rows import COMPARISONS, STUDIES, UNDIRECTED, named_model
+from teamrl.study.rows import COMPARISONS, STUDIES, UNDIRECTED, bound_note, named_model, planned_bound
 
 
 def by_row(results: dict[str, Any], metric: str = "test_success") -> dict[str, dict[int, float]]:
@@ -41,15 +41,23 @@ def paired_cell(result: Paired) -> str:
     return f"{100 * d.mean:+.1f} pts{interval}; {result.wins} wins, {result.losses} losses, {result.ties} ties"
 
 
-def comparisons(values: dict[str, dict[int, float]]) -> list[tuple[str, str, Paired, str]]:
+def comparisons(
+    values: dict[str, dict[int, float]], bound: float | None = None, instances: int | None = None
+) -> list[tuple[str, str, Paired, str]]:
     """(question, 'a - b', paired result, verdict against the papers' claim) for each comparison whose
-    two rows both ran."""
+    two rows both ran; bound: the table's planned equivalence bound; instances: test instances per cell."""
     out = []
     for a, b, question in COMPARISONS:
         if a in values and b in values and set(values[a]) & set(values[b]):
             result = paired(values[a], values[b])
-            out.append((question, f"{a} - {b}", result, verdict(result, (a, b) not in UNDIRECTED)))
+            said = verdict(result, (a, b) not in UNDIRECTED, bound=bound, instances=instances)
+            out.append((question, f"{a} - {b}", result, said))
     return out
+
+
+def table_comparisons(results: dict[str, Any]) -> list[tuple[str, str, Paired, str]]:
+    """`comparisons` of a results file, with its planned bound and test split's size."""
+    return comparisons(by_row(results), planned_bound(results)[0], results.get("protocol", {}).get("test_instances"))
 
 
 def base_lines(results: dict[str, Any]) -> list[str]:
@@ -116,12 +124,14 @@ def markdown(results: dict[str, Any]) -> str:
             f"Unseen variant of the transfer rows: {chosen.transfer_label} ({', '.join(chosen.transfer)}); "
             "scored with the source row's checkpoint, picked on the original validation split.",
         ]
-    found = comparisons(values)
+    found = table_comparisons(results)
     if found:
+        note = bound_note(results)
         lines += [
             "",
             "Paired comparisons (per-seed differences, same starting weights; the papers claim a > b unless "
             "the verdict gives no 'agrees/against'):",
+            *(["", note] if note else []),
             "",
             "| question | a - b | difference | verdict |",
             "|---|---|---|---|",
@@ -190,7 +200,7 @@ def write_report(results_file: Path) -> Path:
         for k in results["rows"]
         if k in values
     ]
-    pairs = [[esc(q), esc(ab), esc(paired_cell(p)), esc(v)] for q, ab, p, v in comparisons(values)]
+    pairs = [[esc(q), esc(ab), esc(paired_cell(p)), esc(v)] for q, ab, p, v in table_comparisons(results)]
     sections = [
         ("table", "Test success", table(["row", "test success (mean ± std [95% CI])", "seeds"], rows, {2})),
         ("paired", "Paired comparisons", table(["question", "a - b", "difference", "verdict"], pairs)),
@@ -210,3 +220,26 @@ def write_report(results_file: Path) -> Path:
         )
     header = f"<h1>Study {esc(results['study'])}</h1>\n<pre>{esc(text)}</pre>\n"
     return write_page(out, f"teamrl study {results['study']}", header, sections)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Redo a results file's table.md (and with --page its index.html and curves) without rerunning:
+
+    python -m teamrl.study.table OUT/results.json [--page]
+    """
+    import argparse
+
+    parser = argparse.ArgumentParser(description="redo a study's table.md from its results.json")
+    parser.add_argument("results", type=Path, nargs="+")
+    parser.add_argument("--page", action="store_true", help="also index.html and curves.png")
+    args = parser.parse_args(argv)
+    for path in args.results:
+        if args.page:
+            print(write_report(path))
+        else:
+            (path.parent / "table.md").write_text(markdown(json.loads(path.read_text())))
+            print(path.parent / "table.md")
+
+
+if __name__ == "__main__":
+    main()

@@ -180,6 +180,13 @@ def train(config: RunConfig, model_path: str | None = None, progress: bool = Tru
                     "time/onednn_layers": float(onednn_layers),
                 },
             )
+            logging.getLogger("teamrl").info(
+                "held-out evaluation at step %d: success %.3f on %d instances, %.0f s",
+                step,
+                metrics["success"],
+                instances,
+                time.time() - started,
+            )
             run.write_json(
                 f"transcripts/eval_step{step:05d}.json",
                 [{"instance": e.instance, "success": e.success, "turns": e.transcript} for e in episodes[:8]],
