@@ -106,3 +106,30 @@ def test_the_trainers_own_autocast_makes_no_sampler_copies():
     with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
         policy.model(input_ids=ids)
     assert all(sampler_weight_version(m.weight) is None for m in _linears(policy))
+
+
+def test_the_bf16_sampler_keeps_lora_factors_and_attention_out_of_autocast(monkeypatch):
+    """Under the bf16 sampler the rank-r LoRA factors and the attention over the cache run in fp32 with autocast
+    off (autocast would cast the factors and the whole cache at every step); the base projections stay bf16."""
+    from test_lora_rows import lora_team
+
+    from teamrl.rollout import lean_decode, lora_rows
+
+    policy = lora_team(names=("plan",))[0]
+    deltas, attends = [], []
+    real_delta, real_attend = lora_rows._lora_delta, lean_decode.LeanDecoder._attend_exact
+
+    def delta(x, a, b):
+        deltas.append((torch.is_autocast_enabled("cpu"), a.dtype, b.dtype))
+        return real_delta(x, a, b)
+
+    def attend(self, i, q):
+        attends.append((torch.is_autocast_enabled("cpu"), q.dtype, self.k_prompt[i].dtype, self.v_prompt[i].dtype))
+        return real_attend(self, i, q)
+
+    monkeypatch.setattr(lora_rows, "_lora_delta", delta)
+    monkeypatch.setattr(lean_decode.LeanDecoder, "_attend_exact", attend)
+    _draw(policy, "bfloat16")
+    assert deltas and attends
+    assert set(deltas) == {(False, torch.float32, torch.float32)}  # x may come in bf16: it is cast to the factors
+    assert {a[0] for a in attends} == {False} and all(len(set(a[1:])) == 1 for a in attends)

@@ -110,6 +110,17 @@ def project(x: torch.Tensor, module: Any, rows: RowAdapters) -> torch.Tensor:
         if name is None or name not in module.lora_A:
             continue
         a, b = module.lora_A[name].weight, module.lora_B[name].weight  # [r, in], [out, r]
-        delta = (x[start:end].to(a.dtype) @ a.t()) @ b.t()
+        if torch.is_autocast_enabled(x.device.type):  # the bf16 sampler: see _lora_delta
+            with torch.autocast(x.device.type, enabled=False):
+                delta = _lora_delta(x[start:end], a, b)
+        else:
+            delta = _lora_delta(x[start:end], a, b)
         out[start:end] += (delta * module.scaling[name]).to(out.dtype)
     return out
+
+
+def _lora_delta(x: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """(x @ A^T) @ B^T in the adapter's dtype. Inside the bf16 sampler's autocast this runs with autocast off: the
+    factors are rank-r matmuls that bf16 does not speed up, and autocast would cast both factors at every
+    projection of every decode step (measured at 24 rows: 113 us a projection under autocast, 30 us in fp32)."""
+    return (x.to(a.dtype) @ a.t()) @ b.t()
