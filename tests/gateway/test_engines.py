@@ -13,13 +13,12 @@ import httpx
 import openai
 import pytest
 import torch
+from gateway_template import CHAT_TEMPLATE
 
 from teamrl.gateway import AgentRoute, Gateway, SamplingWorker
 from teamrl.rollout import engine_routing, sampler
 from teamrl.rollout.builtin_engine import SamplingParams
 from toy import tiny_policy
-
-from gateway_template import CHAT_TEMPLATE
 
 CONFIG = Path(__file__).resolve().parents[2] / "examples" / "gateway" / "openai_team.yaml"
 
