@@ -161,10 +161,10 @@ def test_adapters_on_every_linear_layer_the_embedding_and_the_head_with_two_rank
     network = attach_adapters(base.network, {"wide": LoraConfig(r=4, alpha=8, target_modules=everywhere),
                                              "narrow": LoraConfig(r=16, alpha=8, target_modules=["q_proj"])})
     torch.manual_seed(3)
-    with torch.no_grad():
+    with torch.no_grad():  # smaller than the pair's 0.3: nine adapted modules at 0.3 push float32 past ATOL
         for name in ("wide", "narrow"):
             for param in adapter_parameters(network, name):
-                param.normal_(0, 0.3)
+                param.normal_(0, 0.1)
     policies = {name: Policy(name, network, base.tokenizer, False, adapter=name) for name in ("wide", "narrow")}
     engine_routing.serve_with_vllm(policies, kv_cache_gb=0.125)
     try:
