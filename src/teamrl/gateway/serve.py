@@ -2,7 +2,9 @@
 
 Each agent of the run's workflow is served by the policy the run mapped it to, from the run's final
 checkpoint (else its best), with the run's held-out sampling settings; a request's `temperature` and
-`top_p` are honoured here (nothing is trained from these calls).
+`top_p` are honoured here (nothing is trained from these calls). The config's `rollout.engine` samples:
+with `vllm` the policies are served by vLLM engines (`teamrl.rollout.engine_routing`), which `stop_serving`
+closes.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from teamrl.config import ConfigError, load_config
 from teamrl.gateway.batching import SamplingWorker
 from teamrl.gateway.server import AgentRoute, Gateway
 from teamrl.rollout.agent_params import agent_sampling
+from teamrl.rollout.sampler import release
 from teamrl.rollout.tree import params_by_agent
 from teamrl.setup.loaded_team import Team, locate
 from teamrl.setup.threads import set_threads
@@ -29,7 +32,7 @@ def serve_run(
     threads: int | str | None = None,
     overrides: list[str] | None = None,
 ) -> Gateway:
-    """A started gateway over a team's policies (close it with `.close()` and `.worker.close()`).
+    """A started gateway over a team's policies (`stop_serving` closes it, its worker and its engines).
 
     path: a run directory or one of its `checkpoints/<tag>` folders (the trained policies), or a config
     file (`.yaml`: its base, untrained policies; `overrides` apply to it, e.g. policy.model=NAME).
@@ -52,3 +55,12 @@ def serve_run(
     }
     worker = SamplingWorker(torch.Generator().manual_seed(config.seed), batch_window_ms / 1000)
     return Gateway(routes, worker, host=host, port=port, token=token).start()
+
+
+def stop_serving(gateway: Gateway) -> None:
+    """Close a gateway started by `serve_run`: the HTTP server, then the sampling worker (so nothing samples
+    any more), then the engines serving its policies (vLLM's; the built-in engine holds nothing)."""
+    gateway.close()
+    if gateway.worker is not None:
+        gateway.worker.close()
+    release({agent: route.policy for agent, route in gateway.routes.items()})

@@ -55,6 +55,7 @@ from teamrl.gateway.tool_calls import ToolRequest, read_answer, tool_call_parser
 from teamrl.gateway.tool_prompt import prompt_messages, template_supports_tools
 from teamrl.policies.loading import Policy
 from teamrl.rollout.builtin_engine import Generation, SamplingParams
+from teamrl.rollout.engine_routing import context_length
 
 log = logging.getLogger("teamrl.gateway")
 
@@ -413,7 +414,7 @@ class Gateway:
                 changes["top_p"] = chat.top_p
             if changes.get("temperature", 1.0) < MIN_TEMPERATURE or changes.get("top_p", 1.0) < MIN_TOP_P:
                 changes["temperature"], changes["top_p"] = 0.0, 1.0  # both limits are the argmax
-        context = getattr(route.policy.network.config, "max_position_embeddings", None)
+        context = context_length(route.policy)  # the model's, or its engine's when that is shorter (vLLM)
         if context and prompt_tokens + changes["max_new_tokens"] > context:
             raise ApiError(
                 400,

@@ -28,6 +28,16 @@ def sample(
     return sampler.sample(policy, prompts, num_samples, params, generator)
 
 
+def context_length(policy: Policy) -> int | None:
+    """Prompt plus response tokens one call of `policy` may hold: its engine's limit where the engine sets one
+    (`max_model_len`: a vLLM engine caps its context at `vllm_engine.MAX_MODEL_LEN`), else the model's
+    `max_position_embeddings` (None where the model names none)."""
+    model = getattr(policy.network.config, "max_position_embeddings", None)
+    engine = getattr(served_by(policy), "max_model_len", None)
+    limits = [n for n in (model, engine) if n]
+    return min(limits) if limits else None
+
+
 def serve_with_vllm(policies: dict[str, Policy], kv_cache_gb: float, seed: int = 0) -> None:
     """Start the vLLM engines of `rollout.engine: vllm` and route these policies' sampling to them.
 

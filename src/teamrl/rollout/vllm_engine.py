@@ -117,8 +117,8 @@ def architectures(network: torch.nn.Module) -> list[str]:
     return list(getattr(base.config, "architectures", None) or [type(base).__name__])
 
 
-def check_supported(network: torch.nn.Module, vllm) -> None:
-    """A ConfigError, before anything starts, for a model vLLM here cannot run."""
+def check_supported(network: torch.nn.Module, vllm, lora: bool = False) -> None:
+    """A ConfigError, before anything starts, for a model vLLM here cannot run (lora: with LoRA adapters)."""
     config = base_model(network).config
     archs = architectures(network)
     supported = set(vllm.ModelRegistry.get_supported_archs())
@@ -126,6 +126,12 @@ def check_supported(network: torch.nn.Module, vllm) -> None:
         raise ConfigError(
             f"rollout.engine: vllm: vLLM {vllm.__version__} has no implementation of {', '.join(archs)}; "
             "use rollout.engine: builtin for this model"
+        )
+    if lora and not any(supports_lora(vllm, a) for a in archs if a in supported):
+        # vLLM itself would fail later, inside the engine's start, with "... does not support LoRA yet"
+        raise ConfigError(
+            f"rollout.engine: vllm: vLLM {vllm.__version__} serves {', '.join(archs)} without LoRA adapters; "
+            "give these policies full weights (policy.lora: null) or use rollout.engine: builtin"
         )
     from vllm.platforms import current_platform
 
@@ -147,6 +153,13 @@ def check_supported(network: torch.nn.Module, vllm) -> None:
             )
 
 
+def supports_lora(vllm, arch: str) -> bool:
+    """Whether vLLM's implementation of `arch` (a name in its registry) takes LoRA adapters."""
+    from vllm.model_executor.models.interfaces import supports_lora as implements_lora
+
+    return bool(implements_lora(vllm.ModelRegistry.models[arch].load_model_cls()))
+
+
 class VllmEngine:
     """One in-process vLLM engine over one base model, serving a full policy or LoRA policies on it."""
 
@@ -166,11 +179,14 @@ class VllmEngine:
                 + ", ".join(p.name for p in policies)
             )
         vllm = import_vllm()
-        check_supported(network, vllm)
+        check_supported(network, vllm, lora=policies[0].adapter is not None)
         self._vllm = vllm
         self.network, self.tokenizer = network, policies[0].tokenizer
         self.served = {p.name: _Served(p, i + 1 if p.adapter is not None else None) for i, p in enumerate(policies)}
         self._folder = Path(tempfile.mkdtemp(prefix="teamrl-vllm-"))
+        # Prompt + response tokens of one request (the gateway refuses longer ones before they reach vLLM).
+        config = base_model(network).config
+        self.max_model_len = min(MAX_MODEL_LEN, getattr(config, "max_position_embeddings", MAX_MODEL_LEN))
         self.llm = self._start(kv_cache_gb, seed, eager)
         self.push_base()
 
@@ -183,7 +199,7 @@ class VllmEngine:
         config.save_pretrained(model_dir)
         self.tokenizer.save_pretrained(model_dir)
         dtype = str(next(base.parameters()).dtype).removeprefix("torch.")
-        max_len = min(MAX_MODEL_LEN, getattr(base.config, "max_position_embeddings", MAX_MODEL_LEN))
+        max_len = self.max_model_len
         from vllm.platforms import current_platform
 
         lora = {}

@@ -92,22 +92,28 @@ def build_policies(
 
     training: whether they are about to be trained (else sampling-only settings are not warned about).
     Returns (policies by name, agent name -> policy name). With rollout.engine: vllm they are served by
-    vLLM engines (`teamrl.rollout.engine_routing`); `teamrl.rollout.engine_routing.release` closes them.
+    vLLM engines (`teamrl.rollout.engine_routing`); `teamrl.rollout.sampler.release` closes them.
     """
     mapping = agent_mapping(config, workflow)
     policies = load_policies(policy_settings(config, mapping, model_path))
     warn_about_settings(
         config, policies, mapping, {a.name: a.role for a in workflow.agents}, training
     )  # tiny-model settings on a real LLM, pure bf16
-    if config.rollout.engine == "vllm":  # their sampling goes to vLLM engines from now on
+    return on_configured_engine(config, policies), mapping
+
+
+def on_configured_engine(config: RunConfig, policies: dict[str, Policy]) -> dict[str, Policy]:
+    """`policies`, sampled from now on by the run's `rollout.engine` (vllm: vLLM engines are started)."""
+    if config.rollout.engine == "vllm":
         serve_with_vllm(policies, config.rollout.vllm_kv_cache_gb, config.seed)
-    return policies, mapping
+    return policies
 
 
 def policies_from_checkpoint(
     config: RunConfig, workflow: Workflow, folder: Path
 ) -> tuple[dict[str, Policy], dict[str, str]]:
-    """The configured policies with the weights of a checkpoint (checkpoints/<tag>/<policy>/).
+    """The configured policies with the weights of a checkpoint (checkpoints/<tag>/<policy>/), sampled by
+    the config's `rollout.engine` (as `build_policies`'s are).
 
     `folder` may instead be one HF model folder: then every policy is a full copy of it.
     """
@@ -120,7 +126,7 @@ def policies_from_checkpoint(
             name: dataclasses.replace(config.policy_config(name), model=str(folder), tokenizer="", lora=None)
             for name in dict.fromkeys(mapping.values())
         }
-        return load_policies(settings), mapping
+        return on_configured_engine(config, load_policies(settings)), mapping
     missing = [name for name in dict.fromkeys(mapping.values()) if not (folder / name).is_dir()]
     if missing:
         raise ConfigError(
@@ -141,7 +147,7 @@ def policies_from_checkpoint(
     for name, cfg in settings.items():
         if cfg.lora is not None:
             load_policy_weights(policies[name], folder / name)
-    return policies, mapping
+    return on_configured_engine(config, policies), mapping
 
 
 def _refuse_run_directory(folder: Path) -> None:
