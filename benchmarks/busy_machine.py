@@ -29,7 +29,7 @@ import torch
 from teamrl.config import load_config
 from teamrl.setup.team import build_policies, build_workflow
 from teamrl.training.credit import assign_advantages, trainable
-from teamrl.training.loop import rollout_step
+from teamrl.training.schedule import rollout_step
 from teamrl.setup.threads import ThreadGovernor, usable_cores
 from teamrl.training.update import make_optimizer, update_policy
 from benchmarks.harness import add_out_argument, write_result

@@ -28,7 +28,8 @@ from teamrl.config import load_config
 from teamrl.diagnostics.session import RunDiagnostics
 from teamrl.setup.team import build_policies, build_workflow
 from teamrl.training.credit import assign_advantages, trainable
-from teamrl.training.loop import rollout_metrics, rollout_step
+from teamrl.training.loop import rollout_metrics
+from teamrl.training.schedule import rollout_step
 from teamrl.training.update import make_optimizer, update_policy
 from benchmarks.harness import add_out_argument, write_result
 

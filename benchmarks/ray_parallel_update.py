@@ -29,7 +29,7 @@ from teamrl.policies.tiny_model import build_char_tokenizer, build_tiny_model
 from teamrl.rollout.builtin_engine import Generation
 from teamrl.rollout.tree import Sample
 from teamrl.training.backends import make_backend
-from teamrl.training.backends.base import UpdateSettings
+from teamrl.training.backends.base import UpdateSettings, update_seeds
 from teamrl.training.update import PolicyOptimizer
 from teamrl.workflows.base import Outcome
 
@@ -94,7 +94,7 @@ def main() -> None:
         for label, backend, threads in arms:
             torch.set_num_threads(threads)  # the driver's threads; the actors set their own
             started = time.perf_counter()
-            backend.update(batches, rng)
+            backend.update(batches, update_seeds(list(optimizers), rng))
             if repeat:  # the first pair warms up both (allocations, actor start-up)
                 times[label].append(time.perf_counter() - started)
     remote.close()

@@ -45,7 +45,7 @@ from teamrl.policies.scoring import bf16_body, shared_prefix_logprobs
 from teamrl.policies.tiny_model import build_tiny_model
 from teamrl.setup.team import build_policies, build_workflow
 from teamrl.training.credit import assign_advantages, trainable
-from teamrl.training.loop import rollout_step
+from teamrl.training.schedule import rollout_step
 from teamrl.training.micro_batches import layout_cells
 from teamrl.training.update import PolicyOptimizer, _minibatches, adamw, role_parts, update_policy
 from benchmarks.harness import add_out_argument, write_result

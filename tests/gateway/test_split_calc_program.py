@@ -15,7 +15,7 @@ from teamrl.config import load_config
 from teamrl.rollout.tree import RewardWeights
 from teamrl.tasks.split_calc import answer_value, evaluate_formula
 from teamrl.setup.team import build_policies, build_workflow
-from teamrl.training.loop import rollout_step
+from teamrl.training.schedule import rollout_step
 
 from toy import tiny_policy
 

@@ -14,7 +14,7 @@ from teamrl.rollout import builtin_engine as engine
 from teamrl.rollout.builtin_engine import SamplingParams, sample, stop_cut
 from teamrl.rollout.tree import RewardWeights, run_episodes
 from teamrl.rollout.evaluation import evaluate
-from teamrl.training.loop import rollout_step
+from teamrl.training.schedule import rollout_step
 from teamrl.training.update import make_optimizer, update_policy
 from toy import ToyWorkflow, tiny_policy
 

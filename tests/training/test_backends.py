@@ -48,7 +48,8 @@ def _run(trainer, steps=2, make=_optimizers, settings=None):
     backend = make_backend(trainer, optimizers, settings or _settings())
     rng = random.Random(5)
     try:
-        metrics = [{n: r.stats for n, r in backend.update(_batches(), rng).items()} for _ in range(steps)]
+        metrics = [{n: r.stats for n, r in backend.update(_batches(), update_seeds(list(optimizers), rng)).items()}
+                   for _ in range(steps)]
         backend.pull_optimizer_state()
     finally:
         backend.close()
@@ -220,7 +221,7 @@ def _tracker_states(trainer, states=None):
     try:
         if states is not None:
             backend.load_tracker_states(states)
-        backend.update(_batches(), random.Random(5))
+        backend.update(_batches(), update_seeds(list(NAMES), random.Random(5)))
         return backend.tracker_states()
     finally:
         backend.close()

@@ -42,7 +42,7 @@ def test_the_word_options_are_the_expected_ones():
         "regime", "workflow.prompt_style", "policy.dtype", "policy.cpu_linear", "policy.chat_template",
         "rollout.engine", "rollout.sampler_dtype", "algorithm.objective", "algorithm.grouping", "algorithm.commit", "algorithm.aggregation",
         "algorithm.trajectory_credit", "algorithm.autocast", "algorithm.rollout_correction", "train.schedule", "train.adamw", "diagnostics.level",
-        "trainer.backend", "trainer.shard", "trainer.shard_param_dtype"}
+        "trainer.backend", "trainer.shard", "trainer.shard_param_dtype", "trainer.rollout_schedule"}
 
 
 @pytest.mark.parametrize(("key", "words", "default"), OPTIONS, ids=[key for key, _, _ in OPTIONS])

@@ -22,6 +22,7 @@ from teamrl.cli import main as cli_main
 from teamrl.config import config_to_dict, load_config
 from teamrl.training import checkpoint as ckpt
 from teamrl.training import loop as loop_module
+from teamrl.training import schedule as schedule_module
 from teamrl.training.loop import train
 
 # A random tiny model keeps this fast (no warm-up). Its samples are near-uniform, so most groups
@@ -168,7 +169,7 @@ def test_a_failing_step_still_releases_the_backend_and_the_workflow(tmp_path, ra
 
     monkeypatch.setattr(loop_module, "make_backend", spy_backend)
     monkeypatch.setattr(loop_module, "build_workflow", spy_workflow)
-    monkeypatch.setattr(loop_module, "rollout_step", fail)
+    monkeypatch.setattr(schedule_module, "rollout_step", fail)
     with pytest.raises(Stop):
         train(load_config(_config_file(tmp_path, random_model_dir), ["run_name=failing"]), progress=False)
     assert sorted(closed) == ["backend", "workflow"]

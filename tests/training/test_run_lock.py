@@ -20,6 +20,7 @@ import yaml
 from teamrl.cli import main as cli_main
 from teamrl.config import config_to_dict, load_config
 from teamrl.training import loop as loop_module
+from teamrl.training import schedule as schedule_module
 from teamrl.training.run_dir import LOCK_FILE, RunLock, RunLockedError, TrainingInterrupted
 from teamrl.training.loop import train
 
@@ -196,7 +197,7 @@ def test_ctrl_c_before_the_first_step_says_nothing_was_kept(tmp_path, model_dir,
 def test_a_failure_after_a_step_keeps_the_run_for_resume(tmp_path, model_dir, monkeypatch):
     config = load_config(_config_file(tmp_path, model_dir, "train.steps=3", "train.checkpoint_every=1"),
                          ["run_name=late"])
-    real = loop_module.rollout_step
+    real = schedule_module.rollout_step
     calls = []
 
     def rollout_step(*args, **kwargs):
@@ -205,7 +206,7 @@ def test_a_failure_after_a_step_keeps_the_run_for_resume(tmp_path, model_dir, mo
             raise RuntimeError("worker died")
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(loop_module, "rollout_step", rollout_step)
+    monkeypatch.setattr(schedule_module, "rollout_step", rollout_step)
     with pytest.raises(RuntimeError, match="worker died"):
         train(config, progress=False)
     run = tmp_path / "runs" / "late"

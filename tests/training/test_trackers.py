@@ -286,8 +286,9 @@ def test_a_failing_step_closes_the_trackers_as_failed(tmp_path, random_model_dir
     from mlflow.tracking import MlflowClient
 
     from teamrl.training import loop as loop_module
+    from teamrl.training import schedule as schedule_module
 
-    real_step, calls = loop_module.rollout_step, []
+    real_step, calls = schedule_module.rollout_step, []
 
     def fail_second(*args, **kwargs):
         # The second step fails: a new run that fails before its first step is removed whole
@@ -297,7 +298,7 @@ def test_a_failing_step_closes_the_trackers_as_failed(tmp_path, random_model_dir
             raise RuntimeError("step failed")
         return real_step(*args, **kwargs)
 
-    monkeypatch.setattr(loop_module, "rollout_step", fail_second)
+    monkeypatch.setattr(schedule_module, "rollout_step", fail_second)
     config = load_config(None, [*OVERRIDES, "report_to=[mlflow]", "train.steps=3", f"policy.model={random_model_dir}",
                                 f"output_dir={tmp_path}"])
     with pytest.raises(RuntimeError, match="step failed"):

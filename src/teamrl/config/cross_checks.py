@@ -17,6 +17,20 @@ def check_rollout_workers_engine(rollout: RolloutConfig, trainer: TrainerConfig)
     )
 
 
+def check_pipeline(trainer: TrainerConfig, algo: AlgorithmConfig) -> None:
+    """A pipelined schedule that samples with stale weights needs the rollout correction that accounts for it."""
+    if trainer.rollout_schedule != "pipelined" or trainer.rollout_staleness == 0:
+        return
+    require(
+        algo.rollout_correction != "none",
+        "algorithm.rollout_correction",
+        algo.rollout_correction,
+        "tis, mis, seq_tis or seq_mis with trainer.rollout_schedule: pipelined (its samples come from the "
+        "weights one update behind the trainer's; the correction weights them by pi_prox / mu), or "
+        "trainer.rollout_staleness=0",
+    )
+
+
 def check_sharding(trainer: TrainerConfig, algo: AlgorithmConfig) -> None:
     """Cross-section checks of trainer.shard: fsdp (every worker runs each forward with the others)."""
     if trainer.shard != "fsdp":

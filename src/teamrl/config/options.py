@@ -32,6 +32,7 @@ DiagnosticsLevel = Literal["none", "cheap", "full"]
 TrainerBackend = Literal["local", "ray"]
 Shard = Literal["none", "fsdp"]
 ShardParamDType = Literal["float32", "bfloat16"]
+RolloutSchedule = Literal["serial", "pipelined"]
 Threads = int | Literal["auto"]
 
 

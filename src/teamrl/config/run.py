@@ -12,7 +12,7 @@ import yaml
 
 from teamrl.config.building import build_dataclass, check_values, set_dotted
 from teamrl.config.checks import ConfigError, require
-from teamrl.config.cross_checks import check_rollout_workers_engine, check_sharding
+from teamrl.config.cross_checks import check_pipeline, check_rollout_workers_engine, check_sharding
 from teamrl.config.options import Regime, check_choice, choices
 from teamrl.config.sections import (
     AlgorithmConfig,
@@ -80,6 +80,7 @@ class RunConfig:
         )
         check_rollout_workers_engine(self.rollout, self.trainer)
         check_sharding(self.trainer, self.algorithm)
+        check_pipeline(self.trainer, self.algorithm)
         from teamrl.config.report_to import resolve_report_to
 
         resolve_report_to(self.report_to)  # unknown names and missing packages fail here, not mid-run

@@ -17,6 +17,7 @@ from teamrl.config.options import (
     Grouping,
     Objective,
     RolloutCorrection,
+    RolloutSchedule,
     Schedule,
     Shard,
     ShardParamDType,
@@ -372,6 +373,13 @@ class TrainerConfig:
     share of every step's instances each; 0: rollouts in the driver. > 0 needs ray."""
     num_cpus_per_rollout_worker: float = 1.0
     """CPUs Ray reserves for each rollout worker (fractions allowed)."""
+    rollout_schedule: RolloutSchedule = "serial"
+    """serial (sample step t, then update on it) or pipelined (the rollout workers play step t+1 while the
+    policies update on step t; needs rollout_workers >= 1; docs/performance/pipeline.md)."""
+    rollout_staleness: int = 1
+    """rollout_schedule: pipelined only: weights versions the sampler lags behind the trainer. 1: step t+1 is
+    sampled with the weights before update t, during it (needs algorithm.rollout_correction); 0: the
+    workers wait for update t (no overlap; the run equals the serial one)."""
     shard: Shard = "none"
     """none (every worker of a policy holds all its weights, gradients and AdamW state) or fsdp (FSDP2: the
     data_parallel workers of a policy each hold 1/data_parallel of them; needs backend: ray; docs/scaling/fsdp.md)."""
@@ -389,6 +397,14 @@ class TrainerConfig:
         )
         require(self.data_parallel >= 1, "data_parallel", self.data_parallel, "an integer >= 1")
         require(self.rollout_workers >= 0, "rollout_workers", self.rollout_workers, "an integer >= 0")
+        check_choice(self.rollout_schedule, "rollout_schedule", RolloutSchedule)
+        require(self.rollout_staleness in (0, 1), "rollout_staleness", self.rollout_staleness, "0 or 1")
+        if self.rollout_schedule == "pipelined" and not self.rollout_workers:
+            raise ConfigError(
+                "rollout_schedule: pipelined plays the next step in rollout worker processes while this "
+                "process updates; set trainer.rollout_workers=1 (with trainer.backend=ray), or "
+                "trainer.rollout_schedule=serial"
+            )
         require(
             self.num_cpus_per_rollout_worker >= 0,
             "num_cpus_per_rollout_worker",

@@ -50,6 +50,7 @@ class Sample:
     policy: str
     committed: bool = False
     advantage: float = 0.0
+    weights_version: int = 0  # updates the sampling weights had seen (the trainer's step count when sampled)
 
     @property
     def passed(self) -> bool:

@@ -6,7 +6,6 @@ import json
 import logging
 import random
 import time
-from functools import partial
 from pathlib import Path
 from statistics import mean
 from typing import Any
@@ -25,12 +24,12 @@ from teamrl.rollout.evaluation import evaluate
 from teamrl.rollout.logprob_gap import gap_metrics
 from teamrl.rollout.sampler import release as release_engines
 from teamrl.rollout.sampler import served_by
-from teamrl.rollout.tree import Episode, RewardWeights, Sample, run_episodes
+from teamrl.rollout.tree import Episode, Sample
 from teamrl.setup.team import build_policies, build_workflow
 from teamrl.setup.threads import ThreadGovernor
 from teamrl.training.arithmetic_notes import arithmetic_record
 from teamrl.training.backends import make_backend
-from teamrl.training.backends.base import UpdateSettings
+from teamrl.training.backends.base import UpdateSettings, update_seeds
 from teamrl.training.backends.rollout_workers import RolloutPool
 from teamrl.training.best_weights import BestWeights
 from teamrl.training.credit import assign_advantages, trainable
@@ -38,50 +37,13 @@ from teamrl.training.disk_full import DiskFullError, is_disk_full, what_was_writ
 from teamrl.training.freed_memory import keep_freed_memory
 from teamrl.training.resume import LoopState, TrackerStates, restore_training_state, save_training_state
 from teamrl.training.run_dir import RunDirectory, TrainingInterrupted, claim_run
+from teamrl.training.schedule import make_schedule
 from teamrl.training.update import make_optimizer
-from teamrl.workflows.base import Workflow
 
 
 def seed_everything(seed: int) -> None:
     random.seed(seed)
     torch.manual_seed(seed)
-
-
-def rollout_step(
-    config: RunConfig,
-    workflow: Workflow,
-    policies: dict[str, Policy],
-    mapping: dict[str, str],
-    step: int,
-    generator: torch.Generator,
-    rng: random.Random,
-    pool: RolloutPool | None = None,
-) -> tuple[list[Sample], list[Episode]]:
-    """One batch of training episodes: tree-sampled (AT-GRPO) or K independent ones (trajectory).
-
-    pool: Ray rollout workers that play the episodes instead of this process (trainer.rollout_workers).
-    """
-    algo = config.algorithm
-    params = agent_sampling(config.rollout, workflow.agents, "train")
-    first = step * config.train.batch_size
-    instances = list(range(first, first + config.train.batch_size))
-    weights = RewardWeights(algo.team_weight, algo.local_weight)
-    play = pool.run_episodes if pool else partial(run_episodes, workflow, policies=policies, agent_to_policy=mapping)
-    if algo.grouping == "tree":
-        return play(
-            instances=instances,
-            split="train",
-            params=params,
-            branches=algo.k,
-            weights=weights,
-            generator=generator,
-            rng=rng,
-            commit_rule=algo.commit,
-        )
-    repeated = [i for i in instances for _ in range(algo.k)]
-    return play(
-        instances=repeated, split="train", params=params, branches=1, weights=weights, generator=generator, rng=rng
-    )
 
 
 def rollout_metrics(samples: list[Sample], episodes: list[Episode]) -> dict[str, float]:
@@ -137,6 +99,9 @@ def train(config: RunConfig, model_path: str | None = None, progress: bool = Tru
         components: dict[str, Any] = {"diagnostics": diagnostics}
         if trackers is not None:
             components["trackers"] = TrackerStates()
+        schedule = make_schedule(config, workflow, policies, mapping)  # which weights sample which step
+        if config.trainer.rollout_schedule == "pipelined":
+            components["pipeline"] = schedule  # the next step's rollout, already played at a checkpoint
         state = restore_training_state(resume, policies, optimizers, generator, rng, components)
         tcfg, algo = config.train, config.algorithm
         backend = make_backend(
@@ -145,7 +110,9 @@ def train(config: RunConfig, model_path: str | None = None, progress: bool = Tru
         if trackers is not None:
             components["trackers"].attach(backend)
         # After make_backend (it connects to Ray) and the restore (the workers copy the current weights).
-        pool = RolloutPool(config, policies, mapping) if config.trainer.rollout_workers else None
+        version = state.step if state is not None else 0  # updates the restored weights have seen
+        pool = RolloutPool(config, policies, mapping, version) if config.trainer.rollout_workers else None
+        schedule.begin(pool, optimizers, generator, rng, version)
         # The evaluations between the first and the last run on the first `midway` instances only, and
         # every evaluation's score on those same instances picks the best checkpoint.
         midway = tcfg.midway_eval_instances
@@ -211,7 +178,8 @@ def train(config: RunConfig, model_path: str | None = None, progress: bool = Tru
         for step in bar:
             step_threads = threads.apply()
             t0, evaluated = time.time(), {}
-            samples, episodes = rollout_step(config, workflow, policies, mapping, step - 1, generator, rng, pool)
+            rollout = schedule.take(step)  # serial: played now; pipelined: played during the last update
+            samples, episodes = rollout.samples, rollout.episodes
             engine_metrics, engine_alerts = _engine_checks(config, policies, samples, step)
             t1 = time.time()
             advantages = assign_advantages(samples, episodes, algo)
@@ -221,20 +189,23 @@ def train(config: RunConfig, model_path: str | None = None, progress: bool = Tru
             batches = {
                 name: trainable([s for s in samples if s.policy == name], algo.drop_zero_signal) for name in optimizers
             }
+            seeds = update_seeds(list(optimizers), rng)  # before the next rollout takes from rng (pipelined)
+            schedule.before_update(step)  # pipelined: the workers start playing step + 1
             per_role = []
-            for name, result in backend.update(batches, rng).items():
+            for name, result in backend.update(batches, seeds).items():
                 metrics.update(_policy_metrics(name, result.stats))
                 per_role.append(result.diagnostics)
-            if pool:
-                pool.sync(optimizers)  # the driver's policies hold the new weights; the workers get them
+            schedule.after_update(step, optimizers)  # the new weights go to the rollout workers
+            if algo.rollout_correction != "none":
+                metrics.update(_staleness(batches, step - 1))
             metrics.update(diagnostics.step_metrics(samples, per_role))
             t2 = time.time()
             tokens = sum(len(s.generation.response_ids) for s in samples)
             metrics.update(
                 {
-                    "time/rollout_s": t1 - t0,
+                    "time/rollout_s": rollout.seconds,
                     "time/update_s": t2 - t1,
-                    "time/tokens_per_s": tokens / max(t1 - t0, 1e-9),
+                    "time/tokens_per_s": tokens / max(rollout.seconds, 1e-9),
                     "time/elapsed_s": t2 - started,
                     "time/threads": float(step_threads),
                 }
@@ -250,6 +221,9 @@ def train(config: RunConfig, model_path: str | None = None, progress: bool = Tru
                     f"transcripts/train_step{step:05d}.json",
                     training_transcripts(samples, episodes, config.diagnostics.train_transcripts),
                 )
+            waited = schedule.settle()  # pipelined: step + 1's rollout, played during the update and evaluation
+            if config.trainer.rollout_schedule == "pipelined":
+                metrics.update({"time/rollout_wait_s": rollout.waited + waited, "time/step_s": time.time() - t0})
             metrics.update(engine_metrics)
             metrics.update(
                 _report_alerts(run.path, diagnostics.alerts(step, metrics | evaluated) + engine_alerts, progress)
@@ -261,7 +235,7 @@ def train(config: RunConfig, model_path: str | None = None, progress: bool = Tru
                 tcfg.steps,
                 metrics["train/success"],
                 metrics["train/team_return"],
-                metrics["time/rollout_s"] + metrics["time/update_s"],
+                t2 - t0,
                 f", held-out success {evaluated['eval/success']:.3f}" if "eval/success" in evaluated else "",
             )
             bar.set_postfix(success=f"{metrics['train/success']:.2f}", best=f"{best:.2f}")
@@ -315,6 +289,16 @@ def _policy_metrics(name: str, stats: dict[str, float]) -> dict[str, float]:
         group, _, metric = key.partition("/")
         out[f"{group}/{name}/{metric}" if group == "rollout_correction" else f"policy/{name}/{key}"] = value
     return out
+
+
+def _staleness(batches: dict[str, list[Sample]], version: int) -> dict[str, float]:
+    """`rollout_correction/<policy>/staleness`: the mean number of updates between the weights that sampled
+    a policy's samples and the weights (version `version`) that update on them."""
+    return {
+        f"rollout_correction/{name}/staleness": mean(version - s.weights_version for s in batch)
+        for name, batch in batches.items()
+        if batch
+    }
 
 
 def _engine_checks(

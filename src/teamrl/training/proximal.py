@@ -5,6 +5,11 @@ sampler's log-probs, and weights each token by pi_prox / mu (`teamrl.algorithms.
 They come from one no-grad forward over the batch in evaluation mode (no dropout, as the sampler),
 in the update's precision (`algorithm.autocast`) and cut into the update's micro-batches, so the
 forward holds no more activations than the update's own.
+
+When the update makes one pass with one optimizer step (one epoch, one minibatch) and the model has
+no active dropout, every forward of the update runs on the weights before that step: its log-probs
+are pi_prox already, so `from_first_forward` takes them (detached) from there and the extra forward
+is skipped (`training.update.one_step_update` decides).
 """
 
 from __future__ import annotations
@@ -79,16 +84,47 @@ class ProximalLogprobs:
     mode: str  # algorithm.rollout_correction
     cap: float  # algorithm.rollout_correction_cap
     log_ratio_clamp: float
+    from_update: bool = False  # filled by the update's own forward (`take`) instead of an extra one
 
     def of(self, samples: list[Sample], like: torch.Tensor) -> torch.Tensor:
         """[N, T] pi_prox of `samples`, shaped and placed as the update's log-probs `like`."""
         return padded([self.logprobs[id(s)] for s in samples], like)
+
+    def take(self, samples: list[Sample], logp: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """[N, T] pi_prox of `samples` for the loss whose forward gave `logp` [N, T] (with gradient).
+
+        from_update: pi_prox is that forward's log-probs, detached (the caller guarantees no optimizer
+        step came before it), and each row is kept for the batch's metrics; otherwise the extra
+        forward's rows.
+        """
+        if not self.from_update:
+            return self.of(samples, mask)
+        prox = torch.where(mask > 0, logp.detach(), torch.zeros_like(mask)).to(mask.dtype)
+        rows = prox.float().cpu()
+        for row, sample in enumerate(samples):
+            self.logprobs[id(sample)] = rows[row, : len(sample.generation.response_ids)].clone()
+        return prox
 
     def weights(
         self, prox: torch.Tensor, behaviour: torch.Tensor, mask: torch.Tensor
     ) -> tuple[torch.Tensor, dict[str, float]]:
         """The importance weights [N, T] of pi_prox over mu (the sampler's log-probs) and their metrics."""
         return rollout_correction_weights(prox, behaviour, mask, self.mode, self.cap, self.log_ratio_clamp)
+
+
+def dropout_active(model: torch.nn.Module) -> bool:
+    """Whether a forward in training mode would drop units (a Dropout module or a config rate above 0)."""
+    if any(isinstance(m, torch.nn.modules.dropout._DropoutNd) and m.p > 0 for m in model.modules()):
+        return True
+    # attention dropout is often a functional call with a rate read from the HF config
+    config = getattr(model, "config", None)
+    rates = vars(config).items() if config is not None else []
+    return any(("dropout" in k or "pdrop" in k) and isinstance(v, float) and v > 0 for k, v in rates)
+
+
+def from_first_forward(algo: AlgorithmConfig) -> ProximalLogprobs:
+    """An empty ProximalLogprobs that the update's forwards fill (`take`): no extra forward."""
+    return ProximalLogprobs({}, algo.rollout_correction, algo.rollout_correction_cap, algo.log_ratio_clamp, True)
 
 
 def proximal_logprobs(

@@ -22,6 +22,8 @@ from teamrl.training.memory import PeakMemory
 from teamrl.training.proximal import (
     ProximalLogprobs,
     correction_metrics,
+    dropout_active,
+    from_first_forward,
     padded,
     proximal_logprobs,
     response_buckets,
@@ -89,6 +91,7 @@ def update_policy(
     grad_clip: float,
     rng: random.Random,
     tracker: RoleGradients | None = None,
+    reuse_forward: bool = True,
 ) -> dict[str, float]:
     """Run `ppo_epochs` passes of minibatch updates over `samples`; returns averaged metrics.
 
@@ -98,10 +101,11 @@ def update_policy(
     laid out by length and by `algo.micro_batch_tokens` (`teamrl.training.micro_batches`) and
     backpropagated micro-batch by micro-batch.
     `peak_memory_mb` in the result: the update's peak memory (`teamrl.training.memory`).
-    With `algo.rollout_correction` set, one no-grad forward first scores the samples with the current
-    weights (pi_prox, `teamrl.training.proximal`): the PPO ratio is taken against those, each token is
-    weighted by its importance weight pi_prox / mu, and the weights' metrics come back as
-    `rollout_correction/<metric>`.
+    With `algo.rollout_correction` set, the samples are scored with the current weights (pi_prox,
+    `teamrl.training.proximal`): the PPO ratio is taken against those, each token is weighted by its
+    importance weight pi_prox / mu, and the weights' metrics come back as `rollout_correction/<metric>`.
+    pi_prox comes from one extra no-grad forward before the first optimizer step, or, when the update is
+    one optimizer step (`one_step_update`) and `reuse_forward` is on, from that step's own forwards.
     """
     model, tok = state.policy.model, state.policy.tokenizer
     model.train()
@@ -109,25 +113,38 @@ def update_policy(
         tracker.begin_step()
     totals: dict[str, float] = {}
     steps = 0
-    proximal, correction = None, {}
+    proximal = None
     with PeakMemory(next(model.parameters()).device) as peak:
+        chunks = _minibatches(samples, algo.minibatch_size, rng)  # the first epoch's (no RNG use comes between)
         if algo.rollout_correction != "none" and samples:
-            proximal = proximal_logprobs(state.policy, samples, algo, temperature)  # before any optimizer step
-            correction = correction_metrics(proximal, samples)
-        for _ in range(algo.ppo_epochs):
-            for chunk in _minibatches(samples, algo.minibatch_size, rng):
+            if reuse_forward and one_step_update(state, algo, len(chunks)):
+                proximal = from_first_forward(algo)
+            else:
+                proximal = proximal_logprobs(state.policy, samples, algo, temperature)  # before any optimizer step
+        for epoch in range(algo.ppo_epochs):
+            for chunk in chunks if epoch == 0 else _minibatches(samples, algo.minibatch_size, rng):
                 metrics = _minibatch_step(
                     state, chunk, algo, temperature, grad_clip, tok.pad_token_id, tracker, proximal
                 )
                 for key, value in metrics.items():
                     totals[key] = totals.get(key, 0.0) + value
                 steps += 1
+    correction = correction_metrics(proximal, samples) if proximal is not None else {}
     state.scheduler.step()
     out = {key: value / max(steps, 1) for key, value in totals.items()}
     out["peak_memory_mb"] = peak.mb
     out["lr"] = state.optimizer.param_groups[0]["lr"]
     out["samples"] = float(len(samples))
     return out | correction
+
+
+def one_step_update(state: PolicyOptimizer, algo: AlgorithmConfig, minibatches: int) -> bool:
+    """Whether every forward of the update runs on the weights before its first optimizer step, in
+    evaluation-equivalent arithmetic, so its log-probs are pi_prox: one epoch of one minibatch, no
+    active dropout, and no data-parallel group (whose workers each see only their share of the batch)."""
+    return (
+        algo.ppo_epochs == 1 and minibatches == 1 and state.grad_sync is None and not dropout_active(state.policy.model)
+    )
 
 
 def _minibatches(samples: list[Sample], size: int, rng: random.Random) -> list[list[Sample]]:
@@ -311,7 +328,7 @@ def _part_loss(
     old = padded([s.generation.logprobs for s in part], mask)  # mu: the sampler's log-probs
     is_weights = None
     if proximal is not None:
-        prox = proximal.of(part, mask)
+        prox = proximal.take(part, logp, mask)
         is_weights, _ = proximal.weights(prox, old, mask)  # the batch's metrics come from update_policy
         old = prox
     adv = torch.tensor([s.advantage for s in part])

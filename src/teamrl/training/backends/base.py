@@ -40,7 +40,8 @@ class PolicyUpdate:
 class UpdateBackend(Protocol):
     """Runs each policy's update; the driver's policies hold the new weights when `update` returns."""
 
-    def update(self, batches: dict[str, list[Sample]], rng: random.Random) -> dict[str, PolicyUpdate]: ...
+    def update(self, batches: dict[str, list[Sample]], seeds: dict[str, int]) -> dict[str, PolicyUpdate]:
+        """Each policy's update, its minibatches shuffled by its seed (`update_seeds`)."""
 
     def pull_optimizer_state(self) -> None:
         """Bring optimizer and scheduler states into the driver's PolicyOptimizers (before a checkpoint)."""
@@ -67,7 +68,8 @@ def load_tracker_states(trackers: dict[str, Any], states: dict[str, Any]) -> Non
 
 
 def update_seeds(names: list[str], rng: random.Random) -> dict[str, int]:
-    """One minibatch-shuffling seed per policy, drawn in a fixed order whatever runs the updates."""
+    """One minibatch-shuffling seed per policy, drawn in a fixed order whatever runs the updates (the loop
+    draws them before the pipelined schedule hands `rng` to the next rollout)."""
     return {name: rng.getrandbits(63) for name in names}
 
 

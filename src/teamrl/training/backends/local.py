@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import random
-
 from teamrl.rollout.tree import Sample
 from teamrl.training.backends.base import (
     PolicyUpdate,
@@ -11,7 +9,6 @@ from teamrl.training.backends.base import (
     load_tracker_states,
     run_update,
     tracker_states,
-    update_seeds,
 )
 from teamrl.training.update import PolicyOptimizer
 
@@ -24,8 +21,7 @@ class LocalBackend:
         factory = settings.tracker_factory
         self.trackers = {name: factory(name, opt) if factory else None for name, opt in optimizers.items()}
 
-    def update(self, batches: dict[str, list[Sample]], rng: random.Random) -> dict[str, PolicyUpdate]:
-        seeds = update_seeds(list(self.optimizers), rng)
+    def update(self, batches: dict[str, list[Sample]], seeds: dict[str, int]) -> dict[str, PolicyUpdate]:
         return {
             name: run_update(opt, batches[name], seeds[name], self.settings, self.trackers[name])
             for name, opt in self.optimizers.items()

@@ -15,12 +15,11 @@ cluster, e.g. one started with `ray start --head`), else a local Ray is started 
 from __future__ import annotations
 
 import os
-import random
 from typing import Any
 
 from teamrl.config import ConfigError, TrainerConfig
 from teamrl.rollout.tree import Sample
-from teamrl.training.backends.base import PolicyUpdate, UpdateSettings, update_seeds
+from teamrl.training.backends.base import PolicyUpdate, UpdateSettings
 from teamrl.training.backends.worker import PolicyWorker, load_weights, pack
 from teamrl.training.update import PolicyOptimizer
 
@@ -106,11 +105,10 @@ class RayBackend:
             joins += [w.join.remote(rank, world, address, port, shard, param_dtype) for rank, w in enumerate(workers)]
         ray.get(joins)
 
-    def update(self, batches: dict[str, list[Sample]], rng: random.Random) -> dict[str, PolicyUpdate]:
+    def update(self, batches: dict[str, list[Sample]], seeds: dict[str, int]) -> dict[str, PolicyUpdate]:
         """Every group's update at once; the driver's policies get the new weights."""
         import ray
 
-        seeds = update_seeds(list(self.optimizers), rng)
         pending = []
         for names, workers in self.groups:
             mine = {name: batches[name] for name in names if batches.get(name)}

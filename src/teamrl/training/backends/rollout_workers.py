@@ -12,13 +12,18 @@ tie-break RNG derived from (that seed, shard index): the run is deterministic fo
 resumes exactly, the loop's RNG being checkpointed) but differs from the N = 1 run.
 
 After every update `sync` ships each policy's trained tensors (a LoRA policy: only its adapter) to
-every actor, put into Ray's object store once and shared.
+every actor, put into Ray's object store once and shared, with the weights version they are (the
+trainer's count of updates); each actor stamps the samples it plays with the version it holds.
+`start_episodes` hands a shard to each actor and returns at once (the pipelined schedule updates
+meanwhile); `InFlight.result` waits for the samples.
 """
 
 from __future__ import annotations
 
 import random
+import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -31,14 +36,18 @@ from teamrl.setup.threads import set_threads
 from teamrl.training.backends.worker import load_weights, pack, trained_weights, unpack
 from teamrl.training.update import PolicyOptimizer
 
-# (samples, episodes, generator state, random.Random state) of one shard.
-ShardResult = tuple[list[Sample], list[Episode], torch.Tensor, Any]
+# (samples, episodes, generator state, random.Random state, seconds the shard took) of one shard.
+ShardResult = tuple[list[Sample], list[Episode], torch.Tensor, Any, float]
+# policy name -> parameter name -> tensor: the trained tensors of one weights version
+Weights = dict[str, dict[str, torch.Tensor]]
 
 
 class RolloutWorker:
     """Holds a workflow and copies of the policies; plays shards of episodes (a Ray actor)."""
 
-    def __init__(self, config: RunConfig, payload: bytes, mapping: dict[str, str], num_threads: int) -> None:
+    def __init__(
+        self, config: RunConfig, payload: bytes, mapping: dict[str, str], num_threads: int, version: int = 0
+    ) -> None:
         from teamrl.setup.team import build_workflow
 
         # Rollout actors on one machine split its cores: without this each starts a thread per core.
@@ -47,11 +56,17 @@ class RolloutWorker:
         self.workflow = build_workflow(config)
         self.policies: dict[str, Policy] = unpack(payload, "cpu")
         self.mapping = mapping
+        self.version = version
 
-    def load(self, weights: dict[str, dict[str, torch.Tensor]]) -> None:
+    def load(self, weights: Weights, version: int) -> None:
         """Copy each policy's trained tensors (name -> tensor) into this worker's copy of it."""
         for name, tensors in weights.items():
             load_weights(self.policies[name].network, tensors)
+        self.version = version
+
+    def weights_version(self) -> int:
+        """The version of the weights this worker samples with."""
+        return self.version
 
     def play(
         self,
@@ -65,6 +80,7 @@ class RolloutWorker:
         commit_rule: str,
     ) -> ShardResult:
         """`run_episodes` on `instances` from the given sampling states; returns the advanced states too."""
+        started = time.perf_counter()
         generator = torch.Generator().set_state(generator_state)
         rng = random.Random()
         rng.setstate(rng_state)
@@ -81,7 +97,9 @@ class RolloutWorker:
             rng,
             commit_rule,
         )
-        return samples, episodes, generator.get_state(), rng.getstate()
+        for sample in samples:
+            sample.weights_version = self.version
+        return samples, episodes, generator.get_state(), rng.getstate(), time.perf_counter() - started
 
 
 def shards(items: list[int], count: int) -> list[list[int]]:
@@ -114,10 +132,46 @@ def _check_cpus(config: RunConfig, groups: int, available: dict[str, float]) -> 
         )
 
 
-class RolloutPool:
-    """N RolloutWorker actors; `run_episodes` mirrors the driver's call without workflow and policies."""
+@dataclass
+class InFlight:
+    """A step's episodes being played by the workers (`RolloutPool.start_episodes`)."""
 
-    def __init__(self, config: RunConfig, policies: dict[str, Policy], mapping: dict[str, str]) -> None:
+    futures: list[Any]  # one Ray object ref per non-empty shard
+    generator: torch.Generator
+    rng: random.Random
+    continues_streams: bool  # one worker: it drew from the driver's streams, which continue from its states
+
+    def result(self) -> tuple[list[Sample], list[Episode], float]:
+        """Wait for every shard: (samples, episodes in instance order, the slowest shard's seconds).
+
+        One worker: the driver's generator and rng continue from the states it handed back.
+        """
+        import ray
+
+        samples: list[Sample] = []
+        episodes: list[Episode] = []
+        results: list[ShardResult] = ray.get(self.futures)
+        for shard_samples, shard_episodes, _, _, _ in results:
+            for s in shard_samples:  # episode indices are per shard; make them index the whole batch
+                s.episode += len(episodes)
+            samples += shard_samples
+            episodes += shard_episodes
+        if self.continues_streams:
+            _, _, gen_state, rng_state, _ = results[0]
+            self.generator.set_state(gen_state)
+            self.rng.setstate(rng_state)
+        return samples, episodes, max((r[4] for r in results), default=0.0)
+
+
+class RolloutPool:
+    """N RolloutWorker actors; `run_episodes` mirrors the driver's call without workflow and policies.
+
+    version: the weights version of `policies` (a resumed run's step), which the workers start with.
+    """
+
+    def __init__(
+        self, config: RunConfig, policies: dict[str, Policy], mapping: dict[str, str], version: int = 0
+    ) -> None:
         import ray
 
         trainer = config.trainer
@@ -126,8 +180,39 @@ class RolloutPool:
         actor = ray.remote(num_cpus=cpus)(RolloutWorker)
         payload = ray.put(pack(policies))  # one pickle: LoRA policies keep sharing their base
         self.workers = [
-            actor.remote(config, payload, mapping, int(max(1, cpus))) for _ in range(trainer.rollout_workers)
+            actor.remote(config, payload, mapping, int(max(1, cpus)), version) for _ in range(trainer.rollout_workers)
         ]
+        self.loading: list[Any] = []  # weights being loaded (`send`); a worker loads them before its next shard
+
+    def start_episodes(
+        self,
+        instances: list[int],
+        split: str,
+        params: SamplingParams | Mapping[str, SamplingParams],
+        branches: int,
+        weights: RewardWeights,
+        generator: torch.Generator,
+        rng: random.Random,
+        commit_rule: str = "greedy",
+    ) -> InFlight:
+        """Hand `instances` to the workers, one contiguous shard each, and return without waiting.
+
+        One worker continues the driver's `generator` and `rng` (they advance when the result is
+        taken); several draw one seed from `rng` now and sample each shard from states derived from
+        it (see the module doc).
+        """
+        pieces = shards(instances, len(self.workers))
+        if len(self.workers) == 1:
+            states = [(generator.get_state(), rng.getstate())]
+        else:
+            seed = rng.getrandbits(63)
+            states = [shard_states(seed, index) for index in range(len(pieces))]
+        futures = [
+            worker.play.remote(piece, split, params, branches, weights, gen, state, commit_rule)
+            for worker, piece, (gen, state) in zip(self.workers, pieces, states)
+            if piece
+        ]
+        return InFlight(futures, generator, rng, len(self.workers) == 1)
 
     def run_episodes(
         self,
@@ -140,44 +225,35 @@ class RolloutPool:
         rng: random.Random,
         commit_rule: str = "greedy",
     ) -> tuple[list[Sample], list[Episode]]:
-        """Play `instances` on the workers, one contiguous shard each; results in instance order.
-
-        One worker continues the driver's `generator` and `rng` (and advances them); several draw
-        one seed from `rng` and sample each shard from states derived from it (see the module doc).
-        """
-        import ray
-
-        pieces = shards(instances, len(self.workers))
-        if len(self.workers) == 1:
-            states = [(generator.get_state(), rng.getstate())]
-        else:
-            seed = rng.getrandbits(63)
-            states = [shard_states(seed, index) for index in range(len(pieces))]
-        futures = [
-            worker.play.remote(piece, split, params, branches, weights, gen, state, commit_rule)
-            for worker, piece, (gen, state) in zip(self.workers, pieces, states)
-            if piece
-        ]
-        samples: list[Sample] = []
-        episodes: list[Episode] = []
-        results = ray.get(futures)
-        for shard_samples, shard_episodes, _, _ in results:
-            for s in shard_samples:  # episode indices are per shard; make them index the whole batch
-                s.episode += len(episodes)
-            samples += shard_samples
-            episodes += shard_episodes
-        if len(self.workers) == 1:  # one worker drew from the streams: continue where it left them
-            _, _, gen_state, rng_state = results[0]
-            generator.set_state(gen_state)
-            rng.setstate(rng_state)
+        """Play `instances` on the workers and wait: `start_episodes(...).result()` without the seconds."""
+        flight = self.start_episodes(instances, split, params, branches, weights, generator, rng, commit_rule)
+        samples, episodes, _ = flight.result()
         return samples, episodes
 
-    def sync(self, optimizers: dict[str, PolicyOptimizer]) -> None:
-        """Ship every policy's trained tensors (the driver's, just updated) to every worker."""
+    def send(self, weights: Weights, version: int) -> None:
+        """Queue `weights` (version `version`) on every worker, behind any shard it is playing; no wait."""
         import ray
 
-        ref = ray.put({name: trained_weights(state) for name, state in optimizers.items()})
-        ray.get([worker.load.remote(ref) for worker in self.workers])
+        ref = ray.put(weights)
+        self.loading += [worker.load.remote(ref, version) for worker in self.workers]
+
+    def wait_loaded(self) -> None:
+        """Wait until every worker has loaded the weights `send` queued (errors surface here)."""
+        import ray
+
+        loading, self.loading = self.loading, []
+        ray.get(loading)
+
+    def sync(self, optimizers: dict[str, PolicyOptimizer], version: int = 0) -> None:
+        """Ship every policy's trained tensors (the driver's, just updated) to every worker and wait."""
+        self.send(current_weights(optimizers), version)
+        self.wait_loaded()
+
+    def versions(self) -> list[int]:
+        """Each worker's weights version, after the weights queued so far are loaded."""
+        import ray
+
+        return list(ray.get([worker.weights_version.remote() for worker in self.workers]))
 
     def close(self) -> None:
         """Stop the actors (Ray itself is stopped by the update backend that started it)."""
@@ -186,3 +262,8 @@ class RolloutPool:
         for worker in self.workers:
             ray.kill(worker)
         self.workers = []
+
+
+def current_weights(optimizers: dict[str, PolicyOptimizer]) -> Weights:
+    """A CPU copy of every policy's trained tensors (a LoRA policy: its adapter), as `send` ships them."""
+    return {name: trained_weights(state) for name, state in optimizers.items()}
