@@ -78,7 +78,11 @@ class ProgramSettings:
     max_concurrent: int = 32
     """Runs at once (all runs of a step are queued; this many play at the same time)."""
     batch_window_ms: float = 20.0
-    """How long a request waits for others of the same policy before they are sampled together."""
+    """Requests that arrive while no run of the step is running (requests of `teamrl serve`) are sampled
+    together once no other has arrived for this long."""
+    batch_straggler_ms: float = 2000.0
+    """A step's requests are sampled once every running run has asked; this bounds how long they wait, after
+    the latest request, answer, run start or end, for a run that has not (one busy in a slow tool, or hung)."""
     max_message_chars: int = 200_000
     """Limit on one request's messages (all characters together)."""
     script: str = ""
@@ -110,8 +114,11 @@ class ProgramSettings:
             tool_call_parser(self.tool_parser)
         except ValueError as err:
             raise ValueError(f"task.tool_parser: {err}") from None
-        if self.timeout_s <= 0 or self.max_concurrent < 1 or self.batch_window_ms < 0:
-            raise ValueError("task.timeout_s must be > 0, task.max_concurrent >= 1, task.batch_window_ms >= 0")
+        if self.timeout_s <= 0 or self.max_concurrent < 1 or self.batch_window_ms < 0 or self.batch_straggler_ms < 0:
+            raise ValueError(
+                "task.timeout_s must be > 0, task.max_concurrent >= 1, task.batch_window_ms >= 0 and "
+                "task.batch_straggler_ms >= 0"
+            )
 
 
 def default_instances(split: str, index: int) -> dict[str, Any]:
@@ -171,7 +178,9 @@ class ProgramWorkflow(Workflow):
             for a in self.agents
         }
         if self.gateway is None:
-            worker = SamplingWorker(generator, self.settings.batch_window_ms / 1000)
+            worker = SamplingWorker(
+                generator, self.settings.batch_window_ms / 1000, straggler_s=self.settings.batch_straggler_ms / 1000
+            )
             self.gateway = Gateway(routes, worker, GatewayLimits(self.settings.max_message_chars)).start()
         self.gateway.routes = routes
         _sampling_worker(self.gateway).generator = generator  # only the worker thread draws from it
@@ -281,17 +290,19 @@ class ProgramWorkflow(Workflow):
         sessions = [gateway.sessions.open(index, names, self.max_turns) for index in plan]
         for session, earlier in zip(sessions, replay or []):
             session.replay = {(c.agent, c.index): c for c in earlier}
-        # Sample as soon as every running program has asked: K lock-step runs cost one call per turn.
-        _sampling_worker(gateway).flush_at = min(limit, len(plan))
+        worker = _sampling_worker(gateway)
 
         def run(i: int) -> RunOutcome:
+            # Sample as soon as every running program has asked, however long its client takes to connect:
+            # K lock-step runs cost one call per turn (`batching`, "Episodes").
             session = sessions[i]
             endpoint = Endpoint(gateway.episode_url(session), session.key, tuple(names), split, plan[i])
+            worker.episode_started(session.id)
             try:
                 return call_program(self.program, self.instances(split, plan[i]), endpoint, self.settings.timeout_s)
             finally:
                 gateway.sessions.close(session)
-                _sampling_worker(gateway).flush_at = max(1, min(limit, gateway.sessions.live()))
+                worker.episode_ended(session.id)
 
         with ThreadPoolExecutor(max_workers=limit, thread_name_prefix="teamrl-run") as pool:
             outcomes = list(pool.map(run, range(len(plan))))
