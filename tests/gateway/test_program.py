@@ -113,7 +113,7 @@ def test_k_concurrent_runs_cost_one_engine_call_per_turn(two_policies, per_role,
     original = engine_routing.sample
     monkeypatch.setattr(batching.engine_routing, "sample", lambda p, prompts, *a: sizes.append(len(prompts)) or
                         original(p, prompts, *a))
-    wf = workflow("two_calls", batch_window_ms=10_000, branching="independent")  # only "all K asked" flushes
+    wf = workflow("two_calls", batch_straggler_ms=10_000, branching="independent")  # only "all K asked" flushes
     play(wf, two_policies, per_role, [5], k=4)
     assert sizes == [4, 4, 4]  # planner, solver, solver: one batched call each; the replay samples nothing
     assert wf.metrics()["gateway/engine_calls"] == 3 and wf.metrics()["gateway/mean_batch"] == 4
