@@ -174,3 +174,35 @@ def test_a_stop_token_ends_the_text():
 def test_a_space_the_tokenizer_may_clean_up_is_held():
     text = StreamText(lambda ids: "".join(map(chr, ids)).replace(" .", "."), stop_ids=set(), hold_space=True)
     assert feed(text, [ord(c) for c in "a b ."]) == ["a", " b", "."]
+
+
+def test_a_client_that_leaves_mid_stream_is_not_recorded(fresh, monkeypatch):
+    """The decode's fourth step waits until the server has given the call index back (the client left after
+    its first text): the answer is then drawn whole but never recorded."""
+    import httpx
+
+    gateway = fresh(max_new_tokens=60)
+    session = gateway.sessions.open(0, frozenset(gateway.routes), max_calls=1)
+    released, steps = [], []
+    real_choose = builtin_engine._choose
+
+    def choose(*args, **kw):
+        steps.append(1)
+        if len(steps) == 4:
+            for _ in range(200):
+                if session._counts.get("solver") == 0:  # released: the server saw the client leave
+                    break
+                threading.Event().wait(0.05)
+            released.append(session._counts.get("solver") == 0)
+        return real_choose(*args, **kw)
+
+    monkeypatch.setattr(builtin_engine, "_choose", choose)
+    body = {"model": "solver", "messages": ASK, "stream": True}
+    with httpx.stream("POST", f"{gateway.episode_url(session)}/chat/completions", json=body, timeout=30,
+                      headers={"Authorization": f"Bearer {session.key}"}) as response:
+        for line in response.iter_lines():
+            if '"content": "' in line and '"content": ""' not in line:
+                break  # the first text: leave
+    assert gateway.worker.wait_idle(20)
+    assert released == [True] and len(steps) > 4
+    assert session.calls == [] and session.next_index("solver") == 0

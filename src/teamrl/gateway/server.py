@@ -53,7 +53,7 @@ from teamrl.gateway.parameters import (
     check_parameters,
 )
 from teamrl.gateway.sessions import Call, EpisodeSession, SessionTable
-from teamrl.gateway.streaming import StreamText, without_stop
+from teamrl.gateway.streaming import StreamText, TokenFeed, without_stop
 from teamrl.gateway.tool_calls import ToolRequest, read_answer, tool_call_parser, tool_request
 from teamrl.gateway.tool_prompt import prompt_messages, template_supports_tools
 from teamrl.policies.loading import Policy
@@ -404,22 +404,10 @@ class Gateway:
             logprobs = self._logprobs(agent, replayed) if chat.logprobs else None
             events = stream_events(agent, answer, len(prompt_ids), len(replayed.response_ids), include_usage, logprobs)
             return StreamingResponse(iter(events), media_type="text/event-stream")
-        loop = asyncio.get_running_loop()
-        drawn: asyncio.Queue[int] = asyncio.Queue()
-
-        def on_token(token: int) -> None:  # on the sampling thread: hand the token to this request's loop
-            loop.call_soon_threadsafe(drawn.put_nowait, token)
-
-        future = self._submit(session, agent, index, route, params, prompt_ids, on_token)
-        tokenizer = route.policy.tokenizer
-        text = StreamText(
-            lambda ids: tokenizer.decode(ids, skip_special_tokens=True),
-            set(route.policy.stop_token_ids()),
-            params.stop_strings,
-            hold_space=bool(getattr(tokenizer, "clean_up_tokenization_spaces", False)),
-        )
+        feed = TokenFeed(StreamText.of(route.policy, params.stop_strings))
+        future = self._submit(session, agent, index, route, params, prompt_ids, feed.put)
         return StreamingResponse(
-            self._stream_events(session, agent, index, messages, future, drawn, text, chat, include_usage),
+            self._stream_events(session, agent, index, messages, future, feed, chat, include_usage),
             media_type="text/event-stream",
         )
 
@@ -430,31 +418,19 @@ class Gateway:
         index: int | None,
         messages: list[dict],
         future: Future,
-        drawn: asyncio.Queue[int],
-        text: StreamText,
+        feed: TokenFeed,
         chat: ChatRequest,
         include_usage: bool,
     ) -> AsyncIterator[str]:
         """The events of a streamed answer: role, text deltas as tokens arrive, then the rest of the answer."""
         writer, recorded, worker = ChunkWriter(agent), False, self.worker
         assert worker is not None  # _submit checked it
-        waiting = asyncio.wrap_future(future)
         try:
             yield writer.role()
-            while not waiting.done():
-                next_token = asyncio.ensure_future(drawn.get())
-                await asyncio.wait({next_token, waiting}, return_when=asyncio.FIRST_COMPLETED)
-                if not next_token.done():
-                    next_token.cancel()  # the answer is complete: its rest is sent from the Generation
-                    break
-                tokens = [next_token.result()]
-                while not drawn.empty():  # send what arrived meanwhile as one delta
-                    tokens.append(drawn.get_nowait())
-                delta = text.add(tokens)
-                if delta:
-                    yield writer.content(delta)
+            async for delta in feed.deltas(future):
+                yield writer.content(delta)
             try:
-                generation: Generation = await waiting
+                generation: Generation = await asyncio.wrap_future(future)
             except Exception as err:  # noqa: BLE001 - any sampling failure is the server's
                 for event in writer.error(ApiError(500, f"sampling failed: {err}", "server_error", "sampling_failed")):
                     yield event
@@ -468,9 +444,9 @@ class Gateway:
                     yield event
                 return
             recorded = True
-            answer = self._answer_of(agent, generation, None, text.stops)
+            answer = self._answer_of(agent, generation, None, feed.text.stops)
             logprobs = self._logprobs(agent, generation) if chat.logprobs else None
-            rest = text.finish(answer.content or "")
+            rest = feed.text.finish(answer.content or "")
             prompt_tokens, completion_tokens = len(generation.prompt_ids), len(generation.response_ids)
             for event in writer.ending(answer, prompt_tokens, completion_tokens, include_usage, logprobs, rest):
                 yield event

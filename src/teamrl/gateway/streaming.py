@@ -18,8 +18,12 @@ a prefix of the whole, beyond these three cases, is caught: nothing is sent unti
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
+from concurrent.futures import Future
+
+from teamrl.policies.loading import Policy
 
 log = logging.getLogger("teamrl.gateway")
 
@@ -69,6 +73,17 @@ class StreamText:
         self.sent = ""
         self.ended = False  # a stop token was drawn: the response is complete
 
+    @classmethod
+    def of(cls, policy: Policy, stops: Sequence[str]) -> StreamText:
+        """The streamed text of a response of `policy`, decoded as the engine decodes its Generations."""
+        tokenizer = policy.tokenizer
+        return cls(
+            lambda ids: tokenizer.decode(ids, skip_special_tokens=True),
+            set(policy.stop_token_ids()),
+            stops,
+            hold_space=bool(getattr(tokenizer, "clean_up_tokenization_spaces", False)),
+        )
+
     def add(self, tokens: Sequence[int]) -> str:
         """The text that may be sent now after `tokens` (possibly empty)."""
         for token in tokens:
@@ -94,3 +109,34 @@ class StreamText:
         if not content.startswith(self.sent):  # the hold-back rules above make this unreachable
             log.error("gateway: streamed text %r is not a prefix of the answer %r", self.sent, content)
         return content[len(self.sent) :]
+
+
+class TokenFeed:
+    """Tokens drawn on the sampling thread, read on the request's event loop: `put` is the worker's
+    per-token callback (`SamplingWorker.submit(on_token=...)`); `deltas` yields the text to send."""
+
+    def __init__(self, text: StreamText) -> None:
+        self.text = text
+        self._loop = asyncio.get_running_loop()
+        self._drawn: asyncio.Queue[int] = asyncio.Queue()
+
+    def put(self, token: int) -> None:
+        """On the sampling thread: hand the token to the request's loop."""
+        self._loop.call_soon_threadsafe(self._drawn.put_nowait, token)
+
+    async def deltas(self, future: Future) -> AsyncIterator[str]:
+        """The text deltas while `future` (the request's Generation) is not done; the rest of the answer
+        is then sent from the Generation (`StreamText.finish`), so tokens still queued need not be read."""
+        waiting = asyncio.wrap_future(future)
+        while not waiting.done():
+            next_token = asyncio.ensure_future(self._drawn.get())
+            await asyncio.wait({next_token, waiting}, return_when=asyncio.FIRST_COMPLETED)
+            if not next_token.done():
+                next_token.cancel()
+                return
+            tokens = [next_token.result()]
+            while not self._drawn.empty():  # what arrived meanwhile goes out as one delta
+                tokens.append(self._drawn.get_nowait())
+            delta = self.text.add(tokens)
+            if delta:
+                yield delta
