@@ -6,7 +6,7 @@ episodes asking the same policy at about the same time should cost one batched `
 
 The worker waits for a first request, then gathers more until the gateway has been quiet for the
 batching window (no request arrived and no answer was handed back for `window_s`), or `flush_at`
-requests are pending (the number of episodes that may still call), or `max_wait_s` has passed since
+requests are pending, or `max_wait_s` has passed since
 the first; then it samples each (policy, settings) group in one call of the policy's engine
 (`teamrl.rollout.engine_routing.sample`). Why "quiet" and not "the first request's window": the HTTP server
 hands a batch's K answers back one after another before it reads the next requests, and under load

@@ -78,8 +78,9 @@ class ProgramSettings:
     max_concurrent: int = 32
     """Runs at once (all runs of a step are queued; this many play at the same time)."""
     batch_window_ms: float = 20.0
-    """Requests that arrive while no run of the step is running (requests of `teamrl serve`) are sampled
-    together once no other has arrived for this long."""
+    """The quiet window that closes a batch of requests made outside the step's runs; a step's own requests
+    are batched by the runs that are playing (`batch_straggler_ms`), so this only matters to requests
+    that name no episode."""
     batch_straggler_ms: float = 2000.0
     """A step's requests are sampled once every running run has asked; this bounds how long they wait, after
     the latest request, answer, run start or end, for a run that has not (one busy in a slow tool, or hung)."""
