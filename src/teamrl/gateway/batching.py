@@ -158,17 +158,21 @@ class SamplingWorker:
         """A handler took its answer: its program will likely ask again soon, so the window restarts."""
         self._last_activity = time.monotonic()
 
-    def episode_started(self, episode: str) -> None:
-        """`episode` is running: batches wait for its requests (until it ends or straggler_s passes)."""
+    def episode_started(self, *episodes: str) -> None:
+        """These episodes are running: batches wait for their requests (until they end or straggler_s passes).
+        Mark them before they can ask, or a batch may close on the requests of those marked so far."""
         with self._lock:
-            self._running.add(episode)
+            self._running.update(episodes)
         self._last_activity = time.monotonic()
 
-    def episode_ended(self, episode: str) -> None:
-        """`episode` makes no more requests: a batch waiting for it may close now."""
+    def episode_ended(self, episode: str, then: str | None = None) -> None:
+        """`episode` makes no more requests (`then`: the episode that runs in its place, marked in the same
+        step so no batch closes between the two); a batch waiting for it may close now."""
         with self._lock:
             self._running.discard(episode)
             self._away.discard(episode)
+            if then is not None:
+                self._running.add(then)
         self._last_activity = time.monotonic()
         self._queue.put(_WAKE)
 

@@ -291,19 +291,23 @@ class ProgramWorkflow(Workflow):
         sessions = [gateway.sessions.open(index, names, self.max_turns) for index in plan]
         for session, earlier in zip(sessions, replay or []):
             session.replay = {(c.agent, c.index): c for c in earlier}
+        # Sample as soon as every running program has asked, however long its client takes to connect: K
+        # lock-step runs cost one call per turn (`batching`, "Episodes"). The worker learns which runs play
+        # before they can ask: the first `limit` now, each later one as the run whose place it takes ends
+        # (the pool starts queued runs in order, so that is the next in `plan`).
         worker = _sampling_worker(gateway)
+        worker.episode_started(*(s.id for s in sessions[:limit]))
+        ended = itertools.count()
 
         def run(i: int) -> RunOutcome:
-            # Sample as soon as every running program has asked, however long its client takes to connect:
-            # K lock-step runs cost one call per turn (`batching`, "Episodes").
             session = sessions[i]
             endpoint = Endpoint(gateway.episode_url(session), session.key, tuple(names), split, plan[i])
-            worker.episode_started(session.id)
             try:
                 return call_program(self.program, self.instances(split, plan[i]), endpoint, self.settings.timeout_s)
             finally:
                 gateway.sessions.close(session)
-                worker.episode_ended(session.id)
+                following = limit + next(ended)  # next() on a count is atomic under the GIL
+                worker.episode_ended(session.id, sessions[following].id if following < len(sessions) else None)
 
         with ThreadPoolExecutor(max_workers=limit, thread_name_prefix="teamrl-run") as pool:
             outcomes = list(pool.map(run, range(len(plan))))
