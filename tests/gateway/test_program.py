@@ -113,7 +113,7 @@ def test_k_concurrent_runs_cost_one_engine_call_per_turn(two_policies, per_role,
     original = engine_routing.sample
     monkeypatch.setattr(batching.engine_routing, "sample", lambda p, prompts, *a: sizes.append(len(prompts)) or
                         original(p, prompts, *a))
-    wf = workflow("two_calls", batch_window_ms=10_000, branching="independent")  # only "all K asked" flushes
+    wf = workflow("two_calls", batch_straggler_ms=10_000, branching="independent")  # only "all K asked" flushes
     play(wf, two_policies, per_role, [5], k=4)
     assert sizes == [4, 4, 4]  # planner, solver, solver: one batched call each; the replay samples nothing
     assert wf.metrics()["gateway/engine_calls"] == 3 and wf.metrics()["gateway/mean_batch"] == 4
@@ -369,3 +369,45 @@ def test_program_results_are_read_or_refused():
 def test_bad_program_settings_say_which_key(settings, message):
     with pytest.raises(ValueError, match=message):
         ProgramSettings(**{"agents": ["planner"], **settings})
+
+
+SHARED_CLIENT = openai.OpenAI(base_url="http://127.0.0.1:1/v1", api_key="unused", max_retries=0)
+
+
+def three_calls(instance, endpoint, new_client_per_call: bool = False):
+    """planner, solver, solver: one client re-pointed per episode, or (as LangGraph nodes often do) a new
+    `OpenAI(...)` per call, each after a random pause up to 0.15 s, several 20 ms batching windows."""
+    pause = random.Random()  # unseeded: the arrival times differ from run to run
+    shared = SHARED_CLIENT.with_options(base_url=endpoint.base_url, api_key=endpoint.api_key)
+    text = ""
+    for agent in ("planner", "solver", "solver"):
+        client = shared
+        if new_client_per_call:
+            time.sleep(pause.uniform(0, 0.15))
+            client = openai.OpenAI(base_url=endpoint.base_url, api_key=endpoint.api_key, max_retries=0)
+        text = client.chat.completions.create(model=agent, messages=[
+            {"role": "user", "content": f"task {instance['index']} {text}"}]).choices[0].message.content
+    return float(len(text))
+
+
+def three_calls_new_clients(instance, endpoint):
+    return three_calls(instance, endpoint, new_client_per_call=True)
+
+
+def test_batches_do_not_depend_on_how_the_program_makes_its_client(two_policies, per_role):
+    """A step's requests are sampled once every running run asked, in a fixed row order: a client per call
+    arriving at random times gives the engine calls (count, sizes) and the samples of a shared client."""
+    played = {}
+    for entry in ("three_calls", "three_calls_new_clients"):
+        wf = workflow(entry, branching="independent", check_determinism=False)
+        try:
+            samples, episodes = run_episodes(wf, [0, 1, 2, 3], "train", two_policies, per_role, PARAMS, 4,
+                                             RewardWeights(), torch.Generator().manual_seed(0), random.Random(0))
+            played[entry] = (list(wf.gateway.worker.batch_sizes), samples, episodes)
+        finally:
+            wf.close()
+    (sizes, samples, episodes), (other_sizes, other_samples, other_episodes) = played.values()
+    assert sizes == other_sizes == [16, 16, 16]  # one engine call per turn of the 16 runs
+    assert [(s.tree_key, s.generation.response_ids, s.generation.logprobs, s.reward) for s in samples] == [
+        (s.tree_key, s.generation.response_ids, s.generation.logprobs, s.reward) for s in other_samples]
+    assert [e.team_return for e in episodes] == [e.team_return for e in other_episodes]

@@ -47,7 +47,8 @@ def test_models_lists_the_agents(gateway):
 def test_header_names_the_agent(gateway, monkeypatch):
     asked = []
     original = gateway.worker.submit
-    monkeypatch.setattr(gateway.worker, "submit", lambda policy, *a: asked.append(policy.name) or original(policy, *a))
+    monkeypatch.setattr(gateway.worker, "submit",
+                        lambda policy, *a, **kw: asked.append(policy.name) or original(policy, *a, **kw))
     httpx.post(f"{gateway.base_url}/chat/completions",
                headers={"Authorization": f"Bearer {gateway.token}", "X-Teamrl-Agent": "solver"},
                json={"model": "planner", "messages": [{"role": "user", "content": "x"}]}).raise_for_status()

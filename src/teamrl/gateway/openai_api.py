@@ -221,6 +221,59 @@ def usage(prompt_tokens: int, completion_tokens: int) -> dict[str, int]:
     }
 
 
+class ChunkWriter:
+    """The server-sent events of one streamed choice, in the OpenAI chunk format (one id and time for all)."""
+
+    def __init__(self, agent: str) -> None:
+        self.agent, self.ident, self.created = agent, f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
+
+    def chunk(self, choices: list[dict[str, Any]], **extra: Any) -> str:
+        body = {
+            "id": self.ident,
+            "object": "chat.completion.chunk",
+            "created": self.created,
+            "model": self.agent,
+            "choices": choices,
+            **extra,
+        }
+        return f"data: {json.dumps(body)}\n\n"
+
+    def role(self) -> str:
+        return self.chunk([{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}])
+
+    def content(self, text: str, logprobs: dict[str, Any] | None = None) -> str:
+        return self.chunk([{"index": 0, "delta": {"content": text}, "logprobs": logprobs, "finish_reason": None}])
+
+    def ending(
+        self,
+        answer: Answer,
+        prompt_tokens: int,
+        completion_tokens: int,
+        include_usage: bool,
+        logprobs: dict[str, Any] | None = None,
+        rest: str | None = None,
+    ) -> list[str]:
+        """The events after the streamed text: the rest of the content (`rest`, default the whole content),
+        tool calls, finish reason, [usage], [DONE]. Each tool call comes in one chunk (`delta.tool_calls[i]`
+        with its `index`, the arguments whole)."""
+        if rest is None:
+            rest = answer.content or ""
+        events = [self.content(rest, logprobs)] if rest or logprobs is not None else []
+        for i, call in enumerate(answer.tool_calls):
+            events.append(
+                self.chunk([{"index": 0, "delta": {"tool_calls": [{"index": i, **call}]}, "finish_reason": None}])
+            )
+        events.append(self.chunk([{"index": 0, "delta": {}, "finish_reason": answer.finish_reason}]))
+        if include_usage:
+            events.append(self.chunk([], usage=usage(prompt_tokens, completion_tokens)))
+        events.append("data: [DONE]\n\n")
+        return events
+
+    def error(self, error: ApiError) -> list[str]:
+        """An error after the stream began (the status is sent already): an event the openai client raises."""
+        return [f"data: {json.dumps(error.body())}\n\n", "data: [DONE]\n\n"]
+
+
 def stream_events(
     agent: str,
     answer: Answer,
@@ -229,39 +282,11 @@ def stream_events(
     include_usage: bool,
     logprobs: dict[str, Any] | None = None,
 ) -> list[str]:
-    """The server-sent events of a streamed answer: role, content, tool calls, finish reason, [usage], [DONE].
-
-    The response is sampled in one batched call before the first event, so its text comes in one
-    content chunk and each tool call in one chunk (`delta.tool_calls[i]` with its `index`, the arguments
-    whole); clients that join the deltas see the same message as without streaming.
-    """
-    ident, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
-
-    def chunk(choices: list[dict[str, Any]], **extra: Any) -> str:
-        body = {
-            "id": ident,
-            "object": "chat.completion.chunk",
-            "created": created,
-            "model": agent,
-            "choices": choices,
-            **extra,
-        }
-        return f"data: {json.dumps(body)}\n\n"
-
-    events = [chunk([{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}])]
-    if answer.content or logprobs is not None:
-        events.append(
-            chunk(
-                [{"index": 0, "delta": {"content": answer.content or ""}, "logprobs": logprobs, "finish_reason": None}]
-            )
-        )
-    for i, call in enumerate(answer.tool_calls):
-        events.append(chunk([{"index": 0, "delta": {"tool_calls": [{"index": i, **call}]}, "finish_reason": None}]))
-    events.append(chunk([{"index": 0, "delta": {}, "finish_reason": answer.finish_reason}]))
-    if include_usage:
-        events.append(chunk([], usage=usage(prompt_tokens, completion_tokens)))
-    events.append("data: [DONE]\n\n")
-    return events
+    """The server-sent events of an answer streamed whole: role, content, tool calls, finish reason, [usage],
+    [DONE]. For answers known before the first event (replayed, scripted, or buffered because the request
+    offered tools); clients that join the deltas see the same message as without streaming."""
+    writer = ChunkWriter(agent)
+    return [writer.role(), *writer.ending(answer, prompt_tokens, completion_tokens, include_usage, logprobs)]
 
 
 def models_body(agents: list[str]) -> dict[str, Any]:

@@ -53,11 +53,13 @@ PARAMETERS: dict[str, Parameter] = {
     "max_completion_tokens": Parameter(HONOURED, "as `max_tokens` (wins over it, as in OpenAI)"),
     "stop": Parameter(
         HONOURED,
-        f"up to {MAX_STOP_STRINGS} strings of at most {MAX_STOP_CHARS} characters; kept at the end of the text",
+        f"up to {MAX_STOP_STRINGS} strings of at most {MAX_STOP_CHARS} characters; the answer ends before the "
+        "first one, as in OpenAI (the trained record keeps it: it was sampled)",
     ),
     "stream": Parameter(
         HONOURED,
-        "OpenAI chunks; the whole text comes in one content chunk, each tool call in one `delta.tool_calls` chunk",
+        "OpenAI chunks; the text as the batched decode draws it (with `tools`, or on another engine than the "
+        "built-in one: whole at the end), each tool call in one `delta.tool_calls` chunk",
     ),
     "stream_options": Parameter(
         HONOURED,

@@ -78,7 +78,12 @@ class ProgramSettings:
     max_concurrent: int = 32
     """Runs at once (all runs of a step are queued; this many play at the same time)."""
     batch_window_ms: float = 20.0
-    """How long a request waits for others of the same policy before they are sampled together."""
+    """The quiet window that closes a batch of requests made outside the step's runs; a step's own requests
+    are batched by the runs that are playing (`batch_straggler_ms`), so this only matters to requests
+    that name no episode."""
+    batch_straggler_ms: float = 2000.0
+    """A step's requests are sampled once every running run has asked; this bounds how long they wait, after
+    the latest request, answer, run start or end, for a run that has not (one busy in a slow tool, or hung)."""
     max_message_chars: int = 200_000
     """Limit on one request's messages (all characters together)."""
     script: str = ""
@@ -110,8 +115,11 @@ class ProgramSettings:
             tool_call_parser(self.tool_parser)
         except ValueError as err:
             raise ValueError(f"task.tool_parser: {err}") from None
-        if self.timeout_s <= 0 or self.max_concurrent < 1 or self.batch_window_ms < 0:
-            raise ValueError("task.timeout_s must be > 0, task.max_concurrent >= 1, task.batch_window_ms >= 0")
+        if self.timeout_s <= 0 or self.max_concurrent < 1 or self.batch_window_ms < 0 or self.batch_straggler_ms < 0:
+            raise ValueError(
+                "task.timeout_s must be > 0, task.max_concurrent >= 1, task.batch_window_ms >= 0 and "
+                "task.batch_straggler_ms >= 0"
+            )
 
 
 def default_instances(split: str, index: int) -> dict[str, Any]:
@@ -171,7 +179,9 @@ class ProgramWorkflow(Workflow):
             for a in self.agents
         }
         if self.gateway is None:
-            worker = SamplingWorker(generator, self.settings.batch_window_ms / 1000)
+            worker = SamplingWorker(
+                generator, self.settings.batch_window_ms / 1000, straggler_s=self.settings.batch_straggler_ms / 1000
+            )
             self.gateway = Gateway(routes, worker, GatewayLimits(self.settings.max_message_chars)).start()
         self.gateway.routes = routes
         _sampling_worker(self.gateway).generator = generator  # only the worker thread draws from it
@@ -281,8 +291,13 @@ class ProgramWorkflow(Workflow):
         sessions = [gateway.sessions.open(index, names, self.max_turns) for index in plan]
         for session, earlier in zip(sessions, replay or []):
             session.replay = {(c.agent, c.index): c for c in earlier}
-        # Sample as soon as every running program has asked: K lock-step runs cost one call per turn.
-        _sampling_worker(gateway).flush_at = min(limit, len(plan))
+        # Sample as soon as every running program has asked, however long its client takes to connect: K
+        # lock-step runs cost one call per turn (`batching`, "Episodes"). The worker learns which runs play
+        # before they can ask: the first `limit` now, each later one as the run whose place it takes ends
+        # (the pool starts queued runs in order, so that is the next in `plan`).
+        worker = _sampling_worker(gateway)
+        worker.episode_started(*(s.id for s in sessions[:limit]))
+        ended = itertools.count()
 
         def run(i: int) -> RunOutcome:
             session = sessions[i]
@@ -291,7 +306,8 @@ class ProgramWorkflow(Workflow):
                 return call_program(self.program, self.instances(split, plan[i]), endpoint, self.settings.timeout_s)
             finally:
                 gateway.sessions.close(session)
-                _sampling_worker(gateway).flush_at = max(1, min(limit, gateway.sessions.live()))
+                following = limit + next(ended)  # next() on a count is atomic under the GIL
+                worker.episode_ended(session.id, sessions[following].id if following < len(sessions) else None)
 
         with ThreadPoolExecutor(max_workers=limit, thread_name_prefix="teamrl-run") as pool:
             outcomes = list(pool.map(run, range(len(plan))))

@@ -20,7 +20,8 @@ import logging
 import secrets
 import socket
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from concurrent.futures import Future
 from dataclasses import dataclass
 
 import uvicorn
@@ -35,6 +36,7 @@ from teamrl.gateway.openai_api import (
     Answer,
     ApiError,
     ChatRequest,
+    ChunkWriter,
     completion_body,
     error_body,
     models_body,
@@ -51,6 +53,7 @@ from teamrl.gateway.parameters import (
     check_parameters,
 )
 from teamrl.gateway.sessions import Call, EpisodeSession, SessionTable
+from teamrl.gateway.streaming import StreamText, TokenFeed, without_stop
 from teamrl.gateway.tool_calls import ToolRequest, read_answer, tool_call_parser, tool_request
 from teamrl.gateway.tool_prompt import prompt_messages, template_supports_tools
 from teamrl.policies.loading import Policy
@@ -245,31 +248,38 @@ class Gateway:
                 ),
                 status_code=400,
             )
+        include = bool((chat.stream_options or {}).get("include_usage"))
         try:
             if prompt is None:
                 generation, prompt_tokens = self._scripted(session, agent, messages), 0
+            elif chat.stream and (tools is None or not tools.parsed):  # tokens as they are drawn
+                return self._stream(request, session, agent, messages, *prompt, chat, include)
             else:
                 generation, prompt_tokens = await self._generate(request, session, agent, messages, *prompt)
         except ApiError as err:
             return JSONResponse(err.body(), status_code=err.status)
         except ClientGone:
             return Response(status_code=499)  # nobody reads it: the client closed the connection
-        answer = self._answer_of(agent, generation, tools)
+        stops = prompt[1].stop_strings if prompt is not None else ()
+        answer = self._answer_of(agent, generation, tools, stops)
         logprobs = self._logprobs(agent, generation) if chat.logprobs else None
-        if chat.stream:
-            include = bool((chat.stream_options or {}).get("include_usage"))
+        if chat.stream:  # known whole: replayed, scripted, or buffered because tool calls are read from it
             events = stream_events(agent, answer, prompt_tokens, len(generation.response_ids), include, logprobs)
             return StreamingResponse(iter(events), media_type="text/event-stream")
         return JSONResponse(completion_body(agent, answer, prompt_tokens, len(generation.response_ids), logprobs))
 
-    def _answer_of(self, agent: str, generation: Generation, tools: ToolRequest | None) -> Answer:
+    def _answer_of(
+        self, agent: str, generation: Generation, tools: ToolRequest | None, stops: tuple[str, ...] = ()
+    ) -> Answer:
         """The choice a sampled text makes: its tool calls when the request offered tools and it wrote valid
-        ones, else the text. Only the response changes: the session keeps the sampled ids as they were."""
+        ones, else the text, without the stop string that ended it (as OpenAI answers). Only the response
+        changes: the session keeps the sampled ids and text as they were."""
+        text = without_stop(generation.text, stops)
         if tools is None or not tools.parsed:
-            return Answer(generation.text, "stop" if generation.finished else "length")
+            return Answer(text, "stop" if generation.finished else "length")
         seed = repr((generation.prompt_ids, generation.response_ids, generation.text))
         parser = tool_call_parser(self.routes[agent].tool_parser)
-        read = read_answer(generation.text, generation.finished, tools, parser, seed)
+        read = read_answer(text, generation.finished, tools, parser, seed)
         self.tool_counts[read.outcome] = self.tool_counts.get(read.outcome, 0) + 1
         return Answer(read.content, read.finish_reason, read.tool_calls)
 
@@ -357,32 +367,140 @@ class Gateway:
         """Sample (or replay) the agent's answer and record it in the session. ClientGone when the client
         disconnects first: the request is cancelled (skipped if not yet sampled), not recorded, and its
         call index is given back."""
-        index: int | None = None
-        if session is not None:
-            index = _reserve(session, agent)
-            replayed = session.replayed(agent, index, prompt_ids)
-            if replayed is not None:
-                session.record(Call(agent, index, messages, replayed, replayed=True))
-                return replayed, len(prompt_ids)
+        index, replayed = self._reserve_call(session, agent, messages, prompt_ids)
+        if replayed is not None:
+            return replayed, len(prompt_ids)
+        future = self._submit(session, agent, index, route, params, prompt_ids)
         worker = self.worker
-        assert worker is not None  # only a gateway with a responder has no worker, and it never samples
-        future = worker.submit(route.policy, params, prompt_ids)
+        assert worker is not None  # _submit checked it
         try:
             generation = await _unless_disconnected(request, asyncio.wrap_future(future))
         except ClientGone:
-            future.cancel()
-            if session is not None and index is not None:
-                session.release(agent, index)
+            self._abandon(future, session, agent, index)
             raise
         except Exception as err:  # noqa: BLE001 - any sampling failure is the server's, answered as such
             raise ApiError(500, f"sampling failed: {err}", "server_error", "sampling_failed") from None
         finally:
             worker.delivered()  # the batching window waits while answers are still going out
+        self._record(session, agent, index, messages, generation)
+        return generation, len(prompt_ids)
+
+    def _stream(
+        self,
+        request: Request,
+        session: EpisodeSession | None,
+        agent: str,
+        messages: list[dict],
+        route: AgentRoute,
+        params: SamplingParams,
+        prompt_ids: list[int],
+        chat: ChatRequest,
+        include_usage: bool,
+    ) -> Response:
+        """A streamed answer whose text is sent as its tokens are drawn (`streaming.StreamText` decides how
+        much of it is certain); the call is recorded, as without streaming, before the finish chunk."""
+        index, replayed = self._reserve_call(session, agent, messages, prompt_ids)  # ApiError before any byte
+        if replayed is not None:
+            answer = self._answer_of(agent, replayed, None, params.stop_strings)
+            logprobs = self._logprobs(agent, replayed) if chat.logprobs else None
+            events = stream_events(agent, answer, len(prompt_ids), len(replayed.response_ids), include_usage, logprobs)
+            return StreamingResponse(iter(events), media_type="text/event-stream")
+        feed = TokenFeed(StreamText.of(route.policy, params.stop_strings))
+        future = self._submit(session, agent, index, route, params, prompt_ids, feed.put)
+        return StreamingResponse(
+            self._stream_events(session, agent, index, messages, future, feed, chat, include_usage),
+            media_type="text/event-stream",
+        )
+
+    async def _stream_events(
+        self,
+        session: EpisodeSession | None,
+        agent: str,
+        index: int | None,
+        messages: list[dict],
+        future: Future,
+        feed: TokenFeed,
+        chat: ChatRequest,
+        include_usage: bool,
+    ) -> AsyncIterator[str]:
+        """The events of a streamed answer: role, text deltas as tokens arrive, then the rest of the answer."""
+        writer, recorded, worker = ChunkWriter(agent), False, self.worker
+        assert worker is not None  # _submit checked it
+        try:
+            yield writer.role()
+            async for delta in feed.deltas(future):
+                yield writer.content(delta)
+            try:
+                generation: Generation = await asyncio.wrap_future(future)
+            except Exception as err:  # noqa: BLE001 - any sampling failure is the server's
+                for event in writer.error(ApiError(500, f"sampling failed: {err}", "server_error", "sampling_failed")):
+                    yield event
+                return
+            finally:
+                worker.delivered()
+            try:
+                self._record(session, agent, index, messages, generation)
+            except ApiError as err:
+                for event in writer.error(err):
+                    yield event
+                return
+            recorded = True
+            answer = self._answer_of(agent, generation, None, feed.text.stops)
+            logprobs = self._logprobs(agent, generation) if chat.logprobs else None
+            rest = feed.text.finish(answer.content or "")
+            prompt_tokens, completion_tokens = len(generation.prompt_ids), len(generation.response_ids)
+            for event in writer.ending(answer, prompt_tokens, completion_tokens, include_usage, logprobs, rest):
+                yield event
+        finally:
+            if not recorded:  # the client left (or sampling failed): as a cancelled request without streaming
+                self._abandon(future, session, agent, index)
+
+    def _reserve_call(
+        self, session: EpisodeSession | None, agent: str, messages: list[dict], prompt_ids: list[int]
+    ) -> tuple[int | None, Generation | None]:
+        """(the call's index in its session, its recorded answer when the session replays it, recorded again)."""
+        if session is None:
+            return None, None
+        index = _reserve(session, agent)
+        replayed = session.replayed(agent, index, prompt_ids)
+        if replayed is not None:
+            session.record(Call(agent, index, messages, replayed, replayed=True))
+        return index, replayed
+
+    def _submit(
+        self,
+        session: EpisodeSession | None,
+        agent: str,
+        index: int | None,
+        route: AgentRoute,
+        params: SamplingParams,
+        prompt_ids: list[int],
+        on_token: Callable[[int], None] | None = None,
+    ) -> Future:
+        """Hand the prompt to the sampling worker; an episode's request names its episode and batch place."""
+        worker = self.worker
+        assert worker is not None  # only a gateway with a responder has no worker, and it never samples
+        if session is None:
+            return worker.submit(route.policy, params, prompt_ids, on_token=on_token)
+        order = (session.serial, agent, index)
+        return worker.submit(route.policy, params, prompt_ids, session.id, order, on_token)
+
+    @staticmethod
+    def _abandon(future: Future, session: EpisodeSession | None, agent: str, index: int | None) -> None:
+        """A request whose client left: cancelled (skipped if not yet sampled), its call index given back."""
+        future.cancel()
+        if session is not None and index is not None:
+            session.release(agent, index)
+
+    @staticmethod
+    def _record(
+        session: EpisodeSession | None, agent: str, index: int | None, messages: list[dict], generation: Generation
+    ) -> None:
+        """Record a sampled call in its session; ApiError 410 when the session closed while it was sampled."""
         if session is not None and index is not None:
             if session.closed:  # timed out or dropped while waiting: its calls no longer count
                 raise ApiError(410, "this episode was closed (timed out or dropped)", code="episode_closed")
             session.record(Call(agent, index, messages, generation))
-        return generation, len(prompt_ids)
 
     def _logprobs(self, agent: str, generation: Generation) -> dict:
         """The `logprobs` object of a sampled answer (empty for scripted ones, which have no tokens)."""

@@ -39,6 +39,7 @@ class EpisodeSession:
     agents: frozenset[str]
     max_calls: int  # per agent; a further call is refused (400)
     key: str = field(default_factory=lambda: secrets.token_urlsafe(24))
+    serial: int = 0  # the order sessions were opened in: its requests' place in a shared batch
     calls: list[Call] = field(default_factory=list)
     replay: dict[tuple[str, int], Call] = field(default_factory=dict)
     mismatches: list[str] = field(default_factory=list)  # why replayed prompts differed
@@ -92,7 +93,7 @@ class SessionTable:
     def open(self, instance: int, agents: frozenset[str], max_calls: int) -> EpisodeSession:
         with self._lock:
             self._count += 1
-            session = EpisodeSession(f"e{self._count}", instance, agents, max_calls)
+            session = EpisodeSession(f"e{self._count}", instance, agents, max_calls, serial=self._count)
             self._sessions[session.id] = session
             return session
 

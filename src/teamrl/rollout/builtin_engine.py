@@ -17,6 +17,12 @@ agent, so agents with different settings (rollout.by_role) never share a batch. 
 samples several LoRA policies on one base in one call (one base matmul per projection for all their
 rows, each adapter's delta on its own rows: `rollout/lora_rows.py`).
 
+Streaming: `sample` and `sample_together` take an optional `on_tokens(rows, tokens)` that the decode loop
+calls after every step with the rows that drew a token and the tokens drawn (host lists), so a server can
+push each row's tokens to its client while the batch keeps decoding the others. It only reads what was
+drawn: the draws, log-probs and Generations are those of a call without it, and without it the loop runs
+as before (no extra host copy per step).
+
 Stop strings: a response ends at the first stop string. The stop string is kept: it ends the text
 the workflow reads, and the tokens up to the one that completed it are the trained response (their
 log-probs and loss mask included); nothing after that token is sampled or trained. When that last
@@ -41,6 +47,10 @@ from teamrl.rollout.stops import StopScanner
 from teamrl.rollout.token_draw import draw_from_logits, draw_tokens
 
 Token = TypeVar("Token")  # a token id, or in tests a string that decodes to itself
+
+TokenSink = Callable[[list[int], list[int]], None]
+"""on_tokens(rows, tokens): one decode step's drawn tokens; rows index the call's flat rows (prompt i's sample k
+is row i * num_samples + k; in `sample_together` the policies' prompts count on from one another)."""
 
 COMPACT_WHEN_FINISHED = 0.25
 """Drop finished rows from the decode batch once they are this fraction of it."""
@@ -196,8 +206,12 @@ def sample(
     num_samples: int,
     params: SamplingParams,
     generator: torch.Generator,
+    on_tokens: TokenSink | None = None,
 ) -> list[list[Generation]]:
-    """Draw `num_samples` responses for each prompt; result[i][k] is sample k of prompt i."""
+    """Draw `num_samples` responses for each prompt; result[i][k] is sample k of prompt i.
+
+    on_tokens: called after every decode step with the rows that drew and their tokens (`TokenSink`).
+    """
     if not prompts:
         return []
     if any(len(p) == 0 for p in prompts):
@@ -207,9 +221,24 @@ def sample(
         return [
             group
             for start in range(0, len(prompts), chunk)
-            for group in sample(policy, prompts[start : start + chunk], num_samples, params, generator)
+            for group in sample(
+                policy,
+                prompts[start : start + chunk],
+                num_samples,
+                params,
+                generator,
+                _shifted(on_tokens, start * num_samples),
+            )
         ]
-    return _sample_rows(policy, prompts, num_samples, params, generator)
+    return _sample_rows(policy, prompts, num_samples, params, generator, on_tokens=on_tokens)
+
+
+def _shifted(on_tokens: TokenSink | None, offset: int) -> TokenSink | None:
+    """`on_tokens` for a chunk whose rows start at `offset` of the whole call's."""
+    if on_tokens is None or offset == 0:
+        return on_tokens
+    sink = on_tokens  # bound here: mypy does not narrow `on_tokens` inside the lambda
+    return lambda rows, tokens: sink([offset + r for r in rows], tokens)
 
 
 def can_sample_together(
@@ -239,6 +268,7 @@ def sample_together(
     num_samples: int,
     params: SamplingParams,
     generator: torch.Generator,
+    on_tokens: TokenSink | None = None,
 ) -> list[list[list[Generation]]]:
     """`sample(policies[j], prompts[j], ...)` for every j, in one decode call when `can_sample_together`
     allows (else one call per policy, in order); result[j] is policy j's.
@@ -246,14 +276,19 @@ def sample_together(
     The tokens are those of separate calls only in law: the random draws of all rows come from one
     stream, so with temperature > 0 a row's sample differs from the one a separate call would draw;
     greedy rows are the same tokens, and every log-prob is the adapter's own (tests/rollout/test_lora_rows.py).
+    on_tokens: as in `sample`, its rows counting over all policies' prompts in order.
     """
     if not can_sample_together(policies, prompts, num_samples, params):
-        return [sample(p, group, num_samples, params, generator) for p, group in zip(policies, prompts)]
+        out, offset = [], 0
+        for p, group in zip(policies, prompts):
+            out.append(sample(p, group, num_samples, params, generator, _shifted(on_tokens, offset)))
+            offset += len(group) * num_samples
+        return out
     every = [prompt for group in prompts for prompt in group]
     names = [p.adapter for p in policies if p.adapter is not None]
     assert len(names) == len(policies)  # can_sample_together: every policy is a LoRA adapter
     blocks = (names, [len(group) for group in prompts])
-    rows = _sample_rows(policies[0], every, num_samples, params, generator, adapter_blocks=blocks)
+    rows = _sample_rows(policies[0], every, num_samples, params, generator, adapter_blocks=blocks, on_tokens=on_tokens)
     out, start = [], 0
     for group in prompts:
         out.append(rows[start : start + len(group)])
@@ -268,10 +303,11 @@ def _sample_rows(
     params: SamplingParams,
     generator: torch.Generator,
     adapter_blocks: tuple[list[str], list[int]] | None = None,
+    on_tokens: TokenSink | None = None,
 ) -> list[list[Generation]]:
     """One decode call over every prompt (see `sample`) in `params.dtype`; adapter_blocks: see `open_decoder`."""
     with sampler_arithmetic(params.dtype, policy.device):
-        return _decode_rows(policy, prompts, num_samples, params, generator, adapter_blocks)
+        return _decode_rows(policy, prompts, num_samples, params, generator, adapter_blocks, on_tokens)
 
 
 def _decode_rows(
@@ -281,6 +317,7 @@ def _decode_rows(
     params: SamplingParams,
     generator: torch.Generator,
     adapter_blocks: tuple[list[str], list[int]] | None,
+    on_tokens: TokenSink | None = None,
 ) -> list[list[Generation]]:
     model, tok = policy.model, policy.tokenizer
     device = policy.device
@@ -323,6 +360,8 @@ def _decode_rows(
         logps[rows_now, step] = chosen_logp
         sampler_logps[rows_now, step] = sampler_logp
         lengths[rows_now] = step + 1
+        if on_tokens is not None:  # a streaming caller: hand this step's tokens out before the next forward
+            on_tokens(rows_now.tolist(), chosen.tolist())
         done = torch.isin(chosen, stop_ids)
         if scanner is not None:
             done |= scanner.completed(tokens, rows_now, chosen, step)

@@ -14,17 +14,27 @@ import torch
 
 from teamrl.policies.loading import Policy
 from teamrl.rollout import builtin_engine as builtin
-from teamrl.rollout.builtin_engine import Generation, SamplingParams
+from teamrl.rollout.builtin_engine import Generation, SamplingParams, TokenSink
 from teamrl.rollout.sampler import SampleRequest, serve, served_by
 
 
 def sample(
-    policy: Policy, prompts: list[list[int]], num_samples: int, params: SamplingParams, generator: torch.Generator
+    policy: Policy,
+    prompts: list[list[int]],
+    num_samples: int,
+    params: SamplingParams,
+    generator: torch.Generator,
+    on_tokens: TokenSink | None = None,
 ) -> list[list[Generation]]:
-    """`engine.sample`'s contract, run by the engine that serves `policy`."""
+    """`engine.sample`'s contract, run by the engine that serves `policy`.
+
+    on_tokens: each decode step's tokens (`builtin_engine.TokenSink`); only the built-in engine calls it,
+    other engines hand their answers over whole."""
     sampler = served_by(policy)
     if sampler is None:
-        return builtin.sample(policy, prompts, num_samples, params, generator)
+        if on_tokens is None:  # the rollout driver's call, unchanged
+            return builtin.sample(policy, prompts, num_samples, params, generator)
+        return builtin.sample(policy, prompts, num_samples, params, generator, on_tokens)
     return sampler.sample(policy, prompts, num_samples, params, generator)
 
 
@@ -88,13 +98,15 @@ def sample_many(requests: Sequence[SampleRequest], generator: torch.Generator) -
                     request.num_samples,
                     request.params,
                     generator,
+                    _split_sink(batch),
                 )
                 for i, result in zip(together, outs):
                     results[i] = result
                 continue
         sample_batch = getattr(sampler, "sample_batch", None)  # an optional hook of engines that batch
         if sample_batch is None:
-            results[j] = sample(request.policy, request.prompts, request.num_samples, request.params, generator)
+            args = (request.policy, request.prompts, request.num_samples, request.params, generator)
+            results[j] = sample(*args) if request.on_tokens is None else sample(*args, request.on_tokens)
             continue
         together = [
             i for i in range(j, len(requests)) if results[i] is None and served_by(requests[i].policy) is sampler
@@ -104,6 +116,28 @@ def sample_many(requests: Sequence[SampleRequest], generator: torch.Generator) -
     done = [result for result in results if result is not None]
     assert len(done) == len(results)  # every request was sampled
     return done
+
+
+def _split_sink(requests: Sequence[SampleRequest]) -> TokenSink | None:
+    """One call's token sink that hands each request's rows (renumbered from 0) to that request's own."""
+    if all(r.on_tokens is None for r in requests):
+        return None
+    owner: list[tuple[TokenSink | None, int]] = []  # flat row -> (its request's sink, its row there)
+    for r in requests:
+        owner += [(r.on_tokens, row) for row in range(len(r.prompts) * r.num_samples)]
+
+    def split(rows: list[int], tokens: list[int]) -> None:
+        parts: dict[int, tuple[TokenSink, list[int], list[int]]] = {}
+        for row, token in zip(rows, tokens, strict=True):
+            sink, local = owner[row]
+            if sink is not None:
+                part = parts.setdefault(id(sink), (sink, [], []))
+                part[1].append(local)
+                part[2].append(token)
+        for sink, local_rows, local_tokens in parts.values():
+            sink(local_rows, local_tokens)
+
+    return split
 
 
 def _same_builtin_call(first: SampleRequest, other: SampleRequest) -> bool:

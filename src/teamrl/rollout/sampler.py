@@ -19,7 +19,7 @@ from typing import Protocol
 import torch
 
 from teamrl.policies.loading import Policy
-from teamrl.rollout.builtin_engine import Generation, SamplingParams
+from teamrl.rollout.builtin_engine import Generation, SamplingParams, TokenSink
 
 
 @dataclass(frozen=True)
@@ -30,6 +30,7 @@ class SampleRequest:
     prompts: list[list[int]]
     num_samples: int
     params: SamplingParams
+    on_tokens: TokenSink | None = None  # streaming: each decode step's tokens of these rows (built-in engine)
 
 
 class Sampler(Protocol):
