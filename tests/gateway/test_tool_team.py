@@ -20,19 +20,20 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(ROOT / "examples" / "gateway"))
-from gateway_template import CHAT_TEMPLATE  # noqa: E402
-from tool_kit import ScriptedSampler  # noqa: E402
-from toy import tiny_policy  # noqa: E402
-
 import tool_task  # noqa: E402
 import tool_team  # noqa: E402
+from gateway_template import CHAT_TEMPLATE  # noqa: E402
+from tool_kit import ScriptedSampler  # noqa: E402
+
+from toy import tiny_policy  # noqa: E402
 
 INSTANCE = {"question": "A warehouse has 386 crates with 47 bottles in each crate. How many bottles are there?",
             "answer": 386 * 47}
 
 
 def call(expression: str) -> str:
-    return '<tool_call>\n{"name": "calculate", "arguments": {"expression": "%s"}}\n</tool_call>' % expression
+    arguments = json.dumps({"name": "calculate", "arguments": {"expression": expression}})
+    return f"<tool_call>\n{arguments}\n</tool_call>"
 
 
 @pytest.mark.parametrize("expression, value", [("386 * 47", 18142), ("(1 + 2) * 3 - 4 / 2", 7.0), ("-5 + 2", -3)])
