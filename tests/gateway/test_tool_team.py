@@ -20,8 +20,11 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(ROOT / "examples" / "gateway"))
+import tool_langgraph_team  # noqa: E402
 import tool_task  # noqa: E402
 import tool_team  # noqa: E402
+
+TEAMS = pytest.mark.parametrize("program", [tool_team, tool_langgraph_team], ids=["openai", "langgraph"])
 from gateway_template import CHAT_TEMPLATE  # noqa: E402
 from tool_kit import ScriptedSampler  # noqa: E402
 
@@ -120,9 +123,10 @@ def team(expression: str | None, answer: str, verdict: str):
     return respond
 
 
-def test_the_tool_result_comes_back_and_a_right_answer_scores_1(scripted_team):
+@TEAMS
+def test_the_tool_result_comes_back_and_a_right_answer_scores_1(scripted_team, program):
     endpoint, sampler, tokenizer = scripted_team(team("386 * 47", "There are {result} bottles.", "ACCEPT"))
-    result = tool_team.run_episode(INSTANCE, endpoint)
+    result = program.run_episode(INSTANCE, endpoint)
     assert result["team"] == 1.0 and result["success"] and result["agents"] == {"solver": 0.5, "checker": 0.5}
     prompts = [tokenizer.decode(ids) for ids in sampler.prompts]
     assert len(prompts) == 3  # solver call, solver answer, checker
@@ -132,24 +136,27 @@ def test_the_tool_result_comes_back_and_a_right_answer_scores_1(scripted_team):
     assert "Calculation: calculate(386 * 47) = 18142\nSolver's answer: 18142" in prompts[2]
 
 
-def test_a_wrong_expression_scores_0_even_when_the_answer_copies_the_tool(scripted_team):
+@TEAMS
+def test_a_wrong_expression_scores_0_even_when_the_answer_copies_the_tool(scripted_team, program):
     endpoint, sampler, tokenizer = scripted_team(team("386 + 47", "There are {result} bottles.", "ACCEPT"))
-    result = tool_team.run_episode(INSTANCE, endpoint)
+    result = program.run_episode(INSTANCE, endpoint)
     assert "<tool_response>\n433\n</tool_response>" in tokenizer.decode(sampler.prompts[1])
     assert result["team"] == 0.0 and result["agents"] == {"solver": 0.25, "checker": 0.0}
 
 
-def test_no_tool_call_is_a_guess_and_the_checker_sees_it(scripted_team):
+@TEAMS
+def test_no_tool_call_is_a_guess_and_the_checker_sees_it(scripted_team, program):
     endpoint, sampler, tokenizer = scripted_team(team(None, "About 18000 bottles.", "ACCEPT"))
-    result = tool_team.run_episode(INSTANCE, endpoint)
+    result = program.run_episode(INSTANCE, endpoint)
     prompts = [tokenizer.decode(ids) for ids in sampler.prompts]
     assert len(prompts) == 2 and "the solver did not use the calculator" in prompts[1]
     assert result["team"] == 0.0 and result["agents"] == {"solver": 0.0, "checker": 0.0}
 
 
-def test_a_malformed_call_is_not_run(scripted_team):
+@TEAMS
+def test_a_malformed_call_is_not_run(scripted_team, program):
     endpoint, sampler, _ = scripted_team(team(None, call("386 * 47").replace("}}", "}"), "REJECT"))
-    result = tool_team.run_episode(INSTANCE, endpoint)
+    result = program.run_episode(INSTANCE, endpoint)
     assert len(sampler.prompts) == 2  # the gateway returned the text: no tool message, no second solver call
     assert result["team"] == 0.0 and result["agents"] == {"solver": 0.0, "checker": 0.5}
 
@@ -164,9 +171,10 @@ def model_dir(tmp_path_factory):
     return folder
 
 
-def test_a_training_step_of_the_tool_team(model_dir, tmp_path, monkeypatch):
+@pytest.mark.parametrize("config_file", ["tool_team.yaml", "tool_langgraph_team.yaml"])
+def test_a_training_step_of_the_tool_team(model_dir, tmp_path, monkeypatch, config_file):
     monkeypatch.chdir(ROOT)  # the example's entry paths are repository-relative
-    config = load_config(ROOT / "examples/gateway/tool_team.yaml", [
+    config = load_config(ROOT / "examples/gateway" / config_file, [
         f"output_dir={tmp_path}", f"policy.model={model_dir}", "policy.lora=null", "train.steps=1", "train.batch_size=1", "algorithm.k=2",
         "task.branching=independent", "task.check_determinism=false", "rollout.max_new_tokens=4", "train.eval_instances=1",
         "train.checkpoint_every=0", "train.warmup_steps=0", "algorithm.drop_zero_signal=false"])
