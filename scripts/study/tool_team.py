@@ -84,7 +84,7 @@ def one_seed(seed: int, output: Path, instances_n: int, overrides: list[str]) ->
     work = output / f"seed{seed}"
     work.mkdir(parents=True, exist_ok=True)
     common = [f"seed={seed}", "train.threads=1", *overrides]
-    load_before = os.getloadavg()[0]
+    load_before, started = os.getloadavg()[0], provenance()  # the code the seed runs: recorded before it runs
     before_s = run(["eval", CONFIG, *common, "--instances", str(instances_n), "--out", str(work / "before")],
                    work / "eval_before.log")
     train_s = run(["train", CONFIG, *common, f"output_dir={work / 'runs'}"], work / "train.log")
@@ -100,7 +100,7 @@ def one_seed(seed: int, output: Path, instances_n: int, overrides: list[str]) ->
         "train_success_mean": sum(train_success) / len(train_success) if train_success else None,
         "wall_s": {"eval_before": round(before_s), "train": round(train_s), "eval_after": round(after_s)},
         "load_1min_at_start": round(load_before, 1), "load_1min_at_end": round(os.getloadavg()[0], 1),
-        "provenance": provenance()}
+        "provenance": started}
 
 
 def table(rows: list[dict]) -> str:
