@@ -24,7 +24,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "examples" / "gateway"))
-from tool_task import instances, run_tool  # noqa: E402
+from tool_task import instances, last_number, run_tool  # noqa: E402
 
 CONFIG = "examples/gateway/tool_team.yaml"
 
@@ -33,11 +33,14 @@ def tool_metrics(episodes_file: Path) -> dict[str, float]:
     """Held-out success and the solver's tool use over one evaluation's episodes.
 
     valid: the solver's first answer held a `calculate` call the gateway parsed and the tool could run;
-    right_expr: that call's value is the true answer; the `..._given_...` shares are among those episodes."""
+    right_expr: that call's value is the true answer; the `..._given_...` shares are among those episodes;
+    solver_right: the solver's own final number is the true value; checker_rescued / checker_spoiled: the
+    team's answer is right though the solver's was not / wrong though the solver's was right."""
     from teamrl.gateway.tool_calls import parse_hermes
 
     rows = [json.loads(line) for line in episodes_file.read_text().splitlines()]
     n = valid = right = solved = solved_valid = solved_right = accepts = corrects = 0
+    solver_right = rescued = spoiled = 0
     for row in rows:
         truth = instances("heldout", row["instance"])["answer"]
         solver = [t for t in row["transcript"] if t["agent"] == "solver"]
@@ -52,13 +55,18 @@ def tool_metrics(episodes_file: Path) -> dict[str, float]:
         solved += row["success"]
         solved_valid += row["success"] and value is not None
         solved_right += row["success"] and value == truth
+        own = last_number(solver[-1]["text"]) == truth if solver else False
+        solver_right += own
+        rescued += row["success"] and not own
+        spoiled += own and not row["success"]
         reply = (checker[-1]["text"] or "").upper() if checker else ""
         accepts += "ACCEPT" in reply
         corrects += any(ch.isdigit() for ch in reply)
     return {"instances": n, "success": solved / n, "valid_call": valid / n, "right_expression": right / n,
             "success_given_valid": solved_valid / valid if valid else float("nan"),
             "success_given_right": solved_right / right if right else float("nan"),
-            "checker_accept": accepts / n, "checker_number": corrects / n}
+            "checker_accept": accepts / n, "checker_number": corrects / n, "solver_right": solver_right / n,
+            "checker_rescued": rescued / n, "checker_spoiled": spoiled / n}
 
 
 def run(command: list[str], log: Path) -> float:
@@ -104,15 +112,21 @@ def one_seed(seed: int, output: Path, instances_n: int, overrides: list[str]) ->
 
 
 def table(rows: list[dict]) -> str:
-    head = ("| seed | success before | after | valid call before | after | right expression before | after | "
-            "success among valid calls before | after | train wall | load 1 min (start, end) |\n"
-            "|---|---|---|---|---|---|---|---|---|---|---|\n")
-    pct = lambda v: "-" if v != v else f"{v:.0%}"  # noqa: E731 (nan: no valid call)
+    """Per seed: before -> after for success, valid calls, right expressions, success among valid calls, the
+    solver's own answer right; the checker's rescues and spoils after training; train wall and load."""
+    def pct(v: float) -> str:
+        return "-" if v != v else f"{v:.0%}"  # nan: no valid call
+
+    def pair(r: dict, key: str) -> str:
+        return f"{pct(r['before'][key])} -> {pct(r['after'][key])}"
+
+    head = ("| seed | held-out success | valid call (format) | right expression (skill) | success among valid calls | "
+            "solver's own answer right | checker rescued / spoiled (after) | train wall | load 1 min (start, end) |\n"
+            "|---|---|---|---|---|---|---|---|---|\n")
     lines = [
-        f"| {r['seed']} | {pct(r['before']['success'])} | {pct(r['after']['success'])} | "
-        f"{pct(r['before']['valid_call'])} | {pct(r['after']['valid_call'])} | "
-        f"{pct(r['before']['right_expression'])} | {pct(r['after']['right_expression'])} | "
-        f"{pct(r['before']['success_given_valid'])} | {pct(r['after']['success_given_valid'])} | "
+        f"| {r['seed']} | {pair(r, 'success')} | {pair(r, 'valid_call')} | {pair(r, 'right_expression')} | "
+        f"{pair(r, 'success_given_valid')} | {pair(r, 'solver_right') if 'solver_right' in r['after'] else '-'} | "
+        f"{pct(r['after'].get('checker_rescued', float('nan')))} / {pct(r['after'].get('checker_spoiled', float('nan')))} | "
         f"{r['wall_s']['train'] / 60:.1f} min | {r['load_1min_at_start']}, {r['load_1min_at_end']} |"
         for r in rows]
     return head + "\n".join(lines) + "\n"
@@ -125,6 +139,8 @@ def main() -> None:
     parser.add_argument("--instances", type=int, default=64, help="held-out instances per evaluation")
     parser.add_argument("--work", type=Path, default=ROOT / "runs" / "tool_team", help="runs and eval folders")
     parser.add_argument("--table", type=Path, help="print the table of this results folder and stop")
+    parser.add_argument("--recompute", action="store_true",
+                        help="read the metrics again from the --work folders' transcripts into --output, and stop")
     parser.add_argument("overrides", nargs="*", help="config overrides for every run")
     args = parser.parse_args()
     if args.table:
@@ -133,6 +149,13 @@ def main() -> None:
     args.output.mkdir(parents=True, exist_ok=True)
     results_file = args.output / "results.json"
     results = json.loads(results_file.read_text()) if results_file.exists() else {"seeds": []}
+    if args.recompute:
+        for row in results["seeds"]:
+            for when in ("before", "after"):
+                row[when] = tool_metrics(args.work / f"seed{row['seed']}" / when / "episodes.jsonl")
+        results_file.write_text(json.dumps(results, indent=2) + "\n")
+        (args.output / "table.md").write_text(table(sorted(results["seeds"], key=lambda r: r["seed"])))
+        return
     for seed in args.seeds:
         row = one_seed(seed, args.work, args.instances, args.overrides)
         results["seeds"] = [r for r in results["seeds"] if r["seed"] != seed] + [row]
