@@ -14,6 +14,8 @@ returns (examples/gateway/tool_team.yaml).
 
 from __future__ import annotations
 
+import json
+
 from openai import OpenAI
 
 from tool_task import CALCULATE, last_number, run_tool, score
@@ -34,8 +36,8 @@ SOLVER = ("You are the solver. Do not compute in your head: call the calculate t
 
 
 def _worked(question: str, expression: str, value: int, answer: str, key: str) -> list[dict]:
-    call = {"id": key, "type": "function", "function": {"name": "calculate",
-                                                         "arguments": '{"expression": "%s"}' % expression}}
+    arguments = json.dumps({"expression": expression})
+    call = {"id": key, "type": "function", "function": {"name": "calculate", "arguments": arguments}}
     return [{"role": "user", "content": question}, {"role": "assistant", "content": None, "tool_calls": [call]},
             {"role": "tool", "tool_call_id": key, "content": str(value)},
             {"role": "assistant", "content": answer}]
