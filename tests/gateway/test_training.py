@@ -140,3 +140,38 @@ def test_serve_takes_a_config_and_serves_its_base_models(model_dir, tmp_path):
     assert all(torch.equal(base[k], served[k]) for k in base)
     with pytest.raises(ConfigError, match="overrides apply to a config file"):
         serve_run(tmp_path, overrides=["seed=1"])
+
+
+def test_runs_that_all_drop_stop_with_one_clear_error(model_dir, tmp_path, monkeypatch):
+    """Every run crashes: the held-out evaluation, then (evaluation set aside) the training step, stops naming the
+    cause and the fix, not with a statistics error."""
+    from teamrl.training import loop
+
+    program = tmp_path / "crashing_team.py"
+    program.write_text("def run_episode(instance, endpoint):\n    raise ValueError('the program is broken')\n")
+    overrides = [f"output_dir={tmp_path / 'runs'}", "train.steps=1", "train.batch_size=2", "algorithm.k=2",
+                 "train.eval_instances=2", "train.checkpoint_every=0", f"task.entry={program}:run_episode",
+                 "task.check_determinism=false"]
+    config = load_config("examples/gateway/openai_team.yaml", overrides + ["run_name=evaluated"])
+    with pytest.raises(RuntimeError, match="held-out evaluation played no episode of 2.*task.timeout_s"):
+        train(config, model_path=str(model_dir), progress=False)
+    monkeypatch.setattr(loop, "evaluate", lambda *args, **kwargs: ({"success": 0.0}, []))
+    config = load_config("examples/gateway/openai_team.yaml", overrides + ["run_name=trained"])
+    with pytest.raises(RuntimeError, match="step 1 played no episode.*task.timeout_s.*train.resume=auto"):
+        train(config, model_path=str(model_dir), progress=False)
+
+
+def test_dropped_held_out_runs_count_as_failures(monkeypatch):
+    """A workflow that drops an instance's run (a program that crashed or timed out) cannot raise success by it."""
+    from types import SimpleNamespace
+
+    from teamrl.rollout import evaluation
+
+    played = [SimpleNamespace(success=True, team_return=1.0, turns=1, rewards_by_agent={})]
+
+    def one_of_two(workflow, ids, *args, **kwargs):
+        return [], played if ids else []
+
+    monkeypatch.setattr(evaluation, "run_episodes", one_of_two)
+    metrics, episodes = evaluation.evaluate(SimpleNamespace(agents=[]), {}, {}, 2)
+    assert len(episodes) == 1 and metrics["success"] == 0.5 and metrics["dropped"] == 1.0

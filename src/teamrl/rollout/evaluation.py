@@ -48,8 +48,17 @@ def evaluate(
         episodes.extend(eps)
         if on_batch is not None:
             on_batch(len(ids))
+    if instances > 0 and not episodes:
+        raise RuntimeError(
+            f"the held-out evaluation played no episode of {instances}: the workflow dropped every one (a program "
+            "task drops a run that crashed, exceeded task.timeout_s or reported no reward; the log has a warning "
+            "for each, with its reason). Fix the program or raise task.timeout_s"
+        )
     metrics = {
-        "success": mean(e.success for e in episodes),
+        # a run the workflow dropped (a program that crashed or timed out) counts as a failure: success is over
+        # the instances asked for, so dropping the hard ones cannot raise it; the other means are over played ones
+        "success": sum(e.success for e in episodes) / max(instances, 1),
+        "dropped": float(instances - len(episodes)),
         "team_return": mean(e.team_return for e in episodes),
         "turns": mean(e.turns for e in episodes),
     }

@@ -180,6 +180,13 @@ def train(config: RunConfig, model_path: str | None = None, progress: bool = Tru
             t0, evaluated = time.time(), {}
             rollout = schedule.take(step)  # serial: played now; pipelined: played during the last update
             samples, episodes = rollout.samples, rollout.episodes
+            if not episodes:
+                raise RuntimeError(
+                    f"step {step} played no episode: the workflow dropped every one (a program task drops a run "
+                    "that crashed, exceeded task.timeout_s or reported no reward; train.log has a warning for each, "
+                    "with its reason). Fix the program or raise task.timeout_s, then "
+                    "continue with train.resume=auto"
+                )
             engine_metrics, engine_alerts = _engine_checks(config, policies, samples, step)
             t1 = time.time()
             advantages = assign_advantages(samples, episodes, algo)
