@@ -96,7 +96,10 @@ def test_cpu_timeout():
     with Sandbox(limits, workers=1) as box:
         res = box.run("while True: pass")
     assert res.status == "timeout" and res.timed_out
-    assert res.limit == "cpu" and res.cpu_s >= 0.95  # killed by RLIMIT_CPU, not the wall limit (whatever the load)
+    # killed by the CPU limit, not the wall limit (whatever the load). The kernel enforces RLIMIT_CPU on its own
+    # runtime clock while rusage samples ticks: on a loaded VM the program's rusage at the kill read 0.84 s and
+    # 0.94 s, so the CPU it reports is only required to be most of the limit.
+    assert res.limit == "cpu" and res.wall_s < limits.wall_time_s and res.cpu_s >= 0.75
 
 
 def test_output_limit(sandbox):
