@@ -15,6 +15,7 @@ is parsed with the gateway's own `hermes` parser and the call run with the examp
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import subprocess
@@ -23,8 +24,12 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "examples" / "gateway"))
-from tool_task import instances, last_number, run_tool  # noqa: E402
+_spec = importlib.util.spec_from_file_location("tool_task", ROOT / "examples" / "gateway" / "tool_task.py")
+assert _spec is not None and _spec.loader is not None
+tool_task = importlib.util.module_from_spec(_spec)
+sys.modules["tool_task"] = tool_task
+_spec.loader.exec_module(tool_task)
+instances, last_number, run_tool = tool_task.instances, tool_task.last_number, tool_task.run_tool
 
 CONFIG = "examples/gateway/tool_team.yaml"
 

@@ -279,9 +279,11 @@ class Gateway:
             return Answer(text, "stop" if generation.finished else "length")
         seed = repr((generation.prompt_ids, generation.response_ids, generation.text))
         parser = tool_call_parser(self.routes[agent].tool_parser)
-        read = read_answer(text, generation.finished, tools, parser, seed)
+        # the calls are read from the text as sampled: a stop string such as "</tool_call>" closes a call block
+        read = read_answer(generation.text, generation.finished, tools, parser, seed)
         self.tool_counts[read.outcome] = self.tool_counts.get(read.outcome, 0) + 1
-        return Answer(read.content, read.finish_reason, read.tool_calls)
+        content = read.content if read.tool_calls else without_stop(read.content or "", stops)
+        return Answer(content, read.finish_reason, read.tool_calls)
 
     async def _read_request(self, request: Request) -> ChatRequest:
         """The body as a vetted ChatRequest; ApiError 413 past max_body_bytes (counted while reading, so an
