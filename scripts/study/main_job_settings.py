@@ -13,8 +13,10 @@ the curves compare what was learned, not how it was sampled.
 
 Each (arm, seed) run appends one line to OUT/results.jsonl when it ends (held-out success by step, the
 step and wall times, the rollout-correction metrics); a re-run skips what is there, so an interrupted study
-continues where it stopped (a run cut short resumes from its last checkpoint, every 4 steps). Learning does not depend on the machine's load (a seed fixes every draw); the
-times do, so the summary prints the load beside them.
+continues where it stopped (a run cut short resumes from its last checkpoint, every 4 steps). Several
+processes may share one OUT: each takes the next run no live process holds (OUT/<run>.lock). Learning does
+not depend on the machine's load (a seed fixes every draw); the times do, so the summary prints the load
+beside them.
 
     python -m scripts.study.main_job_settings --arms fp32 bf16 pipelined --seeds 0 1 2 --out DIR
     python -m scripts.study.main_job_settings --summary DIR
@@ -80,6 +82,25 @@ def done_keys(results: Path) -> set[str]:
     return {json.loads(line)["key"] for line in results.read_text().splitlines() if line.strip()}
 
 
+def _claim(lock: Path) -> bool:
+    """Whether this process may run the lock's run: it takes a free lock, or one whose process has died."""
+    for _ in range(2):
+        try:
+            handle = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:
+            holder = lock.read_text().strip()
+            try:
+                os.kill(int(holder), 0)
+                return False  # another live process runs it
+            except (ValueError, ProcessLookupError):
+                lock.unlink(missing_ok=True)  # left by a process that died: take it over
+                continue
+        os.write(handle, str(os.getpid()).encode())
+        os.close(handle)
+        return True
+    return False
+
+
 def run(arms: list[str], seeds: list[int], out: Path, threads: int, extra: list[str]) -> None:
     out.mkdir(parents=True, exist_ok=True)
     results = out / "results.jsonl"
@@ -89,6 +110,13 @@ def run(arms: list[str], seeds: list[int], out: Path, threads: int, extra: list[
             if key in done_keys(results):
                 continue
             run_name = f"{arm}-seed{seed}"
+            lock = out / f"{run_name}.lock"
+            if not _claim(lock):
+                print(f"{key}: run by process {lock.read_text().strip()}, skipped", flush=True)
+                continue
+            if key in done_keys(results):  # finished by another process since the check above
+                lock.unlink()
+                continue
             args = [sys.executable, "-m", "teamrl.cli", "train", str(CONFIG), f"seed={seed}", f"output_dir={out}",
                     f"run_name={run_name}", f"train.threads={threads}", "train.eval_every=8",
                     "train.checkpoint_every=4", "train.keep_last=1", *ARMS[arm], *extra]
@@ -104,6 +132,7 @@ def run(arms: list[str], seeds: list[int], out: Path, threads: int, extra: list[
                        **read_run(out / run_name)}
             with results.open("a") as handle:
                 handle.write(json.dumps(payload) + "\n")
+            lock.unlink()
             final = payload["summary"]["final_success"]
             print(f"[{time.strftime('%H:%M:%S')}] {key}: final held-out {final:.3f}, wall {payload['wall_s']} s",
                   flush=True)
