@@ -9,6 +9,7 @@ from safetensors.torch import load_file
 from test_backends import NAMES, Stop, _assert_same, _assert_same_run, _run, warm_model  # noqa: F401
 
 from teamrl.config import ConfigError, TrainerConfig, load_config
+from teamrl.training.backends.ray_backend import LOCAL_RAY
 
 ray = pytest.importorskip("ray", reason="the Ray backend tests need Ray: pip install 'teamrl[ray]'")
 
@@ -17,7 +18,7 @@ FSDP = ("trainer.backend=ray", "trainer.shard=fsdp", "trainer.data_parallel=2")
 
 @pytest.fixture(scope="module")
 def local_ray():
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    ray.init(num_cpus=2, **LOCAL_RAY)
     yield
     ray.shutdown()
 

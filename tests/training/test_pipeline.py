@@ -23,6 +23,7 @@ from teamrl.cli import main as cli_main
 from teamrl.config import ConfigError, config_to_dict, load_config
 from teamrl.training import checkpoint as ckpt
 from teamrl.training import schedule as schedule_module
+from teamrl.training.backends.ray_backend import LOCAL_RAY
 from teamrl.training.loop import train
 
 ray = pytest.importorskip("ray", reason="the pipelined schedule's rollout workers are Ray actors")
@@ -45,7 +46,7 @@ def local_ray():
     """One local Ray with 2 CPUs for the module; a run finds it running and leaves it running."""
     before = torch.get_num_threads()
     torch.set_num_threads(1)  # the driver's arithmetic as in a killed child run (OMP_NUM_THREADS=1)
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    ray.init(num_cpus=2, **LOCAL_RAY)
     yield ray.get_runtime_context().gcs_address
     ray.shutdown()
     torch.set_num_threads(before)
