@@ -15,23 +15,22 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import json
 import logging
 import secrets
 import socket
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
 
 import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
-from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 
 from teamrl.gateway.batching import SamplingWorker
+from teamrl.gateway.http_request import ClientGone, read_chat_request, unless_disconnected
 from teamrl.gateway.openai_api import (
     Answer,
     ApiError,
@@ -45,12 +44,8 @@ from teamrl.gateway.openai_api import (
     token_logprobs,
 )
 from teamrl.gateway.parameters import (
-    MAX_STOP_CHARS,
-    MAX_STOP_STRINGS,
     MIN_TEMPERATURE,
     MIN_TOP_P,
-    RefusedParameter,
-    check_parameters,
 )
 from teamrl.gateway.sessions import Call, EpisodeSession, SessionTable
 from teamrl.gateway.streaming import StreamText, TokenFeed, without_stop
@@ -220,7 +215,7 @@ class Gateway:
     async def _chat(self, request: Request, episode: str | None) -> Response:
         try:
             session = self._authorize(request, episode)
-            chat = await self._read_request(request)
+            chat = await read_chat_request(request, self.limits.max_body_bytes)
             agent = request.headers.get("x-teamrl-agent") or chat.model
             if agent not in self.routes:
                 raise ApiError(
@@ -285,57 +280,6 @@ class Gateway:
         content = read.content if read.tool_calls else without_stop(read.content or "", stops)
         return Answer(content, read.finish_reason, read.tool_calls)
 
-    async def _read_request(self, request: Request) -> ChatRequest:
-        """The body as a vetted ChatRequest; ApiError 413 past max_body_bytes (counted while reading, so an
-        oversized body is never held whole), 415 for a body that is not JSON, 400/422 for a bad one."""
-        limit = self.limits.max_body_bytes
-        kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
-        if kind and kind != "application/json" and not kind.endswith("+json"):
-            raise ApiError(
-                415,
-                f"content-type {kind!r}: send the request as JSON (Content-Type: application/json)",
-                code="unsupported_media_type",
-            )
-        declared = request.headers.get("content-length", "")
-        if declared.isdigit() and int(declared) > limit:
-            raise _too_large(int(declared), limit)
-        chunks, size = [], 0
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > limit:
-                raise _too_large(size, limit)
-            chunks.append(chunk)
-        try:
-            raw = json.loads(b"".join(chunks))
-        except ValueError as err:  # JSONDecodeError, UnicodeDecodeError
-            raise ApiError(422, f"invalid request: the body is not JSON ({err})", code="invalid_request") from None
-        if not isinstance(raw, dict):
-            raise ApiError(
-                422,
-                f"invalid request: the body must be a JSON object, got {type(raw).__name__}",
-                code="invalid_request",
-            )
-        try:
-            check_parameters(raw)
-        except RefusedParameter as err:
-            raise ApiError(400, str(err), code=err.code, param=err.param) from None
-        try:
-            chat = ChatRequest.model_validate(raw, strict=True)  # "yes" is no boolean, "1" no number
-        except ValidationError as err:
-            problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in err.errors())
-            first = ".".join(map(str, err.errors()[0]["loc"])) or None
-            raise ApiError(422, f"invalid request: {problems}", code="invalid_request", param=first) from None
-        stops = chat.stop_strings()
-        if len(stops) > MAX_STOP_STRINGS or any(len(s) > MAX_STOP_CHARS for s in stops):
-            raise ApiError(
-                400,
-                f"stop: at most {MAX_STOP_STRINGS} strings of at most {MAX_STOP_CHARS} characters, "
-                f"got {len(stops)} of up to {max(map(len, stops))}",
-                code="invalid_stop",
-                param="stop",
-            )
-        return chat
-
     def _prompt(
         self, agent: str, chat: ChatRequest, messages: list[dict], tools: ToolRequest | None
     ) -> tuple[AgentRoute, SamplingParams, list[int]]:
@@ -376,7 +320,7 @@ class Gateway:
         worker = self.worker
         assert worker is not None  # _submit checked it
         try:
-            generation = await _unless_disconnected(request, asyncio.wrap_future(future))
+            generation = await unless_disconnected(request, asyncio.wrap_future(future))
         except ClientGone:
             self._abandon(future, session, agent, index)
             raise
@@ -543,36 +487,6 @@ class Gateway:
                 code="context_length_exceeded",
             )
         return dataclasses.replace(route.params, **changes)
-
-
-class ClientGone(Exception):
-    """The client closed its connection before its answer was ready."""
-
-
-async def _unless_disconnected(request: Request, work: Awaitable[Generation]) -> Generation:
-    """`work`'s result, or ClientGone (and `work` cancelled) as soon as the client disconnects."""
-
-    async def disconnected() -> None:
-        while (await request.receive())["type"] != "http.disconnect":  # the body is read: only this is left
-            pass
-
-    task, watcher = asyncio.ensure_future(work), asyncio.ensure_future(disconnected())
-    try:
-        done, _ = await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        watcher.cancel()
-    if watcher in done:
-        task.cancel()
-        raise ClientGone
-    return task.result()
-
-
-def _too_large(size: int, limit: int) -> ApiError:
-    return ApiError(
-        413,
-        f"the request body has {size} bytes or more, over this gateway's limit of {limit}",
-        code="request_too_large",
-    )
 
 
 def _reserve(session: EpisodeSession, agent: str) -> int:
