@@ -259,6 +259,17 @@ REAL_STUDIES: dict[str, Study] = {
         quick_budget=REAL_QUICK,
         bound=REAL_BOUND,
     ),
+    # (1b) the same table on Gemma-3-270M, a base model (no chat template): its answers end at the blank line
+    # before the next worked example, as in the hetero table's Gemma roles and the scale table's Gemma row.
+    "real_split_calc_gemma": Study(
+        "real_split_calc_gemma",
+        CONFIGS / "split_calc_team.yaml",
+        overrides=(*REAL_SETTINGS, f"policy.model={GEMMA}", 'rollout.stop=["\\n\\n"]'),
+        rows=REAL_MAIN_ROWS,
+        budget=REAL_MAIN,
+        quick_budget=REAL_QUICK,
+        bound=REAL_BOUND,
+    ),
     # (2) the heterogeneous pair: SmolLM2 (base A, the per_role row's pair) + Gemma-3-270M (base B).
     "real_hetero_calc": Study(
         "real_hetero_calc",
