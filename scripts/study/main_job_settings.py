@@ -144,7 +144,7 @@ def summarize(out: Path) -> str:
 
     rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines() if line.strip()]
     by_arm: dict[str, dict[int, dict]] = {}
-    for row in rows:
+    for row in sorted(rows, key=lambda r: r["seed"]):  # per-seed values in seed order
         by_arm.setdefault(row["arm"], {})[row["seed"]] = row
     lines = ["Held-out success by step (mean over seeds; per seed in brackets):", ""]
     steps = sorted({int(s) for arm in by_arm.values() for r in arm.values() for s in r["curve"]})
@@ -169,6 +169,13 @@ def summarize(out: Path) -> str:
         result = paired(final[arm], final["fp32"])
         lines.append(f"- final held-out, {arm} - fp32: {100 * result.diff.mean:+.1f} points; "
                      + verdict(result, directed=False, names=(arm, "fp32"), bound=BOUND, instances=instances))
+        for step in steps[1:-1]:  # the evaluations in between: how fast, not only how far
+            at = {arm_name: {seed: r["curve"][str(step)]["success"] for seed, r in by_arm[arm_name].items()
+                             if str(step) in r["curve"]} for arm_name in (arm, "fp32")}
+            if set(at[arm]) & set(at["fp32"]):
+                mid = paired(at[arm], at["fp32"]).diff
+                interval = f" [{100 * mid.low:+.1f}, {100 * mid.high:+.1f}]" if mid.low is not None else ""
+                lines.append(f"  - at step {step}: {100 * mid.mean:+.1f} points{interval} over {mid.n} seeds")
     for arm, seeds in by_arm.items():
         gain = summary_of([r["summary"]["final_success"] - r["summary"]["initial_success"] for r in seeds.values()])
         lines.append(f"- {arm}: trained - untrained {100 * gain.mean:+.1f} points over {gain.n} seeds"
