@@ -14,7 +14,7 @@ from teamrl.config import AlgorithmConfig, ConfigError, TrainerConfig, load_conf
 from teamrl.diagnostics.session import TrackerFactory
 from teamrl.training.backends import make_backend
 from teamrl.training.backends.base import UpdateSettings, update_seeds
-from teamrl.training.backends.ray_backend import LOCAL_RAY, connect, network_groups
+from teamrl.training.backends.ray_backend import LOCAL_RAY, network_groups
 
 ray = pytest.importorskip("ray", reason="the Ray backend tests need Ray: pip install 'teamrl[ray]'")
 
@@ -269,19 +269,3 @@ def test_ray_run_stopped_after_a_checkpoint_resumes_exactly(tmp_path, warm_model
     resumed = _train(tmp_path, warm_model, "ray", *extra, "run_name=stopped", "train.resume=auto")
     _assert_same_run(reference, resumed)
 
-
-def test_a_local_ray_runs_its_workers_at_the_drivers_priority():
-    """Ray's default worker niceness (15) starves the actors beside any busy process; teamrl's local Ray
-    keeps them at the driver's."""
-    if ray.is_initialized():
-        pytest.skip("a Ray is already running in this process (its settings are not teamrl's)")
-    assert connect()
-    try:
-
-        @ray.remote
-        def niceness() -> int:
-            return os.nice(0)
-
-        assert ray.get(niceness.remote()) == os.nice(0)
-    finally:
-        ray.shutdown()
