@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from safetensors.torch import load_file
+
+from test_resume import _final_weights, _rows  # metrics without wall-clock values; saved tensors
 
 from teamrl.cli import main as cli_main
 from teamrl.config import ConfigError, config_to_dict, load_config
@@ -54,19 +55,6 @@ def local_ray():
 
 def _config(tmp_path: Path, model: Path, *extra: str):
     return load_config(None, [*BASE, f"policy.model={model}", f"output_dir={tmp_path / 'runs'}", *extra])
-
-
-def _rows(run_dir: Path) -> list[dict]:
-    """metrics.jsonl without wall-clock values and measured memory."""
-    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    return [{k: v for k, v in row.items() if not k.startswith("time/") and not k.endswith("/peak_memory_mb")}
-            for row in rows]
-
-
-def _final_weights(run_dir: Path) -> dict[str, dict[str, torch.Tensor]]:
-    final = run_dir / "checkpoints" / "final"
-    return {p.name: {k: v for f in sorted(p.glob("*.safetensors")) for k, v in load_file(str(f)).items()}
-            for p in sorted(final.iterdir()) if p.is_dir()}
 
 
 def _assert_same_run(got: Path, want: Path) -> None:
