@@ -50,10 +50,10 @@ def test_a_model_override_replaces_every_model_the_study_names():
 
 def test_the_rows_of_a_real_study_are_its_own():
     assert [r.key for r in select_rows(None, study("real_split_calc"))] == [
-        "single", "single_grpo", "team", "shared", "per_role", "swapped", "alone", "trajectory"]
+        "single", "single_grpo", "team", "shared", "per_role", "swapped", "alone", "trajectory", "sft"]
     assert [r.key for r in select_rows(["swapped"], study("real_split_calc"))] == ["per_role", "swapped"]
-    with pytest.raises(ValueError, match="study 'real_split_calc' has no row.s. sft"):
-        select_rows(["sft"], study("real_split_calc"))
+    with pytest.raises(ValueError, match="study 'real_split_calc' has no row.s. team_transfer"):
+        select_rows(["team_transfer"], study("real_split_calc"))
     assert all(r.kind != "scale" for r in select_rows(None, study("split_calc")))
     with pytest.raises(ValueError, match="study 'split_calc' has no scale axis for row.s. scale_gemma; drop them"):
         select_rows(["scale_gemma"], study("split_calc"))
@@ -108,12 +108,12 @@ def test_quick_real_study_runs_end_to_end_on_a_substituted_model(random_model, t
     assert f"model: {random_model}" in config and "prompt_style: chat" in config
     assert "AT-GRPO per-role" in (out / "table.md").read_text()
     shown = capsys.readouterr().out
-    assert "8 cell(s) to run, 0 finished; ETA ~" in shown
+    assert "9 cell(s) to run, 0 finished; ETA ~" in shown
     assert f"seed 0: base model {random_model} (no warm-up)" in shown and "warm-up seed" not in shown
     assert "same pretrained weights" in (out / "table.md").read_text()
     again = ["study", "real_split_calc", "--quick", "--instances", "2", "--out", str(out),
              f"policy.model={random_model}", *TINY, "--remaining"]
-    assert main(again) == 0 and "every cell finished (8)" in capsys.readouterr().out
+    assert main(again) == 0 and "every cell finished (9)" in capsys.readouterr().out
 
 
 def test_quick_scale_study_records_the_sharing_gain_per_workflow(random_model, tmp_path, capsys):

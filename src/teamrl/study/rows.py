@@ -193,7 +193,7 @@ REAL_SETTINGS = (
 )
 """The real-model studies' settings (those of configs/smollm2_math_team.yaml): chat prompts, and T 0.5,
 at which SmolLM2 keeps a fair prior (T 1.0 ruins a 135M model's answers)."""
-REAL_MAIN_ROWS = ("single", "single_grpo", "team", "shared", "per_role", "swapped", "alone", "trajectory")
+REAL_MAIN_ROWS = ("single", "single_grpo", "team", "shared", "per_role", "swapped", "alone", "trajectory", "sft")
 # Sizes from teamrl.study.real_budget's prices (docs/study/real.md has the arithmetic): each full table
 # plans under 6 h on one core, each --quick under 15 min.
 REAL_MAIN = Budget(
