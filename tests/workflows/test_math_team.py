@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import copy
+from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -154,8 +156,8 @@ def test_arithmetic_source_is_disjoint_and_seeded():
     assert {p.metadata["level"] for p in splits.train[:2]} == {1, 3}  # levels interleaved
     assert math_problems("arithmetic:1,3", seed=0).train[:5] == arithmetic_problems((1, 3), seed=0).train[:5]
     assert splits.get("train", len(splits.train)) == splits.train[0]  # indices wrap
-    with pytest.raises(ValueError, match="split"):
-        splits.get("test", 0)
+    with pytest.raises(ValueError, match="unknown split 'valid'"):
+        splits.get("valid", 0)
     with pytest.raises(ValueError, match="levels"):
         math_problems("arithmetic:one")
 
@@ -250,3 +252,30 @@ def test_worked_examples_are_no_problem_of_any_arithmetic_level():
         for split in ("train", "heldout"):
             questions = {p.question for p in generate_arithmetic(level, 3000, seed=0, split=split, unique=False)}
             assert not asked & questions, (level, split)
+
+
+def test_validation_and_test_are_disjoint_halves_of_the_held_out_list():
+    problems = arithmetic_problems((2,))
+    validation, test = problems.problems("validation"), problems.problems("test")
+    assert validation and test and len(validation) + len(test) == len(problems.heldout)
+    assert not {p.question for p in validation} & {p.question for p in test}
+    assert not {p.question for p in problems.train} & {p.question for p in validation + test}
+    assert problems.get("heldout", 0) == problems.heldout[0]  # no heldout_split: the whole list, as before
+    halved = replace(problems, heldout_split="test")
+    assert halved.get("heldout", 0) == test[0] and halved.get("heldout", len(test)) == test[0]  # wraps in its half
+    with pytest.raises(ValueError, match="unknown split 'dev'"):
+        problems.get("dev", 0)
+
+
+def test_a_math_config_picks_its_held_out_half():
+    from teamrl.config import ConfigError, load_config
+    from teamrl.setup.team import build_workflow
+
+    path = Path(__file__).resolve().parents[2] / "src/teamrl/configs/smollm2_math_team.yaml"
+    validation = build_workflow(load_config(path, ["task.heldout_split=validation"]))
+    test = build_workflow(load_config(path, ["task.heldout_split=test", "workflow.name=single"]))
+    assert validation.new_state("heldout", 0).problem == validation.problems.problems("validation")[0]
+    assert test.new_state("heldout", 0).problem == test.problems.problems("test")[0]
+    assert validation.new_state("heldout", 0).problem != test.new_state("heldout", 0).problem
+    with pytest.raises(ConfigError, match="heldout_split = 'tset' is invalid"):
+        load_config(path, ["task.heldout_split=tset"])

@@ -34,7 +34,7 @@ from teamrl.workflows.code_parsing import parse_program, visible_prompt
 from teamrl.workflows.code_runner import CodeRunner
 from teamrl.workflows.code_sources import CodeProblemSource, code_problems
 from teamrl.workflows.code_team import CodeTaskConfig
-from teamrl.workflows.math_team import MAX_ANSWER_CHARS, MathTaskConfig, ProblemSplits, math_problems, reasoner_answer
+from teamrl.workflows.math_team import MAX_ANSWER_CHARS, MathTaskConfig, ProblemSplits, reasoner_answer, task_problems
 
 SHOWN_CHARS = 400  # how much of one agent's output another agent is shown
 _INTEGER_RE = re.compile(r"^-?\d{1,30}$")
@@ -91,7 +91,7 @@ class MathDomain:
         self.answer_form = "auto"
         if isinstance(problems, MathTaskConfig):
             self.answer_form = problems.answer_form
-            problems = math_problems(problems.source, problems.seed, problems.data_dir)
+            problems = task_problems(problems)
         self.problems = problems
         self.match_timeout_s = match_timeout_s
         # K candidates often repeat an answer: math-verify is asked once per (answer, other).

@@ -31,11 +31,12 @@ import hashlib
 import re
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Generic, TypeVar
 
 from teamrl.tasks.code_blocks import extract_code_block
+from teamrl.tasks.content_splits import check_heldout_split
 from teamrl.tasks.math_answers import answer_equals
 from teamrl.tasks.math_data import MathProblem, generate_arithmetic, load_math_dataset
 from teamrl.tasks.math_echo import ANSWER_FORMS, ascii_digits, echo_refusal, resolve_answer_form
@@ -60,24 +61,46 @@ _BARE_ANSWER_RE = re.compile(r"^(?:.*=)?\s*-?\d+(?:\.\d+)?(?:/\d+)?\s*$")
 
 @dataclass
 class ProblemSplits(Generic[T]):
-    """Disjoint training and held-out problem lists; instance `index` wraps around the list."""
+    """Disjoint training and held-out problem lists; instance `index` wraps around the list.
+
+    A study needs two held-out splits (pick checkpoints on one, report the other): 'validation' is the
+    held-out list's first half and 'test' its second half, so they share no problem. 'heldout' is the
+    whole list, or the half `heldout_split` names.
+    """
 
     train: list[T]
     heldout: list[T]
     name: str = ""
+    heldout_split: str = ""
+    """What 'heldout' means: '' (the whole held-out list), 'validation' or 'test' (one half of it)."""
 
     def __post_init__(self) -> None:
         for split in ("train", "heldout"):
             if not getattr(self, split):
                 raise ValueError(f"problem source {self.name or '?'} has no {split} problems")
+        if self.heldout_split:
+            check_heldout_split("math", self.heldout_split)
+            if len(self.heldout) < 2:
+                raise ValueError(f"problem source {self.name or '?'} has too few held-out problems to halve")
+
+    def problems(self, split: str) -> list[T]:
+        """The problem list of `split`: train, heldout, validation or test."""
+        if split == "heldout" and self.heldout_split:
+            split = self.heldout_split
+        if split in ("train", "heldout"):
+            return self.train if split == "train" else self.heldout
+        half = len(self.heldout) // 2
+        if split == "validation":
+            return self.heldout[:half]
+        if split == "test":
+            return self.heldout[half:]
+        raise ValueError(f"unknown split {split!r}: use 'train', 'heldout', 'validation' or 'test'")
 
     def get(self, split: str, index: int) -> T:
-        """Problem `index` of `split`; training indices beyond the list cycle through it."""
-        if split not in ("train", "heldout"):
-            raise ValueError(f"unknown split {split!r}: use 'train' or 'heldout'")
+        """Problem `index` of `split`; indices beyond the list cycle through it."""
+        problems = self.problems(split)
         if index < 0:
             raise ValueError(f"instance index must be >= 0, got {index}")
-        problems = getattr(self, split)
         return problems[index % len(problems)]
 
 
@@ -147,6 +170,11 @@ def math_problems(spec: str, seed: int = 0, data_dir: str | None = None) -> Prob
     return dataset_problems(spec, seed, data_dir=data_dir)
 
 
+def task_problems(task: MathTaskConfig) -> ProblemSplits[MathProblem]:
+    """The problems of a config's math task, its 'heldout' split resolved by `task.heldout_split`."""
+    return replace(math_problems(task.source, task.seed, task.data_dir), heldout_split=task.heldout_split)
+
+
 @dataclass(frozen=True)
 class MathTaskConfig:
     """The `task:` settings of the math team (a config's `task: {name: math, source: gsm8k}`)."""
@@ -168,6 +196,9 @@ class MathTaskConfig:
     """Chat prompts show two solved problems (`CHAT_EXAMPLES`, not from any split) as earlier turns before the
     agent's problem. A base model without a chat template (Gemma-3-270M) needs them: told only the
     instruction, it continues the problem's text ("1+4" -> "+12+16+18...") instead of answering it."""
+    heldout_split: str = ""
+    """What the held-out split is: '' the whole held-out list (as `teamrl train` and `eval` use it), or
+    'validation' / 'test', its two disjoint halves (a study picks checkpoints on one, reports the other)."""
 
     def __post_init__(self) -> None:
         if self.final_agent not in ("reasoner", "tool"):
@@ -176,6 +207,8 @@ class MathTaskConfig:
             raise ValueError(f"math.answer_form must be one of {', '.join(ANSWER_FORMS)}, got {self.answer_form!r}")
         if not self.source:
             raise ValueError("math.source is empty")
+        if self.heldout_split:
+            check_heldout_split("math", self.heldout_split)
 
 
 # ----------------------------------------------------------------------------- answers
@@ -315,7 +348,7 @@ class MathWorkflow(Workflow):
         if isinstance(problems, MathTaskConfig):
             final_agent, seed, answer_form = problems.final_agent, problems.seed, problems.answer_form
             worked_examples = problems.worked_examples
-            problems = math_problems(problems.source, seed, problems.data_dir)
+            problems = task_problems(problems)
         resolve_answer_form(answer_form)  # raises on an unknown form
         if prompt_style not in ("compact", "chat"):
             raise ValueError(f"prompt_style must be 'compact' or 'chat', got {prompt_style!r}")
