@@ -257,6 +257,20 @@ REAL_MATH = Budget(
 runs of three settings, std 3.4, against 68-90% and std 7 at step 16: benchmarks/results/main_job_settings),
 and 7 seeds, the plan's size for a claim of S 5 (docs/study/real.md, the math table's plan)."""
 
+REAL_FLOWS_LONG = Budget(
+    steps=24,
+    batch_size=2,
+    k=4,
+    max_new_tokens=80,
+    lora_rank=16,
+    eval_every=4,
+    validation_instances=16,
+    test_instances=32,
+    seeds=3,
+)
+"""The policy-sharing paper at real scale: the scale table's budget run six times as long, held out every 4
+steps, so a late cliff (a fall after a peak) and peak vs final show over training, not at two points."""
+
 REAL_BOUND = 0.10
 """The real tables' equivalence bound, 10 points, planned with their seeds (docs/study/real.md, the plan): the
 plan sizes a table for a 95% half-width under 5 points, so a null effect's interval falls inside ±10 in
@@ -321,6 +335,16 @@ REAL_STUDIES: dict[str, Study] = {
         overrides=REAL_SETTINGS,
         rows=("scale_tiny", "scale_smollm2", "scale_gemma"),
         budget=REAL_SCALE,
+        quick_budget=REAL_SCALE_QUICK,
+        bound=REAL_BOUND,
+    ),
+    # (4) the policy-sharing paper on Gemma-3-270M (the scale table's model with a fair voting prior), long runs.
+    "real_flows_gemma": Study(
+        "real_flows_gemma",
+        CONFIGS / "calc_flows.yaml",
+        overrides=REAL_SETTINGS,
+        rows=("scale_gemma",),
+        budget=REAL_FLOWS_LONG,
         quick_budget=REAL_SCALE_QUICK,
         bound=REAL_BOUND,
     ),
