@@ -97,7 +97,7 @@ def test_verdict_bounds_an_interval_inside_the_planned_bound():
     )
     # The same interval against a 4-point bound reaches past +4: not established, and says why.
     assert verdict(small, bound=0.04) == (
-        "not established (interval spans 0 and reaches past the planned ±4-point bound; a > b on 2 of 4 "
+        "not established (interval spans 0 and reaches past the ±4-point bound; a > b on 2 of 4 "
         "seeds; n = 4 seeds)"
     )
     # Without a bound, the old reading.

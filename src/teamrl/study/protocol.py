@@ -202,7 +202,7 @@ def verdict(
     why = (
         "interval spans 0"
         if bound is None
-        else f"interval spans 0 and reaches past the planned ±{100 * bound:g}-point bound"
+        else f"interval spans 0 and reaches past the ±{100 * bound:g}-point bound"
     )
     return f"not established ({why}; {a} > {b} on {result.wins} of {pairs} {unit}; {n})"
 
