@@ -242,32 +242,12 @@ REAL_SCALE_QUICK = Budget(
     tiny_warmup_steps=50,
 )
 
-REAL_MATH = Budget(
-    steps=24,
-    batch_size=4,
-    k=4,
-    max_new_tokens=80,
-    lora_rank=16,
-    eval_every=8,
-    validation_instances=32,
-    test_instances=128,
-    seeds=7,
-)
+REAL_MATH = replace(REAL_MAIN, steps=24, eval_every=8, test_instances=128, seeds=7)
 """The math team's table: the main job's 24 steps, where its held-out success levels off (83-93% on 9
 runs of three settings, std 3.4, against 68-90% and std 7 at step 16: benchmarks/results/main_job_settings),
 and 7 seeds, the plan's size for a claim of S 5 (docs/study/real.md, the math table's plan)."""
 
-REAL_FLOWS_LONG = Budget(
-    steps=24,
-    batch_size=2,
-    k=4,
-    max_new_tokens=80,
-    lora_rank=16,
-    eval_every=4,
-    validation_instances=16,
-    test_instances=32,
-    seeds=3,
-)
+REAL_FLOWS_LONG = replace(REAL_SCALE, steps=24, eval_every=4)
 """The policy-sharing paper at real scale: the scale table's budget run six times as long, held out every 4
 steps, so a late cliff (a fall after a peak) and peak vs final show over training, not at two points."""
 
