@@ -199,11 +199,7 @@ def verdict(
             f"no effect larger than {100 * bound:g} points ({a} - {b} in [{100 * d.low:+.1f}, {100 * d.high:+.1f}], "
             f"inside ±{100 * bound:g}; {n})"
         )
-    why = (
-        "interval spans 0"
-        if bound is None
-        else f"interval spans 0 and reaches past the ±{100 * bound:g}-point bound"
-    )
+    why = "interval spans 0" if bound is None else f"interval spans 0 and reaches past the ±{100 * bound:g}-point bound"
     return f"not established ({why}; {a} > {b} on {result.wins} of {pairs} {unit}; {n})"
 
 
