@@ -40,6 +40,9 @@ class TrainResult:
     steps: int
     seconds: float  # training wall time
     agent_to_policy: dict[str, str] = field(default_factory=dict)
+    # Digests of each step's sampled tokens and log-probs and of the final weights: equal for the same run
+    # bit for bit (`teamrl.training.fingerprint.first_difference` says where two runs part); None: an older run.
+    fingerprint: dict[str, Any] | None = None
 
     @classmethod
     def from_run_dir(cls, run_dir: str | Path) -> TrainResult:
@@ -61,6 +64,7 @@ class TrainResult:
             steps=summary["steps"],
             seconds=summary["train_seconds"],
             agent_to_policy=dict(summary.get("agent_to_policy", {})),
+            fingerprint=summary.get("fingerprint"),
         )
 
 

@@ -81,7 +81,7 @@ def test_a_field_a_later_code_added_is_checked_by_a_re_run_not_refused(tmp_path,
     _run(tmp_path, random_model, ["single_grpo"], log=lines.append)
     (check,) = json.loads(target.read_text())["code_checks"]
     assert check["accepted"] and check["cell"] == ["single_grpo", 0]
-    assert "code check: single_grpo seed 0 re-ran equal" in lines
+    assert "code check: single_grpo seed 0: re-run bit-identical" in lines
     # A cell that records no settings cannot be compared field by field: refused.
     del made["results"][0]["settings"]
     target.write_text(json.dumps(made))
@@ -111,7 +111,8 @@ def test_cells_made_at_another_code_are_accepted_when_one_re_runs_equal(tmp_path
     after = json.loads((tmp_path / "results.json").read_text())
     assert after["results"] == made["results"]  # accepted as they were
     (check,) = after["code_checks"]
-    assert check["accepted"] and check["how"] == "re-run equal" and check["differing"] == []
+    assert check["accepted"] and check["how"] == "re-run bit-identical" and check["differing"] == []
+    assert set(after["results"][1]["fingerprints"]) == {"single_grpo-s0"}  # the cell's one training run
     assert (check["code"], check["now"], check["cell"]) == (old, "0123456789abcdef", ["single_grpo", 0])
     ran.clear()
     _run(tmp_path, random_model, ["single", "single_grpo"], log=lambda line: None)
@@ -141,6 +142,34 @@ def test_cells_made_at_another_code_are_refused_when_the_re_run_differs(tmp_path
               accept_code=True)
     checks = json.loads(target.read_text())["code_checks"]
     assert [c["how"] for c in checks] == ["re-run differs", "--accept-code, not re-run"]
+
+
+def test_equal_results_from_another_run_are_refused_and_old_cells_are_checked_on_results(tmp_path, random_model,
+                                                                                          monkeypatch):
+    _run(tmp_path, random_model, ["single_grpo"], log=lambda line: None)
+    target = tmp_path / "results.json"
+    made = json.loads(target.read_text())
+    fingerprint = made["results"][0]["fingerprints"]["single_grpo-s0"]
+    fingerprint["rollouts"]["1"] = "0" * 16  # as if another code had sampled another token at step 1
+    target.write_text(json.dumps(made))
+    monkeypatch.setattr(cells, "code_digest", lambda: "0123456789abcdef")
+    with pytest.raises(ConfigError) as refused:
+        _run(tmp_path, random_model, ["single_grpo"], log=lambda line: None)
+    message = str(refused.value)
+    assert ("re-running single_grpo seed 0 at code 0123456789abcdef gave the recorded results from another run "
+            "(run single_grpo-s0: step 1's sampled tokens or their log-probs differ). Other cells of the folder may not be equal") in message
+    assert "--out OTHER_DIR" in message and "--accept-code" in message
+    (check,) = json.loads(target.read_text())["code_checks"]
+    assert not check["accepted"] and check["how"] == "equal results, not the same run" and check["differing"] == []
+    # A cell made before fingerprints existed is checked on its results only, and the check says so.
+    del made["results"][0]["fingerprints"]
+    made.pop("code_checks", None)
+    target.write_text(json.dumps(made))
+    lines = []
+    _run(tmp_path, random_model, ["single_grpo"], log=lines.append)
+    checks = json.loads(target.read_text())["code_checks"]
+    assert checks[-1]["accepted"]
+    assert checks[-1]["how"] == "re-run equal (results only: the recorded cell has no fingerprints)"
 
 
 def test_differing_fields_leave_out_times_and_paths():

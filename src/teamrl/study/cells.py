@@ -12,9 +12,13 @@ now; otherwise the command stops and names the cell (mixing a table from two con
 that were not made alike). A code digest that differs does not refuse by itself: most commits leave a
 cell's run bit-identical. On continuing a folder whose cells were made at another code digest, the
 study re-runs one finished cell of each such code (`recheck_cell`: the cheapest cell that trains) and
-compares its result field by field (`differing_fields`); equal results accept that code's cells (the
-check is recorded in results.json, `code_checks`), any difference stops the command with the cell and
-fields named. `--accept-code` accepts without the check (recorded as such). Records written before
+compares its result field by field (`differing_fields`) and its training runs bit for bit (`bit_difference`:
+each step's sampled tokens and log-probs, and the final weights, `teamrl.training.fingerprint`); a
+re-run equal in both accepts that code's cells (the check is recorded in results.json, `code_checks`).
+Any difference stops the command with the cell and what differs named: equal results from runs that
+parted somewhere are results of a nearly identical run, and other cells of the folder may not be equal.
+A recorded cell without fingerprints (made before they existed) is checked on its results only, and the
+check says so. `--accept-code` accepts without the check (recorded as such). Records written before
 digests existed are kept, unchecked.
 
 The cells still to run are listed with an ETA: each priced at the mean measured seconds of its row's
@@ -37,6 +41,7 @@ from teamrl.config import ConfigError, RunConfig
 from teamrl.config.run import config_to_dict
 from teamrl.study import real_budget
 from teamrl.study.rows import ROWS, Row, Study, named_model
+from teamrl.training.fingerprint import first_difference
 
 CODE_PACKAGES = (
     "teamrl.tasks",
@@ -190,8 +195,26 @@ def _check_settings(
 
 TRAINING_KINDS = frozenset({"train", "alone", "sft", "bases", "flows", "scale"})
 """Row kinds whose cell runs an update: re-running one checks the training code, not only sampling."""
-VOLATILE_FIELDS = frozenset({"seconds", "digest", "settings", "run_dir", "transcripts", "label"})
-"""Record fields that say how long or where, not what: left out of a re-run's comparison."""
+VOLATILE_FIELDS = frozenset({"seconds", "digest", "settings", "run_dir", "transcripts", "label", "fingerprints"})
+"""Record fields that say how long or where, not what, left out of a re-run's comparison of results; and
+the runs' fingerprints, compared on their own (`bit_difference`)."""
+
+
+def bit_difference(recorded: dict[str, Any], rerun: dict[str, Any]) -> str | None:
+    """Where a re-run cell's training runs part from the recorded ones, bit for bit, in words; None when
+    every run is the same run (equal sampled tokens, log-probs and final weights). A record without
+    fingerprints (made before they existed, or a row that trains nothing) has nothing to compare: None.
+    """
+    made, again = recorded.get("fingerprints") or {}, rerun.get("fingerprints") or {}
+    if not made:
+        return None
+    for name in sorted(set(made) | set(again)):
+        if name not in made or name not in again:
+            return f"run {name} is in only one of them"
+        where = first_difference(made[name], again[name])
+        if where is not None:
+            return f"run {name}: {where}"
+    return None
 
 
 def recheck_cell(candidates: list[tuple[str, int]], records: list[dict[str, Any]]) -> tuple[str, int]:

@@ -177,11 +177,25 @@ def _code_check(
     rerun = json.loads(json.dumps(seed_run.run(ROWS[row])))  # as results.json would hold it
     differing = cells.differing_fields(recorded, rerun)
     shown = {f: (_field(recorded, f), _field(rerun, f)) for f in differing[:3]}
-    log(f"code check: {row} seed {seed} " + ("re-ran equal" if not differing else f"differs in {', '.join(differing)}"))
+    parted = cells.bit_difference(recorded, rerun)
+    if differing:
+        how = "re-run differs"
+    elif parted is not None:
+        how = "equal results, not the same run"
+    elif recorded.get("fingerprints"):
+        how = "re-run bit-identical"
+    else:
+        how = "re-run equal (results only: the recorded cell has no fingerprints)"
+    log(
+        f"code check: {row} seed {seed}: {how}"
+        + (f" ({', '.join(differing)})" if differing else "")
+        + (f"; {parted}" if parted else "")
+    )
     return check | {
-        "accepted": not differing,
-        "how": "re-run equal" if not differing else "re-run differs",
+        "accepted": not differing and parted is None,
+        "how": how,
         "differing": differing,
+        "parted": parted,
         "shown": {f: {"recorded": a, "rerun": b} for f, (a, b) in shown.items()},
         "seconds": rerun.get("seconds"),
     }
@@ -195,6 +209,14 @@ def _field(record: Any, dotted: str) -> Any:
 
 def _refusal(target: Path, check: dict[str, Any]) -> str:
     row, seed = check["cell"]
+    if not check["differing"]:  # equal results from runs that parted
+        return (
+            f"{target}: {check['cells']} finished cell(s) were made at code digest {check['code']}; re-running "
+            f"{row} seed {seed} at code {check['now']} gave the recorded results from another run ({check['parted']}). "
+            f"Other cells of the folder may not be equal: start a fresh folder (--out OTHER_DIR), or run the code "
+            f"that made them (a worktree at the folder's commit, results.json 'commands'; on another CPU the "
+            f"arithmetic itself may differ), or pass --accept-code to keep the old cells beside new ones knowingly"
+        )
     shown = "; ".join(f"{f}: recorded {v['recorded']}, now {v['rerun']}" for f, v in check["shown"].items())
     return (
         f"{target}: {check['cells']} finished cell(s) were made at code digest {check['code']}; re-running "

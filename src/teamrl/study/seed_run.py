@@ -159,6 +159,13 @@ class SeedRun:
         log(f"seed {seed}: base model {self.model_path}" + ("" if warmed else " (no warm-up)"))
         self.trained: dict[str, Path] = {}
         self.shared: dict[str, Any] = {}  # what several rows of this seed reuse (e.g. the hetero rows' bases)
+        self.fingerprints: dict[str, Any] = {}  # run name -> its fingerprint, for the cell being made
+
+    def note_run(self, run_dir: Path) -> None:
+        """Keep a finished training run's fingerprint for the cell's record (teamrl.training.fingerprint)."""
+        summary = json.loads((run_dir / "summary.json").read_text())
+        if "fingerprint" in summary:
+            self.fingerprints[run_dir.name] = summary["fingerprint"]
 
     def config(self, row: Row, extra: tuple[str, ...] = (), split: str = "validation", name: str = "") -> RunConfig:
         return row_config(
@@ -202,8 +209,11 @@ class SeedRun:
                 f"known kinds: {', '.join([*own, *self.row_kinds])}"
             )
         self.log(f"seed {self.seed} {result['label']}: started")
+        self.fingerprints = {}
         with cell_progress(self.log, f"  seed {self.seed} {row.key}: "):
             result.update(own[row.kind](row) if row.kind in own else self.row_kinds[row.kind](self, row))
+        if self.fingerprints:  # the runs this cell trained, bit for bit (the code check compares them)
+            result["fingerprints"] = self.fingerprints
         result["seconds"] = time.time() - started
         self.log(
             f"seed {self.seed} {result['label']}: test success {result['test_success']:.1%} ({result['seconds']:.0f}s)"
@@ -225,6 +235,7 @@ class SeedRun:
             # A run of a row that results.json does not hold: the study stopped during it. Keep it, aside.
             stale.rename(stale.with_name(f"{stale.name}.stopped-{int(time.time())}"))
         run_dir = train(config, model_path=self.model_path, progress=self.verbose)
+        self.note_run(run_dir)
         return config, run_dir
 
     def _train(self, row: Row, extra: tuple[str, ...] = ()) -> dict[str, Any]:

@@ -34,6 +34,7 @@ from teamrl.training.backends.rollout_workers import RolloutPool
 from teamrl.training.best_weights import BestWeights
 from teamrl.training.credit import assign_advantages, trainable
 from teamrl.training.disk_full import DiskFullError, is_disk_full, what_was_written
+from teamrl.training.fingerprint import RunFingerprint
 from teamrl.training.freed_memory import keep_freed_memory
 from teamrl.training.resume import LoopState, TrackerStates, restore_training_state, save_training_state
 from teamrl.training.run_dir import RunDirectory, TrainingInterrupted, claim_run
@@ -96,7 +97,8 @@ def train(config: RunConfig, model_path: str | None = None, progress: bool = Tru
         generator = torch.Generator().manual_seed(config.seed)
         rng = random.Random(config.seed)
         trackers = diagnostics.tracker_factory()
-        components: dict[str, Any] = {"diagnostics": diagnostics}
+        fingerprint = RunFingerprint()  # what the run sampled, bit for bit: two runs the same run or not
+        components: dict[str, Any] = {"diagnostics": diagnostics, "fingerprint": fingerprint}
         if trackers is not None:
             components["trackers"] = TrackerStates()
         schedule = make_schedule(config, workflow, policies, mapping)  # which weights sample which step
@@ -187,6 +189,7 @@ def train(config: RunConfig, model_path: str | None = None, progress: bool = Tru
                     "with its reason). Fix the program or raise task.timeout_s, then "
                     "continue with train.resume=auto"
                 )
+            fingerprint.add(step, samples)
             engine_metrics, engine_alerts = _engine_checks(config, policies, samples, step)
             t1 = time.time()
             advantages = assign_advantages(samples, episodes, algo)
@@ -268,6 +271,7 @@ def train(config: RunConfig, model_path: str | None = None, progress: bool = Tru
             "steps": step,
             "train_seconds": train_seconds,
             "agent_to_policy": mapping,
+            "fingerprint": fingerprint.summary(optimizers),
         }
         run.write_json("summary.json", summary)
         failed = False

@@ -246,6 +246,9 @@ def restore_training_state(
     state = torch.load(folder / TRAINER_STATE, weights_only=True)
     restore_rng(state["rng"], generator, rng)
     for name, part in (components or {}).items():
+        if name not in state["components"] and getattr(part, "restorable_without_state", False):
+            part.load_state_dict(None)  # e.g. the run's fingerprint: the checkpoint predates it
+            continue
         if name not in state["components"]:
             raise CheckpointError(f"{folder} has no saved state for {name!r}; it was written by a run without it")
         part.load_state_dict(state["components"][name])
