@@ -179,8 +179,13 @@ def cmd_data(args: argparse.Namespace) -> int:
 
 
 def cmd_study(args: argparse.Namespace) -> int:
-    from teamrl.study.command import run_command
+    from teamrl.study.command import run_command, study_folder
 
+    if args.check_bits:
+        from teamrl.study.bit_check import check_bits
+
+        check = check_bits(study_folder(args.name, args.quick, args.out), args.check_bits)
+        return 0 if check["same"] == len(check["runs"]) else 1
     page = run_command(
         args.name,
         args.quick,
@@ -455,6 +460,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--remaining",
         action="store_true",
         help="list the cells still to run with an ETA (from measured cell times) and stop",
+    )
+    p.add_argument(
+        "--check-bits",
+        type=_positive,
+        metavar="N",
+        help="replay the first N steps of every finished cell's runs and compare them bit for bit with their "
+        "recorded fingerprints (exit 1 if any parted); runs no cell",
     )
     p.set_defaults(func=cmd_study)
     return parser

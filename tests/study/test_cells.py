@@ -8,7 +8,6 @@ import json
 import pytest
 
 from teamrl.config import ConfigError
-from teamrl.policies.tiny_model import build_char_tokenizer, build_tiny_model
 from teamrl.study import cells, rows
 from teamrl.study.command import planned, run_command
 from teamrl.study.rows import ROWS, study
@@ -16,16 +15,6 @@ from teamrl.study.runner import run_study
 from teamrl.study.seed_run import SeedRun
 
 TINY = ["train.steps=1", "train.batch_size=1", "algorithm.k=2", "rollout.max_new_tokens=4"]
-
-
-@pytest.fixture(scope="module")
-def random_model(tmp_path_factory):
-    """A random tiny Llama saved as a folder: a named-checkpoint stand-in that needs no warm-up."""
-    folder = tmp_path_factory.mktemp("random-model")
-    tok = build_char_tokenizer()
-    build_tiny_model(tok, hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64).save_pretrained(folder)
-    tok.save_pretrained(folder)
-    return str(folder)
 
 
 def _run(out, model, keys, log):

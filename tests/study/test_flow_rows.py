@@ -129,7 +129,7 @@ def test_train_cell_scores_the_last_checkpoint_only_when_it_is_not_the_best(monk
     monkeypatch.setattr(flow_rows, "test_cell", fake_test)
     monkeypatch.setattr(flow_rows, "curve", lambda folder: [(0, 0.0), (4, 0.5)])
     seed_run = SimpleNamespace(config=lambda row, extra, name: SimpleNamespace(output_dir=str(tmp_path), run_name="x"),
-                               verbose=False, note_run=lambda folder: None)
+                               verbose=False, note_run=lambda folder, base: None)
     cell = flow_rows.train_cell(seed_run, SimpleNamespace(), (), "base", "x")
     assert asked == scored
     assert cell["test_success"] == 0.5 and cell["test_final"] == (0.5 if best_step == 4 else 0.25)

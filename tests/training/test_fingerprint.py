@@ -20,10 +20,11 @@ OVERRIDES = ["regime=per_role", "task.name=plan_path", "task.size=4", "task.min_
 
 @pytest.fixture
 def run(tmp_path, random_model_dir):
-    def go(name: str, *extra: str) -> dict:
+    def go(name: str, *extra: str, first_steps: int | None = None) -> dict:
         config = load_config(None, [*OVERRIDES, f"policy.model={random_model_dir}", f"output_dir={tmp_path}",
                                     f"run_name={name}", *extra])
-        return json.loads((train(config, progress=False) / "summary.json").read_text())["fingerprint"]
+        run_dir = train(config, progress=False, first_steps=first_steps)
+        return json.loads((run_dir / "summary.json").read_text())["fingerprint"]
     return go
 
 
@@ -67,3 +68,12 @@ def test_a_checkpoint_without_a_fingerprint_resumes_with_an_incomplete_one():
     again = RunFingerprint()
     again.load_state_dict(fp.state_dict())
     assert again.rollouts == {4: samples_digest([])} and not again.complete
+
+
+def test_a_runs_first_steps_alone_are_the_full_runs_first_steps(run):
+    """The bit check plays the first steps with no held-out evaluation: the full run's evaluations draw
+    from generators of their own, so its first steps are the same bit for bit."""
+    full = run("full", "train.eval_every=1", "train.checkpoint_every=1", "algorithm.kl_coef=0.01")
+    start = run("start", "train.eval_every=1", "train.checkpoint_every=1", "algorithm.kl_coef=0.01", first_steps=2)
+    assert start["rollouts"] == {k: full["rollouts"][k] for k in ("1", "2")}
+    assert start["weights"] != full["weights"]  # two updates, not three

@@ -195,7 +195,9 @@ def _check_settings(
 
 TRAINING_KINDS = frozenset({"train", "alone", "sft", "bases", "flows", "scale"})
 """Row kinds whose cell runs an update: re-running one checks the training code, not only sampling."""
-VOLATILE_FIELDS = frozenset({"seconds", "digest", "settings", "run_dir", "transcripts", "label", "fingerprints"})
+VOLATILE_FIELDS = frozenset(
+    {"seconds", "digest", "settings", "run_dir", "run_bases", "transcripts", "label", "fingerprints"}
+)
 """Record fields that say how long or where, not what, left out of a re-run's comparison of results; and
 the runs' fingerprints, compared on their own (`bit_difference`)."""
 

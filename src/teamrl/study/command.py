@@ -52,7 +52,7 @@ def run_command(
         validation_instances=instances or protocol.validation_instances,
         test_instances=test_instances or instances or protocol.test_instances,
     )
-    folder = Path(out) if out else Path("runs") / f"study-{name}{'-quick' if quick else ''}"
+    folder = study_folder(name, quick, out)
     all_overrides = [*quick_overrides, *overrides]
     if remaining_only:
         run_study(chosen, protocol, select_rows(rows, chosen), folder, all_overrides, dry_run=True)
@@ -66,6 +66,11 @@ def run_command(
         chosen, protocol, select_rows(rows, chosen), folder, all_overrides, verbose=verbose, accept_code=accept_code
     )
     return _report(chosen, results)
+
+
+def study_folder(name: str, quick: bool, out: str | None) -> Path:
+    """The study's output folder: --out, else runs/study-NAME[-quick]."""
+    return Path(out) if out else Path("runs") / f"study-{name}{'-quick' if quick else ''}"
 
 
 def whole_study_model(chosen: Study, overrides: list[str]) -> Study:

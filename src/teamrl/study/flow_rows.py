@@ -158,7 +158,7 @@ def train_cell(seed_run: SeedRun, row: Row, extra: tuple[str, ...], model_path: 
     if stale.is_dir():  # the study stopped during this run: keep its folder, aside
         stale.rename(stale.with_name(f"{stale.name}.stopped-{int(time.time())}"))
     run_dir = train(config, model_path=model_path, progress=seed_run.verbose)
-    seed_run.note_run(run_dir)
+    seed_run.note_run(run_dir, model_path)
     summary = json.loads((run_dir / "summary.json").read_text())
     best = test_cell(seed_run, row, extra, model_path, run_dir / "checkpoints" / "best")
     # The best step is the last one: `best` is `final` (the same weights, scored with the same seed).

@@ -160,12 +160,14 @@ class SeedRun:
         self.trained: dict[str, Path] = {}
         self.shared: dict[str, Any] = {}  # what several rows of this seed reuse (e.g. the hetero rows' bases)
         self.fingerprints: dict[str, Any] = {}  # run name -> its fingerprint, for the cell being made
+        self.run_bases: dict[str, str] = {}  # run name -> the base model it trained from (--check-bits replays it)
 
-    def note_run(self, run_dir: Path) -> None:
-        """Keep a finished training run's fingerprint for the cell's record (teamrl.training.fingerprint)."""
+    def note_run(self, run_dir: Path, model_path: str) -> None:
+        """Keep a finished training run's fingerprint and base for the cell's record (teamrl.training.fingerprint)."""
         summary = json.loads((run_dir / "summary.json").read_text())
         if "fingerprint" in summary:
             self.fingerprints[run_dir.name] = summary["fingerprint"]
+            self.run_bases[run_dir.name] = model_path
 
     def config(self, row: Row, extra: tuple[str, ...] = (), split: str = "validation", name: str = "") -> RunConfig:
         return row_config(
@@ -209,11 +211,11 @@ class SeedRun:
                 f"known kinds: {', '.join([*own, *self.row_kinds])}"
             )
         self.log(f"seed {self.seed} {result['label']}: started")
-        self.fingerprints = {}
+        self.fingerprints, self.run_bases = {}, {}
         with cell_progress(self.log, f"  seed {self.seed} {row.key}: "):
             result.update(own[row.kind](row) if row.kind in own else self.row_kinds[row.kind](self, row))
         if self.fingerprints:  # the runs this cell trained, bit for bit (the code check compares them)
-            result["fingerprints"] = self.fingerprints
+            result["fingerprints"], result["run_bases"] = self.fingerprints, self.run_bases
         result["seconds"] = time.time() - started
         self.log(
             f"seed {self.seed} {result['label']}: test success {result['test_success']:.1%} ({result['seconds']:.0f}s)"
@@ -235,7 +237,7 @@ class SeedRun:
             # A run of a row that results.json does not hold: the study stopped during it. Keep it, aside.
             stale.rename(stale.with_name(f"{stale.name}.stopped-{int(time.time())}"))
         run_dir = train(config, model_path=self.model_path, progress=self.verbose)
-        self.note_run(run_dir)
+        self.note_run(run_dir, self.model_path)
         return config, run_dir
 
     def _train(self, row: Row, extra: tuple[str, ...] = ()) -> dict[str, Any]:

@@ -63,8 +63,16 @@ def rollout_metrics(samples: list[Sample], episodes: list[Episode]) -> dict[str,
     return metrics
 
 
-def train(config: RunConfig, model_path: str | None = None, progress: bool = True) -> Path:
-    """Train the configured team (or resume it: train.resume); returns the run directory."""
+def train(
+    config: RunConfig, model_path: str | None = None, progress: bool = True, first_steps: int | None = None
+) -> Path:
+    """Train the configured team (or resume it: train.resume); returns the run directory.
+
+    first_steps: play and train only the run's first steps, with no held-out evaluation (it draws from
+    generators of its own, so the steps are the full run's bit for bit) and no checkpoint; the summary
+    holds the steps and the fingerprint. A cheap check that a run still starts as it did
+    (`teamrl study --check-bits`).
+    """
     lock, resume = claim_run(config)  # a run directory another process writes is refused here
     caller_threads = torch.get_num_threads()  # given back when the run ends
     try:
@@ -166,7 +174,12 @@ def train(config: RunConfig, model_path: str | None = None, progress: bool = Tru
 
         threads.apply()
         best_weights = BestWeights(run, policies, optimizers, on_disk=bool(tcfg.checkpoint_every))
-        if state is None:
+        checking = first_steps is not None  # a bit check: the first steps' fingerprint, nothing else
+        if checking and state is not None:
+            raise ValueError("first_steps checks a new run; it cannot continue one")
+        if state is None and checking:
+            state = LoopState()
+        elif state is None:
             initial, best_initial = held_out(0, tcfg.eval_instances)
             best_weights.record(0)  # best = the weights of best_step, step 0 until beaten
             state = LoopState(initial_success=initial, best_success=best_initial)
@@ -175,7 +188,8 @@ def train(config: RunConfig, model_path: str | None = None, progress: bool = Tru
         best, best_step = state.best_success, state.best_step
         best_weights.step = best_step  # a resumed run's best checkpoint is on disk already
         started = time.time() - state.elapsed_s
-        bar = tqdm(range(state.step + 1, tcfg.steps + 1), disable=not progress, desc="train", dynamic_ncols=True)
+        last = min(tcfg.steps, first_steps) if first_steps is not None else tcfg.steps
+        bar = tqdm(range(state.step + 1, last + 1), disable=not progress, desc="train", dynamic_ncols=True)
         step = state.step
         for step in bar:
             step_threads = threads.apply()
@@ -220,7 +234,7 @@ def train(config: RunConfig, model_path: str | None = None, progress: bool = Tru
                     "time/threads": float(step_threads),
                 }
             )
-            if tcfg.eval_every and step % tcfg.eval_every == 0 and step < tcfg.steps:
+            if tcfg.eval_every and step % tcfg.eval_every == 0 and step < tcfg.steps and not checking:
                 success, pick = held_out(step, midway)
                 evaluated = {"eval/success": success}
                 if pick > best:
@@ -249,13 +263,17 @@ def train(config: RunConfig, model_path: str | None = None, progress: bool = Tru
                 f", held-out success {evaluated['eval/success']:.3f}" if "eval/success" in evaluated else "",
             )
             bar.set_postfix(success=f"{metrics['train/success']:.2f}", best=f"{best:.2f}")
-            if tcfg.checkpoint_every and step % tcfg.checkpoint_every == 0:
+            if tcfg.checkpoint_every and step % tcfg.checkpoint_every == 0 and not checking:
                 state = LoopState(step, history["initial"], best, best_step, time.time() - started)
                 backend.pull_optimizer_state()  # the Ray backend's optimizers live in its actors
                 save_training_state(run, state, policies, optimizers, generator, rng, tcfg.keep_last, components)
             if tcfg.time_budget_s and time.time() - started > tcfg.time_budget_s:
                 break
         train_seconds = time.time() - started
+        if checking:
+            run.write_json("summary.json", {"steps": step, "fingerprint": fingerprint.summary(optimizers)})
+            failed = False
+            return run.path
         final, best_final = held_out(step, tcfg.eval_instances)
         _report_alerts(run.path, diagnostics.alerts(step, {"eval/success": final}), progress)
         if best_final > best:  # a tie keeps the earlier step, as during training (and the collapse alert)
