@@ -64,6 +64,10 @@ CASES = (
     Case("code_team_mbpp", "code_team.yaml", ("task.source=mbpp_sanitized", "rollout.max_new_tokens=200")),
     Case("code_team_humaneval", "code_team.yaml", ("task.source=humaneval", "rollout.max_new_tokens=200")),
     Case("plan_path_team", "plan_path_team.yaml", ("rollout.max_new_tokens=40",)),
+    # With two solved 4x4 grids as earlier turns (a base model gets them from its settings anyway).
+    Case("plan_path_team_shown", "plan_path_team.yaml", ("task.worked_examples=true", "rollout.max_new_tokens=40")),
+    Case("plan_path_single_shown", "plan_path_team.yaml",
+         ("workflow.name=single", "task.worked_examples=true", "rollout.max_new_tokens=40")),
     Case("split_calc_team", "split_calc_team.yaml", ("rollout.max_new_tokens=32",)),
     Case("split_calc_single", "split_calc_team.yaml", ("workflow.name=single", "rollout.max_new_tokens=32")),
     Case("split_nav_team", "split_nav_team.yaml", ("rollout.max_new_tokens=32",)),

@@ -2,10 +2,12 @@ import pytest
 
 from teamrl.tasks.plan_path import PlanPathConfig
 from teamrl.demos.plan_path import TrustedRunner
-from teamrl.workflows.plan_path_team import PlanPathWorkflow, parse_moves
+from teamrl.workflows.plan_path_team import EXAMPLE_GRIDS, PlanPathWorkflow, example_env, parse_moves
+from teamrl.workflows.tool_plan import ToolPlanState
 from teamrl.workflows.program_runner import ProgramRunner
 
 CONFIG = PlanPathConfig(size=5, min_distance=2)
+SHOWN = PlanPathConfig(size=5, min_distance=2, worked_examples=True)
 
 
 def _team(runner=None):
@@ -60,9 +62,40 @@ def test_single_agent_has_only_the_plan_role_and_no_tool_lines():
     assert "code:" not in wf.render("plan", wf.new_state("heldout", 0))
 
 
-def test_chat_style_prompt_has_instructions():
-    wf = PlanPathWorkflow(CONFIG, prompt_style="chat", runner=TrustedRunner())
-    assert "bfs(grid, start, goal)" in wf.render("tool", wf.new_state("heldout", 0))
+def test_chat_style_prompt_has_instructions_and_worked_examples():
+    assert isinstance(PlanPathWorkflow(CONFIG, prompt_style="chat").render("tool", PlanPathWorkflow(CONFIG).new_state(
+        "heldout", 0)), str)  # without task.worked_examples: the instruction and the grid, one message
+    wf = PlanPathWorkflow(SHOWN, prompt_style="chat", runner=TrustedRunner())
+    state = wf.new_state("heldout", 0)
+    messages = wf.render("tool", state)
+    assert "bfs(grid, start, goal)" in messages[0]["content"]
+    assert [m["role"] for m in messages] == ["user", "assistant", "user", "assistant", "user"]
+    assert messages[-1]["content"] == wf.observation(state.env)  # the question last, as the examples' questions
+    assert [m["role"] for m in PlanPathWorkflow(SHOWN, single_agent=True, prompt_style="chat").render(
+        "plan", state)] == ["user", "assistant", "user", "assistant", "user"]
+
+
+@pytest.mark.parametrize("key", ["tool", "plan", "plan_single"])
+def test_the_worked_examples_are_right_answers_to_their_own_states(key):
+    """Each example, played by the workflow itself, does what the example says: the tool's program prints
+    the path (simulated: goal), the wrong program's proposal is invalid, `follow` and the written moves
+    reach the goal. The example grids are 4x4, so no instance of the 6x6 task is one of them."""
+    wf = PlanPathWorkflow(SHOWN, single_agent=key == "plan_single", prompt_style="chat", runner=TrustedRunner())
+    examples = wf.chat_examples(key)
+    assert len(examples) == 2
+    for layout, (question, answer) in zip(EXAMPLE_GRIDS, examples):
+        assert len(layout[0]) == 4 and question.startswith(wf.observation(example_env(*layout)))
+        state = ToolPlanState(example_env(*layout))
+        if key == "tool":
+            wf.apply("tool", state, answer)
+            assert state.simulation == "goal" and state.output == state.env.shortest_path()
+            continue
+        if key == "plan":  # replay the tool turn the question shows
+            program = question.split("code:", 1)[1].split("\nsim:", 1)[0]
+            wf.apply("tool", state, f"```python\n{program}\n```")
+            assert f"sim:{state.simulation}" in question and f"out:{state.output}" in question
+        wf.apply("plan", state, answer)
+        assert state.env.success
 
 
 def test_parse_moves_tolerates_llm_phrasing():

@@ -80,7 +80,7 @@ def demonstrations(workflow: PlanPathWorkflow, seed: int, skill: ScriptedSkill) 
             for agent in workflow.agents:
                 if workflow.is_done(state):
                     break
-                prompt = workflow.render(agent.name, state)
+                prompt = workflow.compact_render(agent.name, state)
                 if agent.name == "tool":
                     response = scripted_tool(state, rng, skill)
                 else:

@@ -163,7 +163,7 @@ def _episode(
         for agent in workflow.agents:
             if workflow.is_done(state):
                 return
-            prompt = workflow.render(agent.name, state)
+            prompt = workflow.compact_render(agent.name, state)
             response = scripted_response(workflow, agent.name, state, rng, skill)
             yield agent.name, prompt, response
             workflow.apply(agent.name, state, response)

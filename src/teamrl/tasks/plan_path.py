@@ -41,6 +41,11 @@ class PlanPathConfig:
     """Added when G is reached (the episode then ends)."""
     heldout_instances: int = 200
     """How many held-out grids the training split must avoid."""
+    worked_examples: bool = False
+    """Chat prompts show two solved 4x4 grids (`teamrl.workflows.plan_path_team.EXAMPLE_GRIDS`, never an
+    instance of a larger task) as earlier turns before the agent's grid: the tool's program, the plan's
+    `follow` or written moves. Without them SmolLM2-135M-Instruct and Gemma-3-270M scored 0% on the 6x6
+    team task (docs/howto/real-models.md, base rates)."""
 
     def __post_init__(self) -> None:
         if not 3 <= self.size <= 20:

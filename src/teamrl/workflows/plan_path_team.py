@@ -18,8 +18,10 @@ and Sudoku); the team term is `PlanPathEnv.step`'s shaped reward.
 
 from __future__ import annotations
 
+from teamrl.tasks.code_blocks import extract_code_block
 from teamrl.tasks.plan_parsing import parse_plan
-from teamrl.tasks.plan_path import PlanPathConfig, PlanPathEnv, make_instance
+from teamrl.tasks.plan_path import PlanPathConfig, PlanPathEnv, distances_to, make_instance
+from teamrl.workflows.chat_shots import Example
 from teamrl.workflows.tool_plan import Runner, ToolPlanState, ToolPlanWorkflow
 
 TOOL_HELPERS = '''
@@ -66,6 +68,24 @@ CHAT_INSTRUCTIONS = {
 }
 
 
+# Worked examples of the chat prompts (task.worked_examples): 4x4 grids written by hand (an instance of the default 6x6 task is
+# never one of them), each rendered by the workflow's own hooks so it reads as a question does.
+EXAMPLE_GRIDS: tuple[tuple[tuple[str, ...], tuple[int, int], tuple[int, int]], ...] = (
+    (("....", ".##.", "...#", "#..."), (0, 0), (3, 3)),
+    (("#...", "..#.", ".#..", "...."), (3, 0), (0, 3)),
+)
+TOOL_EXAMPLE = "```python\nprint(bfs(grid, start, goal))\n```"
+WRONG_TOOL_EXAMPLE = '```python\nprint("RRRR")\n```'
+
+
+def example_env(grid: tuple[str, ...], start: tuple[int, int], goal: tuple[int, int]) -> PlanPathEnv:
+    """A hand-made Plan-Path state (for worked examples): the grid, S at `start`, G at `goal`."""
+    env = PlanPathEnv(PlanPathConfig(size=len(grid)))
+    env.grid, env.start, env.goal, env.position = grid, start, goal, start
+    env._dist = distances_to(list(grid), goal)
+    return env
+
+
 MOVE_ALIASES = {"U": "U", "D": "D", "L": "L", "R": "R", "UP": "U", "DOWN": "D", "LEFT": "L", "RIGHT": "R"}
 
 PlanPathState = ToolPlanState
@@ -97,6 +117,27 @@ class PlanPathWorkflow(ToolPlanWorkflow):
             raise TypeError(f"PlanPathWorkflow needs a PlanPathConfig, got {type(task).__name__}")
         self.task = task
         super().__init__(max_turns, single_agent, prompt_style, format_bonus, runner)
+
+    def chat_examples(self, key: str) -> list[Example]:
+        """tool: the helper called on the state's variables; plan: `follow` for a proposal that reaches
+        the goal, the moves written out for one that does not; plan_single: the moves. None unless
+        task.worked_examples."""
+        if not self.task.worked_examples:
+            return []
+        envs = [example_env(*layout) for layout in EXAMPLE_GRIDS]
+        if key == "tool":
+            return [(self.observation(env), TOOL_EXAMPLE) for env in envs]
+        if key == "plan_single":
+            return [(self.observation(env), env.shortest_path()) for env in envs]
+        shown = []
+        for env, program in zip(envs, (TOOL_EXAMPLE, WRONG_TOOL_EXAMPLE)):
+            right = program == TOOL_EXAMPLE
+            proposal = env.shortest_path() if right else "RRRR"
+            code = extract_code_block(program) or program  # the plan role sees the program as it ran
+            state = ToolPlanState(env, program=code, output=proposal, simulation="goal" if right else "invalid")
+            question = "\n".join([self.observation(env), *self.plan_context(state)])
+            shown.append((question, "follow" if right else env.shortest_path()))
+        return shown
 
     def make_env(self, split: str, index: int) -> PlanPathEnv:
         return make_instance(self.task, split, index)

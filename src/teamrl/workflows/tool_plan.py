@@ -50,6 +50,7 @@ from typing import Any, ClassVar, Protocol
 
 from teamrl.tasks.code_blocks import extract_code_block
 from teamrl.workflows.base import Agent, Outcome, Workflow
+from teamrl.workflows.chat_shots import Example, few_shot
 from teamrl.workflows.program_runner import ProgramRunner
 
 # `follow`, alone: optionally after an answer label (no backtracking: one fullmatch of one line).
@@ -124,6 +125,13 @@ class ToolPlanWorkflow(Workflow):
     instructions: ClassVar[dict[str, str]] = {}
     """Chat-style preambles by key 'tool', 'plan' (with a tool) and 'plan_single'."""
 
+    def chat_examples(self, key: str) -> list[Example]:
+        """Worked examples shown before the question in chat prompts, by the keys of `instructions`
+        (`teamrl.workflows.chat_shots`: a small real model answers in the form the examples show).
+        None by default; a task that defines them renders them with its own hooks, so they read as
+        its questions do."""
+        return []
+
     def __init__(
         self,
         max_turns: int = 3,
@@ -174,15 +182,27 @@ class ToolPlanWorkflow(Workflow):
     def new_state(self, split: str, index: int) -> ToolPlanState:
         return ToolPlanState(self.make_env(split, index))
 
-    def render(self, agent: str, state: ToolPlanState) -> str:
-        self._check_agent(agent)
-        lines = [agent, self.observation(state.env)]
-        if agent == "plan" and not self.single_agent:
-            lines += self.plan_context(state)
+    def render(self, agent: str, state: ToolPlanState) -> str | list[dict[str, str]]:
         if self.prompt_style == "chat":
             key = "plan_single" if agent == "plan" and self.single_agent else agent
-            return f"{self.instructions[key]}\n\n" + "\n".join(lines[1:])
-        return "\n".join(lines) + "\n>"
+            question = "\n".join(self._lines(agent, state))
+            examples = self.chat_examples(key)
+            if examples:
+                return few_shot(self.instructions[key], examples, question)
+            return f"{self.instructions[key]}\n\n{question}"
+        return self.compact_render(agent, state)
+
+    def compact_render(self, agent: str, state: ToolPlanState) -> str:
+        """The compact prompt (the tiny default's; the scripted demonstrations answer these)."""
+        return "\n".join([agent, *self._lines(agent, state)]) + "\n>"
+
+    def _lines(self, agent: str, state: ToolPlanState) -> list[str]:
+        """What `agent` sees: the state, and for the plan role of the team what the tool did."""
+        self._check_agent(agent)
+        lines = [self.observation(state.env)]
+        if agent == "plan" and not self.single_agent:
+            lines += self.plan_context(state)
+        return lines
 
     def program_source(self, state: ToolPlanState, program: str) -> str:
         """The full source run for `program`: helpers, state variables, then the program."""
