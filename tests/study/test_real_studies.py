@@ -19,18 +19,18 @@ TINY = ["train.steps=1", "train.batch_size=1", "algorithm.k=2", "rollout.max_new
         "policy.warmup_sft_steps=2"]
 
 
-def _config(name, key, seed=0, overrides=()):
+def _config(name, key, seed=0, overrides=(), split="validation"):
     chosen = whole_study_model(study(name), list(overrides))
     row = next(r for r in select_rows(None, chosen) if r.key == key)
     return row_config(chosen, planned(chosen, False)[1], row.overrides, seed, Path("/tmp/unused"),
-                      f"{key}-s{seed}", list(overrides))
+                      f"{key}-s{seed}", list(overrides), split=split)
 
 
 @pytest.mark.parametrize("name", sorted(REAL_STUDIES))
 def test_every_row_of_a_real_study_resolves_on_its_named_model(name):
     for row in select_rows(None, study(name)):
         config = _config(name, row.key)
-        default = GEMMA if name == "real_split_calc_gemma" else SMOLLM2
+        default = GEMMA if name in ("real_split_calc_gemma", "real_plan_path") else SMOLLM2
         expected = {"scale_tiny": "tiny-default", "scale_gemma": GEMMA}.get(row.key, default)
         assert config.policy.model == expected, row.key
         if expected == GEMMA:  # a base model: its answer ends at the blank line before the next worked example
@@ -40,6 +40,13 @@ def test_every_row_of_a_real_study_resolves_on_its_named_model(name):
             assert config.workflow.prompt_style == "compact" and config.policy.lora is None
         else:
             assert config.workflow.prompt_style == "chat" and config.policy.lora.r == 16
+
+
+def test_the_planning_table_shows_worked_examples_and_halves_the_held_out_grids():
+    for split in ("validation", "test"):
+        config = _config("real_plan_path", "shared", split=split)
+        assert config.task["worked_examples"] and config.task["heldout_split"] == split
+        assert config.task["heldout_instances"] == 256 and config.rollout.max_new_tokens == 40
 
 
 def test_a_model_override_replaces_every_model_the_study_names():

@@ -51,3 +51,31 @@ def test_bfs_helper_finds_shortest_path():
     grid = ["...", ".#.", "..."]
     assert len(bfs_path(grid, (0, 0), (2, 2))) == 4
     assert bfs_path([".#.", "###", "..."], (0, 0), (2, 2)) is None
+
+
+def test_validation_and_test_halves_share_no_grid_and_training_avoids_both():
+    """A study picks checkpoints on the held-out list's first half and reports its second: no grid in both."""
+    base = PlanPathConfig(size=4, min_distance=2, heldout_instances=120)  # small grids: duplicates do occur
+    halves = {}
+    for half in ("validation", "test"):
+        config = PlanPathConfig(size=4, min_distance=2, heldout_instances=120, heldout_split=half)
+        grids = []
+        i = 0
+        while True:
+            try:
+                env = make_instance(config, "heldout", i)
+            except ValueError as err:
+                assert f"plan_path's {half} split has {i} grids" in str(err)
+                break
+            grids.append((env.grid, env.start, env.goal))
+            i += 1
+        halves[half] = grids
+    assert len(halves["validation"]) == 60 and 0 < len(halves["test"]) <= 60
+    assert not set(halves["validation"]) & set(halves["test"])
+    whole = [make_instance(base, "heldout", i) for i in range(120)]
+    assert halves["validation"] == [(e.grid, e.start, e.goal) for e in whole[:60]]
+    assert set(halves["validation"]) | set(halves["test"]) <= heldout_layouts(base)
+    train = {(e.grid, e.start, e.goal) for e in (make_instance(base, "train", i) for i in range(300))}
+    assert not train & set(halves["test"])
+    with pytest.raises(ValueError, match="heldout_split = 'dev' is invalid"):
+        PlanPathConfig(heldout_split="dev")

@@ -247,6 +247,10 @@ REAL_MATH = replace(REAL_MAIN, steps=24, eval_every=8, test_instances=128, seeds
 runs of three settings, std 3.4, against 68-90% and std 7 at step 16: benchmarks/results/main_job_settings),
 and 7 seeds, the plan's size for a claim of S 5 (docs/study/real.md, the math table's plan)."""
 
+REAL_PLAN = replace(REAL_MATH, max_new_tokens=40)
+"""The planning table: the math table's sizes (24 steps, held out every 8, 7 seeds, 128 test grids) with
+Plan-Path's response cap (a program calling the helper, `follow` or a move string: the base-rate cap)."""
+
 REAL_FLOWS_LONG = replace(REAL_SCALE, steps=24, eval_every=4)
 """The policy-sharing paper at real scale: the scale table's budget run six times as long, held out every 4
 steps, so a late cliff (a fall after a peak) and peak vs final show over training, not at two points."""
@@ -288,6 +292,24 @@ REAL_STUDIES: dict[str, Study] = {
         overrides=REAL_SETTINGS,
         rows=("single", "single_grpo", "team", "shared", "per_role"),
         budget=REAL_MATH,
+        quick_budget=REAL_QUICK,
+        bound=REAL_BOUND,
+    ),
+    # (1d) the paper's planning team at real scale: Gemma-3-270M's tool + plan pair on 6x6 Plan-Path with two
+    # solved 4x4 grids shown (sampled prior 35%; the plan role alone 0%), against the plan role alone with
+    # GRPO; 256 held-out grids halved into validation and test (`task.heldout_split`).
+    "real_plan_path": Study(
+        "real_plan_path",
+        CONFIGS / "plan_path_team.yaml",
+        overrides=(
+            *REAL_SETTINGS,
+            f"policy.model={GEMMA}",
+            'rollout.stop=["\\n\\n"]',
+            "task.worked_examples=true",
+            "task.heldout_instances=256",
+        ),
+        rows=("single", "single_grpo", "team", "shared", "per_role"),
+        budget=REAL_PLAN,
         quick_budget=REAL_QUICK,
         bound=REAL_BOUND,
     ),

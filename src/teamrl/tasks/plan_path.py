@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from teamrl.tasks.base import StepResult, split_seed
+from teamrl.tasks.content_splits import check_heldout_split
 
 MOVES: dict[str, tuple[int, int]] = {"U": (-1, 0), "D": (1, 0), "L": (0, -1), "R": (0, 1)}
 WALL, FREE = "#", "."
@@ -41,6 +42,10 @@ class PlanPathConfig:
     """Added when G is reached (the episode then ends)."""
     heldout_instances: int = 200
     """How many held-out grids the training split must avoid."""
+    heldout_split: str = ""
+    """What 'heldout' means: '' the whole held-out list (`heldout_instances` grids), 'validation' its first
+    half or 'test' its second half less any grid the first half also holds, so a study picks checkpoints
+    on one and reports the other and the two share no grid (training avoids both already)."""
     worked_examples: bool = False
     """Chat prompts show two solved 4x4 grids (`teamrl.workflows.plan_path_team.EXAMPLE_GRIDS`, never an
     instance of a larger task) as earlier turns before the agent's grid: the tool's program, the plan's
@@ -56,6 +61,8 @@ class PlanPathConfig:
             raise ValueError(f"plan_path.min_distance must be >= 1, got {self.min_distance}")
         if self.max_steps < 0:
             raise ValueError(f"plan_path.max_steps must be >= 0, got {self.max_steps}")
+        if self.heldout_split:
+            check_heldout_split("plan_path", self.heldout_split)
 
     @property
     def step_budget(self) -> int:
@@ -229,7 +236,27 @@ class PlanPathEnv:
 
 
 def make_instance(config: PlanPathConfig, split: str, index: int) -> PlanPathEnv:
-    """Instance `index` of a split, reset and ready."""
+    """Instance `index` of a split, reset and ready ('heldout' as `config.heldout_split` resolves it)."""
     env = PlanPathEnv(config)
+    if split == "heldout" and config.heldout_split:
+        half = heldout_half(config, config.heldout_split)
+        if not 0 <= index < len(half):
+            raise ValueError(
+                f"plan_path's {config.heldout_split} split has {len(half)} grids (instance {index} asked); "
+                "evaluate at most that many (train.eval_instances) or raise task.heldout_instances"
+            )
+        index = half[index]
     env.reset(split_seed(split, index))
     return env
+
+
+@lru_cache(maxsize=16)
+def heldout_half(config: PlanPathConfig, half: str) -> tuple[int, ...]:
+    """The held-out list indices of the validation half (the first `heldout_instances // 2`) or the test
+    half (the rest, less the grids the validation half holds)."""
+    middle = config.heldout_instances // 2
+    if half == "validation":
+        return tuple(range(middle))
+    seen = {generate_grid(config, split_seed("heldout", i)) for i in range(middle)}
+    rest = range(middle, config.heldout_instances)
+    return tuple(i for i in rest if generate_grid(config, split_seed("heldout", i)) not in seen)
