@@ -247,9 +247,12 @@ REAL_MATH = replace(REAL_MAIN, steps=24, eval_every=8, test_instances=128, seeds
 runs of three settings, std 3.4, against 68-90% and std 7 at step 16: benchmarks/results/main_job_settings),
 and 7 seeds, the plan's size for a claim of S 5 (docs/study/real.md, the math table's plan)."""
 
-REAL_PLAN = replace(REAL_MATH, max_new_tokens=40)
-"""The planning table: the math table's sizes (24 steps, held out every 8, 7 seeds, 128 test grids) with
-Plan-Path's response cap (a program calling the helper, `follow` or a move string: the base-rate cap)."""
+REAL_PLAN = replace(REAL_MAIN, max_new_tokens=40, validation_instances=16, seeds=5)
+"""The planning table: the main table's 12 steps held out every 6 and its 64 test grids, 16 validation grids
+and 5 seeds, with Plan-Path's response cap (a program calling the helper, `follow` or a move string). A
+Gemma-3 team episode with the worked examples costs about 8 s of a shared core (its --quick cells), so the
+math table's sizes (24 steps, 32 validation, 128 test, 7 seeds) would cost about 40 core-hours
+(docs/study/real.md, the planning table's plan)."""
 
 REAL_FLOWS_LONG = replace(REAL_SCALE, steps=24, eval_every=4)
 """The policy-sharing paper at real scale: the scale table's budget run six times as long, held out every 4
