@@ -142,6 +142,14 @@ class PlanPathEnv:
         self.hit_invalid = False
         self._dist: dict[Cell, int] = {}
 
+    @classmethod
+    def from_layout(cls, grid: tuple[str, ...], start: Cell, goal: Cell) -> PlanPathEnv:
+        """A hand-made instance (worked examples, tests): `grid`'s rows, S at `start`, G at `goal`."""
+        env = cls(PlanPathConfig(size=len(grid)))
+        env.grid, env.start, env.goal, env.position = grid, start, goal, start
+        env._dist = distances_to(list(grid), goal)
+        return env
+
     def reset(self, seed: int) -> None:
         """Build the grid for `seed`; training seeds skip grids of the held-out set."""
         layout = generate_grid(self.config, seed)

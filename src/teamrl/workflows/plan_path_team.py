@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from teamrl.tasks.code_blocks import extract_code_block
 from teamrl.tasks.plan_parsing import parse_plan
-from teamrl.tasks.plan_path import PlanPathConfig, PlanPathEnv, distances_to, make_instance
+from teamrl.tasks.plan_path import PlanPathConfig, PlanPathEnv, make_instance
 from teamrl.workflows.chat_shots import Example
 from teamrl.workflows.tool_plan import Runner, ToolPlanState, ToolPlanWorkflow
 
@@ -80,10 +80,7 @@ WRONG_TOOL_EXAMPLE = '```python\nprint("RRRR")\n```'
 
 def example_env(grid: tuple[str, ...], start: tuple[int, int], goal: tuple[int, int]) -> PlanPathEnv:
     """A hand-made Plan-Path state (for worked examples): the grid, S at `start`, G at `goal`."""
-    env = PlanPathEnv(PlanPathConfig(size=len(grid)))
-    env.grid, env.start, env.goal, env.position = grid, start, goal, start
-    env._dist = distances_to(list(grid), goal)
-    return env
+    return PlanPathEnv.from_layout(grid, start, goal)
 
 
 MOVE_ALIASES = {"U": "U", "D": "D", "L": "L", "R": "R", "UP": "U", "DOWN": "D", "LEFT": "L", "RIGHT": "R"}
