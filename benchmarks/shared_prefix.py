@@ -1,8 +1,14 @@
 """Sampling with and without the shared-prefix prefill, side by side, on a real model and the real
-study's prompts (the scale study's calc_flows chat prompts, whose checking roles see worked examples).
+study's prompts (the scale study's calc_flows chat prompts, whose checking roles see worked examples;
+or the planning table's Plan-Path prompts with their two worked examples).
 
     python -m benchmarks run shared_prefix --model smollm2-135m-instruct --rounds 3
     python -m benchmarks run shared_prefix --out benchmarks/results/shared_prefix/unknown-host/shared_prefix.txt
+    python -m benchmarks run shared_prefix --model gemma-3-270m --task plan_path --tokens 40
+
+Gemma-3 decodes on the HF forward (its sliding-window layers), which runs the shared prefix once where
+the window spans the prompts and the answer (`prompt_prefix.columns_are_positions_free`); there the
+"prefix only" side is the "now" side (the HF path has no separate prefill of repeated prompts).
 
 What is sampled: `--instances` held-out instances of each calls of an evaluation (one sample per agent,
 as `teamrl.rollout.evaluation` draws them): voting's three generators (one policy, the same prompt each),
@@ -56,8 +62,26 @@ SIDES = {"now": (DEFAULT, lean_decode.prefill), "prefix only": (DEFAULT, lean_de
 """side -> (MIN_SHARED_PREFIX, the prefill the decoder calls)."""
 
 
-def calls(model: str, instances: int) -> dict[str, list]:
+PLAN_CONFIG = "src/teamrl/configs/plan_path_team.yaml"
+PLAN_SETTINGS = ("workflow.prompt_style=chat", "task.worked_examples=true", "task.heldout_instances=256")
+"""The planning table's prompts (`real_plan_path`: chat style, two worked examples)."""
+
+
+def plan_calls(model: str, instances: int) -> dict[str, list]:
+    """name -> the Plan-Path team's chat prompts: the tool's first turn, then the plan role's after it."""
+    team = build_workflow(load_config(PLAN_CONFIG, [*PLAN_SETTINGS, f"policy.model={model}"]))
+    states = [team.new_state("heldout", i) for i in range(instances)]
+    tool = [team.render("tool", s) for s in states]
+    for index, state in enumerate(states):  # a right program on even grids, a wrong one on odd ones
+        program = "print(bfs(grid, start, goal))" if index % 2 == 0 else "print('R' * 3)"
+        team.apply("tool", state, f"```python\n{program}\n```")
+    return {"plan-path tool": tool, "plan-path plan": [team.render("plan", s) for s in states]}
+
+
+def calls(model: str, instances: int, task: str = "calc_flows") -> dict[str, list]:
     """name -> the chat prompts of one evaluation call (messages, one per sampled row)."""
+    if task == "plan_path":
+        return plan_calls(model, instances)
     voting = build_workflow(load_config(CONFIG, [*SETTINGS, f"policy.model={model}", "workflow.name=voting"]))
     states = [voting.new_state("test", i) for i in range(instances)]
     generators = [voting.render(f"generator_{g}", s) for s in states for g in range(3)]
@@ -73,6 +97,7 @@ def calls(model: str, instances: int) -> dict[str, list]:
 
 def use(side: str) -> None:
     lean_decode.MIN_SHARED_PREFIX, lean_decode.prefill = SIDES[side]
+    prompt_prefix.MIN_SHARED_PREFIX = SIDES[side][0]  # the HF decode path's threshold (Gemma-3)
 
 
 def timed(policy, prompts: list[list[int]], params: SamplingParams, side: str) -> tuple[float, list[str]]:
@@ -118,7 +143,7 @@ def sampling_part(policy: Policy, args: argparse.Namespace, out) -> None:
     params = SamplingParams(temperature=0.5, max_new_tokens=args.tokens)
     out(f"# sampling: {args.instances} instances per call, T 0.5, up to {args.tokens} new tokens")
     total = dict.fromkeys(SIDES, 0.0)
-    for name, messages in calls(args.model, args.instances).items():
+    for name, messages in calls(args.model, args.instances, args.task).items():
         prompts = [policy.encode_prompt(m) for m in messages]
         ids, mask = left_pad(prompts, policy.tokenizer.pad_token_id)
         common = lean_decode.shared_prefix(ids, mask)
@@ -139,7 +164,7 @@ def sampling_part(policy: Policy, args: argparse.Namespace, out) -> None:
         out(f"  whole / now {median(times['whole']) / median(times['now']):.2f}x, whole / prefix only "
             f"{median(times['whole']) / median(times['prefix only']):.2f}x; first-token logits differ by at most "
             f"{first_logit_gap(policy, prompts):.1e}; {differ} of {len(prompts)} sampled responses differ")
-    out(f"all three calls: whole / now {total['whole'] / total['now']:.2f}x, whole / prefix only "
+    out(f"all calls: whole / now {total['whole'] / total['now']:.2f}x, whole / prefix only "
         f"{total['whole'] / total['prefix only']:.2f}x (sums of medians {total['whole']:.1f}, "
         f"{total['prefix only']:.1f}, {total['now']:.1f} s); load {os.getloadavg()[0]:.1f}")
 
@@ -157,7 +182,7 @@ def scoring_part(policy: Policy, args: argparse.Namespace, out) -> None:
     out(f"# scoring (the update's forward + backward): {args.instances} instances per call, LoRA r 16 on "
         "q/k/v/o, K 4 responses of 6 tokens per distinct prompt")
     totals = {"prefix once": 0.0, "whole": 0.0}
-    for name, messages in calls(args.model, args.instances).items():
+    for name, messages in calls(args.model, args.instances, args.task).items():
         prompts = [list(p) for p in dict.fromkeys(tuple(lora.encode_prompt(m)) for m in messages)]  # distinct
         times: dict[str, list[float]] = {side: [] for side in totals}
         for _ in range(args.rounds):
@@ -175,7 +200,7 @@ def scoring_part(policy: Policy, args: argparse.Namespace, out) -> None:
             out(f"  {side:12s} min {min(t):6.2f}  median {median(t):6.2f}  max {max(t):6.2f} s")
         out(f"  whole / prefix once {median(times['whole']) / median(times['prefix once']):.2f}x; log-probs differ by "
             f"at most {gap:.1e}, LoRA gradients by {grad_gap:.1e} of the largest")
-    out(f"scoring, all three calls: whole / prefix once {totals['whole'] / totals['prefix once']:.2f}x "
+    out(f"scoring, all calls: whole / prefix once {totals['whole'] / totals['prefix once']:.2f}x "
         f"(sums of medians {totals['whole']:.1f} vs {totals['prefix once']:.1f} s); load {os.getloadavg()[0]:.1f}")
 
 
@@ -186,6 +211,8 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=16, help="max new tokens (the study's answers are short)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--part", choices=("sampling", "scoring", "both"), default="both")
+    parser.add_argument("--task", choices=("calc_flows", "plan_path"), default="calc_flows",
+                        help="whose prompts: the scale study's calc_flows or the planning table's Plan-Path")
     add_out_argument(parser, "shared_prefix")
     args = parser.parse_args()
     torch.set_num_threads(1)
@@ -196,7 +223,7 @@ def main() -> None:
         lines.append(line)
 
     policy = load_policy("base", resolve_model_source(args.model))
-    out(f"# {args.model}, calc_flows chat prompts; 1 thread, CPU s; load {os.getloadavg()[0]:.1f} at start; "
+    out(f"# {args.model}, {args.task} chat prompts; 1 thread, CPU s; load {os.getloadavg()[0]:.1f} at start; "
         f"{args.rounds} rounds")
     if args.part != "scoring":
         sampling_part(policy, args, out)

@@ -5,7 +5,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import torch
-from transformers import LlamaConfig, LlamaForCausalLM, Phi3Config, Phi3ForCausalLM, Qwen2Config, Qwen2ForCausalLM
+from transformers import (
+    Gemma3ForCausalLM,
+    Gemma3TextConfig,
+    LlamaConfig,
+    LlamaForCausalLM,
+    Phi3Config,
+    Phi3ForCausalLM,
+    Qwen2Config,
+    Qwen2ForCausalLM,
+)
 
 from teamrl.policies.loading import Policy
 from teamrl.policies.tiny_model import build_char_tokenizer
@@ -15,7 +24,10 @@ ARCHITECTURES = {
     "llama": (LlamaConfig, LlamaForCausalLM),
     "qwen2": (Qwen2Config, Qwen2ForCausalLM),
     "phi3": (Phi3Config, Phi3ForCausalLM),
+    # Gemma-3's layout: a sliding-window layer, then a full one (the real model has 5 sliding per full)
+    "gemma3": (Gemma3TextConfig, Gemma3ForCausalLM),
 }
+ARCHITECTURE_OPTIONS = {"gemma3": {"head_dim": 8, "sliding_window": 64, "layer_types": ["sliding_attention", "full_attention"]}}
 
 
 def tiny_policy(arch: str = "llama", seed: int = 0, name: str = "p", chat_template: str | None = None) -> Policy:
@@ -27,7 +39,7 @@ def tiny_policy(arch: str = "llama", seed: int = 0, name: str = "p", chat_templa
     config = config_cls(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
                         pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id, bos_token_id=None,
-                        tie_word_embeddings=False)
+                        tie_word_embeddings=False, **ARCHITECTURE_OPTIONS.get(arch, {}))
     torch.manual_seed(seed)
     return Policy(name, model_cls(config).eval(), tok, use_chat_template=bool(chat_template))
 

@@ -64,6 +64,45 @@ def test_lean_logits_equal_the_hf_forward(arch, system, repeated):
     assert want.abs().max() > 1.0  # the logits are far from flat: an error would show
 
 
+@pytest.mark.parametrize("window", [96, 12])
+def test_gemma3_runs_a_shared_prefix_once_where_its_window_spans_every_column(window):
+    """Gemma-3 decodes on the HF forward (its sliding-window layers). Where the window spans the prompts and
+    the response, the prompts' shared prefix runs once and the logits are the whole prompts'; where it does
+    not, the prompts run whole, since padding inside a window would hide keys the whole prompt shows."""
+    policy = context_sensitive_policy("gemma3")
+    model, pad = policy.model, policy.tokenizer.pad_token_id
+    model.config.sliding_window = window
+    prompts = [policy.encode_prompt(SYSTEM + p) for p in PROMPTS]
+    k, steps = 2, 6
+    ids, mask = left_pad(prompts, pad)
+    longest, common = max(len(p) for p in prompts), shared_prefix(ids, mask)
+    assert common >= MIN_SHARED_PREFIX and longest + steps <= 96 and longest > 12
+    seen = []
+    network = model.model
+    real_forward = network.forward
+    network.forward = lambda **kw: seen.append(tuple(kw["input_ids"].shape)) or real_forward(**kw)
+    with torch.no_grad():
+        decoder = open_decoder(model, ids, mask, k, steps)
+        assert isinstance(decoder, HFDecoder)
+        once = [(1, common), (len(prompts), longest - common)]
+        assert seen == (once if window == 96 else [(len(prompts), longest)])
+        assert (decoder.prefill_logits - hf_next_logits(model, prompts, pad)).abs().max() < 1e-4
+        rows = [prompts[i // k] for i in range(len(prompts) * k)]
+        gen = torch.Generator().manual_seed(0)
+        worst = 0.0
+        for step in range(steps):
+            if step == 2:  # prompt 1's rows and one of prompt 0's leave
+                keep = [r for r in range(len(rows)) if r not in (1, 2, 3)]
+                decoder.keep(torch.tensor(keep))
+                rows = [rows[r] for r in keep]
+            fed = torch.randint(3, len(policy.tokenizer), (len(rows),), generator=gen)
+            rows = [seq + [int(t)] for seq, t in zip(rows, fed)]
+            want = hf_next_logits(model, rows, pad)
+            worst = max(worst, float((decoder.step(fed) - want).abs().max() / want.abs().max()))
+    assert worst < 1e-5, worst
+    assert want.abs().max() > 1.0  # the logits are far from flat: an error would show
+
+
 @pytest.mark.parametrize("arch", ["llama", "qwen2", "phi3"])
 def test_lean_and_hf_forward_sample_the_same(arch, monkeypatch):
     policy = context_sensitive_policy(arch)

@@ -8,6 +8,7 @@ from teamrl.policies import prompt_prefix, scoring
 from teamrl.policies.prompt_prefix import columns_are_positions_free
 from teamrl.policies.scoring import shared_prefix_logprobs
 from test_lean_decode import PROMPTS, SYSTEM
+from test_kv_cache import context_sensitive_policy
 from test_lora_rows import lora_team
 
 RESPONSES = [[5, 9, 7], [8], [6, 6, 10, 11], [12, 5], [7, 7]]
@@ -55,6 +56,33 @@ def test_sliding_windows_keep_the_whole_prompts():
     windowed.config = Qwen2Config(use_sliding_window=False, sliding_window=64)
     assert columns_are_positions_free(windowed)
     layered = torch.nn.Module()
-    layered.config = type("Config", (), {"layer_types": ["sliding_attention", "full_attention"]})()
+    layered.config = type("Config", (), {"layer_types": ["sliding_attention", "full_attention"], "sliding_window": 64})()
     assert not columns_are_positions_free(layered)
+    # a window that spans every column there is hides nothing (HF's window: keys fewer than 64 columns back)
+    assert columns_are_positions_free(layered, 64) and not columns_are_positions_free(layered, 65)
+    windowed.config = Qwen2Config(use_sliding_window=True, sliding_window=64)
+    assert columns_are_positions_free(windowed, 64) and not columns_are_positions_free(windowed, 65)
     assert not columns_are_positions_free(torch.nn.Linear(2, 2))  # no config: nothing says how it attends
+
+
+@pytest.mark.parametrize("window", [96, 12])
+def test_gemma3_scores_a_shared_prefix_once_where_its_window_spans_prompt_and_response(window, monkeypatch):
+    """Gemma-3's sliding window: the prefix runs once when the window spans the prompts and the longest
+    response (the log-probs and gradients are the whole prompts'), and the prompts run whole when it does not."""
+    policy = context_sensitive_policy("gemma3")
+    policy.model.config.sliding_window = window
+    prompts = [policy.encode_prompt(SYSTEM + p) for p in PROMPTS]
+    assert max(len(p) for p in prompts) + max(len(r) for r in RESPONSES) <= 96
+    seen = []
+    real = scoring.cached_forward_full
+    monkeypatch.setattr(scoring, "cached_forward_full",
+                        lambda model, cache, **kw: seen.append(tuple(kw["input_ids"].shape)) or real(model, cache, **kw))
+    logp, mask, grads = score(policy, prompts, whole=False, monkeypatch=monkeypatch)
+    first = seen[0]
+    want_logp, want_mask, want_grads = score(policy, prompts, whole=True, monkeypatch=monkeypatch)
+    assert first[0] == (1 if window == 96 else len(prompts))  # the prefix alone, or every prompt whole
+    assert torch.equal(mask, want_mask)
+    assert (logp - want_logp).abs().max() < 1e-4 and want_logp.abs().max() > 0.1
+    assert set(grads) == set(want_grads) and grads
+    for name, grad in want_grads.items():
+        assert (grads[name] - grad).abs().max() <= 1e-4 * max(grad.abs().max(), 1e-3), name

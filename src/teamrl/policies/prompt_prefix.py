@@ -42,34 +42,40 @@ def shared_prefix(ids: torch.Tensor, mask: torch.Tensor) -> int:
     return int(same.long().cumprod(0).sum())
 
 
-def columns_are_positions_free(model: nn.Module) -> bool:
-    """Whether every attention layer of `model` sees all earlier keys (full attention), so padding
-    between a prefix and a prompt's own tokens changes nothing. A sliding window counts cache columns,
-    not positions: padding inside it would hide keys the whole prompt lets a query see."""
+def columns_are_positions_free(model: nn.Module, columns: int | None = None) -> bool:
+    """Whether padding between a prefix and a prompt's own tokens changes nothing for `model` over a
+    sequence of `columns` cache columns (None: of any length). Full attention sees all earlier keys
+    whatever their columns. A sliding window counts cache columns, not positions: padding inside it
+    would hide keys the whole prompt lets a query see, unless the window spans every column there is
+    (Gemma-3's 512-column window over a few-shot prompt of ~250 tokens and its answer)."""
     config = getattr(model, "config", None)
     if config is None:  # nothing says how it attends: keep the whole prompts
         return False
+    window = getattr(config, "sliding_window", None)
+    # A query sees the keys fewer than `window` columns back (HF's sliding mask), so columns <= window hide none.
+    window_spans_all = window is not None and columns is not None and columns <= window
     if any(kind != "full_attention" for kind in getattr(config, "layer_types", None) or ()):
-        return False
-    return getattr(config, "sliding_window", None) is None or getattr(config, "use_sliding_window", True) is False
+        return window_spans_all
+    return window is None or getattr(config, "use_sliding_window", True) is False or window_spans_all
 
 
 def forward_prefix_once(
-    run: Callable[..., T], ids: torch.Tensor, mask: torch.Tensor, common: int
+    run: Callable[..., T], ids: torch.Tensor, mask: torch.Tensor, common: int, cache: DynamicCache | None = None
 ) -> tuple[T, DynamicCache, torch.Tensor]:
     """Left-padded prompts ids/mask [b, P] whose first `common` tokens are equal, through a forward
     `run(input_ids, attention_mask, position_ids, cache)` that extends `cache`: the prefix runs once (row
     0's), its keys and values are repeated for every prompt (views, no copy: the next forward's
     concatenation writes the rows out; gradients reach the prefix from every prompt), then each
     prompt's own tokens run after it, right-aligned and numbered on from `common`. Returns that second
-    run's output, the cache, and the mask of its columns [b, common + own]: [prefix | padding | own]."""
+    run's output, the cache, and the mask of its columns [b, common + own]: [prefix | padding | own].
+    cache: an empty cache to fill (a decoder's reserved one); None: a new `DynamicCache`."""
     rows, width = ids.shape
     lengths = mask.sum(-1)
     head = torch.arange(common, device=ids.device)[None, :]
     start = width - int(lengths[0])
     once = DynamicCache()
     run(ids[:1, start : start + common], torch.ones_like(head), head, once)
-    cache = DynamicCache()
+    cache = DynamicCache() if cache is None else cache
     for index, layer in enumerate(once.layers):
         cache.update(layer.keys.expand(rows, -1, -1, -1), layer.values.expand(rows, -1, -1, -1), index)
     own = int(lengths.max()) - common

@@ -131,13 +131,14 @@ def cached_forward(model, cache: DynamicCache, **inputs) -> torch.Tensor:
 
 
 def prompt_forward(
-    model: PreTrainedModel, ids: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor
+    model: PreTrainedModel, ids: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor, room: int | None = None
 ) -> tuple[torch.Tensor, DynamicCache, torch.Tensor]:
     """Forward of left-padded prompts ids/mask/positions [G, P]: the next-token logits after each prompt
     [G, V], the KV cache, and which of its W columns hold a token [G, W] (the mask a continuation attends
     with). Prompts sharing `prompt_prefix.MIN_SHARED_PREFIX` leading tokens or more run that prefix once
-    (on models with full attention only; `prompt_prefix.forward_prefix_once`), so the cache's columns
-    are then [prefix | padding | own tokens]."""
+    (`prompt_prefix.forward_prefix_once`) where the model attends to every column: full attention, or a
+    sliding window that spans the prompts and the `room` columns a continuation adds (None: unknown, so
+    full attention only). The cache's columns are then [prefix | padding | own tokens]."""
 
     def run(input_ids, attention_mask, position_ids, cache):
         # Only the last prompt position's logits are read: logits_to_keep=1 skips the [G, P, V] head.
@@ -150,7 +151,8 @@ def prompt_forward(
             logits_to_keep=1,
         )[:, -1, :]
 
-    common = shared_prefix(ids, mask) if columns_are_positions_free(model) else 0
+    spans = None if room is None else ids.shape[1] + room
+    common = shared_prefix(ids, mask) if columns_are_positions_free(model, spans) else 0
     if common < prompt_prefix.MIN_SHARED_PREFIX:
         cache = DynamicCache()
         return run(ids, mask, positions, cache), cache, mask
@@ -186,11 +188,12 @@ def shared_prefix_logprobs(
     ids, mask = left_pad(prompts, pad_id)
     ids, mask = ids.to(device), mask.to(device)
     positions = (mask.cumsum(-1) - 1).clamp(min=0)
-    prompt_logits, cache, mask = prompt_forward(model, ids, mask, positions)  # mask: the cache's columns
+    t_width = max(max(len(r) for r in responses), 1)
+    # mask: the cache's columns
+    prompt_logits, cache, mask = prompt_forward(model, ids, mask, positions, room=t_width)
     buckets = response_buckets if response_buckets is not None else [list(range(len(responses)))]
     if sorted(i for b in buckets for i in b) != list(range(len(responses))):
         raise ValueError(f"response_buckets must hold every response index 0..{len(responses) - 1} once")
-    t_width = max(max(len(r) for r in responses), 1)
     temps = temperature.to(device) if isinstance(temperature, torch.Tensor) else None
     pieces, order = [], []
     entropy: torch.Tensor | None  # a bucket's in the loop; every row's (None without with_entropy) after it

@@ -12,13 +12,16 @@ several adapters share one call (`shares_one_call`).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Any, Protocol
 
 import torch
 from torch import nn
 
+from teamrl.policies import prompt_prefix
 from teamrl.policies.lora import activate
+from teamrl.policies.prompt_prefix import columns_are_positions_free, forward_prefix_once, shared_prefix
 from teamrl.policies.scoring import cached_forward
 from teamrl.rollout.kv_cache import reserved_cache
 from teamrl.rollout.lean_decode import LeanDecoder, lean_unsupported
@@ -53,10 +56,18 @@ class HFDecoder:
         reserve: int,
     ) -> None:
         self.model = model
-        self.cache = reserved_cache(reserve)  # decode steps write in place (kv_cache.py)
-        self.prefill_logits = cached_forward(
-            model, self.cache, input_ids=ids, attention_mask=mask, position_ids=positions
-        )
+        width = mask.shape[1]
+        common = shared_prefix(ids, mask) if columns_are_positions_free(model, width + reserve) else 0
+        if common >= prompt_prefix.MIN_SHARED_PREFIX:
+            # The prompts' shared prefix runs once (prompt_prefix.forward_prefix_once); the cache's columns are
+            # then [prefix | padding | own tokens], and the decode steps attend with that layout's mask.
+            self.cache = reserved_cache(reserve + width - common)
+            self.prefill_logits, self.cache, mask = forward_prefix_once(
+                functools.partial(self._forward, model), ids, mask, common, self.cache
+            )
+        else:
+            self.cache = reserved_cache(reserve)  # decode steps write in place (kv_cache.py)
+            self.prefill_logits = self._forward(model, ids, mask, positions, self.cache)
         if repeats > 1:  # the shared prefix is encoded once; its cache is copied for the K samples
             self.cache.batch_repeat_interleave(repeats)
         rows = ids.shape[0] * repeats
@@ -68,6 +79,12 @@ class HFDecoder:
         )
         self.next_pos = positions[:, -1].repeat_interleave(repeats) + 1  # [R]
         self.filled = 0
+
+    @staticmethod
+    def _forward(
+        model: nn.Module, ids: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor, cache
+    ) -> torch.Tensor:
+        return cached_forward(model, cache, input_ids=ids, attention_mask=mask, position_ids=positions)
 
     def step(self, tokens: torch.Tensor) -> torch.Tensor:
         self.filled += 1
