@@ -63,6 +63,8 @@ CASES = (
     # The procedural functions are easy for an instruct model (67.7% pass@1): the datasets are the harder levels.
     Case("code_team_mbpp", "code_team.yaml", ("task.source=mbpp_sanitized", "rollout.max_new_tokens=200")),
     Case("code_team_humaneval", "code_team.yaml", ("task.source=humaneval", "rollout.max_new_tokens=200")),
+    # The procedural harder level: list and string functions with a parameter (between the two above).
+    Case("code_team_lists", "code_team.yaml", ("task.source=procedural:lists", "rollout.max_new_tokens=160")),
     Case("plan_path_team", "plan_path_team.yaml", ("rollout.max_new_tokens=40",)),
     # With two solved 4x4 grids as earlier turns (a base model gets them from its settings anyway).
     Case("plan_path_team_shown", "plan_path_team.yaml", ("task.worked_examples=true", "rollout.max_new_tokens=40")),

@@ -7,7 +7,7 @@ import ast
 import pytest
 
 from teamrl.tasks.code_procedural import (
-    FAMILIES, mutate_program, procedural_code_problem, procedural_code_problems, specs,
+    BASE_FAMILIES, LIST_FAMILIES, mutate_program, procedural_code_problem, procedural_code_problems, specs,
 )
 
 
@@ -38,7 +38,7 @@ def test_train_and_heldout_are_disjoint_by_task():
     assert train and heldout and not train & heldout
     for family in ("add", "sub", "mul", "mod", "affine"):  # each parameterised family is on both sides
         assert any(k.startswith(family + ":") for k in heldout) and any(k.startswith(family + ":") for k in train)
-    assert {s.family for s in specs("train")} == set(FAMILIES)
+    assert {s.family for s in specs("train")} == set(BASE_FAMILIES)
     held = procedural_code_problems("heldout", 20)
     assert all(p.metadata["spec"] in heldout for p in held)
     assert all(p.metadata["spec"] in train for p in procedural_code_problems("train", 50))
@@ -76,3 +76,24 @@ def test_mutants_are_single_site_distinct_and_seeded():
         assert "'''doc'''" in m or '"""doc"""' in m  # docstrings are not sites
     assert mutate_program(source, "g", limit=3) == mutate_program(source, "g", limit=50)[:3]
     assert mutate_program("def f(:", "f") == [] and mutate_program("", "f") == []
+
+
+def test_the_list_level_is_drawn_only_when_named_and_no_constant_passes_it():
+    """`procedural:lists` is a harder level of its own: `procedural` alone never draws it (so the instances
+    the base families always gave stay as they were), its held-out specs are parameters training never saw,
+    and no instance's asserts all expect one value, so `return []` or `return 0` scores nothing."""
+    assert not {s.family for s in specs("train") + specs("heldout")} & set(LIST_FAMILIES)
+    # the base stream, as it was drawn before the list level existed
+    assert [procedural_code_problem("heldout", i).metadata["spec"] for i in range(6)] == [
+        "affine:2,8", "affine:4,5", "sub:2", "mul:7", "affine:5,8", "affine:5,8"]
+    train, heldout = specs("train", ["lists"]), specs("heldout", ["lists"])
+    assert {s.family for s in heldout} == set(LIST_FAMILIES) and not {s.key for s in train} & {s.key for s in heldout}
+    problems = procedural_code_problems("heldout", 40, families=["lists"])
+    assert {p.metadata["family"] for p in problems} <= set(LIST_FAMILIES)
+    for p in problems + procedural_code_problems("train", 40, families=["lists"]):
+        assert passes(p.reference_solution, p.tests), p
+        args = p.prompt.split("(", 1)[1].split(")", 1)[0]
+        for constant in ("[]", "0", "''", args):
+            assert not passes(f"def f({args}):\n    return {constant}\n", p.tests), (p.prompt, constant)
+        mutants = mutate_program(p.reference_solution, p.entry_point, limit=8, seed=1)
+        assert any(not passes(m, p.tests) for m in mutants), p.reference_solution

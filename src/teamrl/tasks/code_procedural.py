@@ -2,7 +2,10 @@
 
 Tasks. Each instance asks for a function `f` from a small family (`x plus 3`, `x times 4`,
 `x times 2 plus 5`, `x mod 3`, `the larger of a and b`, `s reversed`, ...) and carries a
-reference solution and 3-5 ground-truth asserts on seeded random inputs:
+reference solution and 3-5 ground-truth asserts on seeded random inputs. A harder level, drawn only
+when named (`procedural:lists`), asks for list and string functions with a parameter (`the number of
+elements of xs greater than 4`, `the first 3 elements of xs, in reverse order`, `every second
+letter of s`), whose asserts never all expect one value:
 
     >>> p = procedural_code_problem("train", 0)
     >>> p.entry_point, p.source
@@ -87,11 +90,81 @@ def _all_specs() -> list[TaskSpec]:
         TaskSpec("last", (), "s", "the last letter of s", "s[-1]", lambda s: s[-1]),
         TaskSpec("len", (), "s", "the length of s", "len(s)", len),
     ]
-    return out
+    return out + _list_specs()
+
+
+def _list_specs() -> list[TaskSpec]:
+    """The harder level: lists and strings with a parameter, each a comprehension, a slice or a loop
+    (drawn only when named: `procedural:lists`, or the family names in `LIST_FAMILIES`)."""
+
+    def family(name: str, values: Sequence[int], args: str, phrase: str, body: str, func) -> list[TaskSpec]:
+        return [
+            TaskSpec(name, (k,), args, phrase.format(k=k), body.format(k=k), (lambda *a, k=k: func(*a, k)))
+            for k in values
+        ]
+
+    return (
+        family(
+            "count_gt",
+            range(0, 10),
+            "xs",
+            "the number of elements of xs greater than {k}",
+            "sum(1 for v in xs if v > {k})",
+            lambda xs, k: sum(1 for v in xs if v > k),
+        )
+        + family(
+            "keep_div",
+            range(2, 7),
+            "xs",
+            "the elements of xs divisible by {k}, in order",
+            "[v for v in xs if v % {k} == 0]",
+            lambda xs, k: [v for v in xs if v % k == 0],
+        )
+        + family(
+            "sum_times",
+            range(2, 10),
+            "xs",
+            "the sum of the elements of xs, times {k}",
+            "sum(xs)*{k}",
+            lambda xs, k: sum(xs) * k,
+        )
+        + family(
+            "add_each",
+            range(1, 10),
+            "xs",
+            "xs with {k} added to every element",
+            "[v+{k} for v in xs]",
+            lambda xs, k: [v + k for v in xs],
+        )
+        + family(
+            "first_rev",
+            range(2, 5),
+            "xs",
+            "the first {k} elements of xs, in reverse order",
+            "xs[:{k}][::-1]",
+            lambda xs, k: xs[:k][::-1],
+        )
+        + family("repeat", range(2, 6), "s", "s repeated {k} times", "s*{k}", lambda s, k: s * k)
+        + family("drop", range(1, 4), "s", "s without its first {k} letters", "s[{k}:]", lambda s, k: s[k:])
+        + [
+            TaskSpec(
+                "every",
+                (k,),
+                "s",
+                f"every {word} letter of s, starting with the first",
+                f"s[::{k}]",
+                (lambda s, k=k: s[::k]),
+            )
+            for k, word in ((2, "second"), (3, "third"))
+        ]
+    )
 
 
 _SPECS = _all_specs()
 FAMILIES = tuple(dict.fromkeys(s.family for s in _SPECS))
+LIST_FAMILIES = ("count_gt", "keep_div", "sum_times", "add_each", "first_rev", "repeat", "drop", "every")
+"""The harder level (`procedural:lists`): chosen by name only, so `procedural` alone draws what it always drew."""
+BASE_FAMILIES = tuple(f for f in FAMILIES if f not in LIST_FAMILIES)
 _HELD_OUT_SHARE = 4  # one parameter value in four (at least one) is held out
 
 
@@ -114,12 +187,13 @@ def specs(split: str, families: Sequence[str] | None = None) -> list[TaskSpec]:
     """The task specs of `split` ('train' or 'heldout'), optionally only of some `families`."""
     if split not in ("train", "heldout"):
         raise ValueError(f"unknown split {split!r}: use 'train' or 'heldout'")
+    if families is not None and "lists" in families:
+        families = [*(f for f in families if f != "lists"), *LIST_FAMILIES]
     unknown = set(families or ()) - set(FAMILIES)
     if unknown:
-        raise ValueError(f"unknown task families {sorted(unknown)}; known: {', '.join(FAMILIES)}")
-    chosen = [
-        s for s in _SPECS if (s.key in _HELD_OUT) == (split == "heldout") and (families is None or s.family in families)
-    ]
+        raise ValueError(f"unknown task families {sorted(unknown)}; known: {', '.join(FAMILIES)} (or lists)")
+    wanted = BASE_FAMILIES if families is None else families
+    chosen = [s for s in _SPECS if (s.key in _HELD_OUT) == (split == "heldout") and s.family in wanted]
     if not chosen:
         raise ValueError(
             f"no {split} specs in families {list(families or FAMILIES)} (families without parameters are training-only)"
@@ -134,6 +208,8 @@ def _inputs(spec: TaskSpec, rng: random.Random, n: int) -> list[tuple[Any, ...]]
         if spec.args == "s":
             length = rng.randint(1, 5)
             args: tuple[Any, ...] = ("".join(rng.choice("abcdefghij") for _ in range(length)),)
+        elif spec.args == "xs":
+            args = ([rng.randint(-9, 20) for _ in range(rng.randint(2, 6))],)
         elif spec.args == "a, b":
             args = (rng.randint(-9, 20), rng.randint(-9, 20))
         elif spec.family == "mod":
@@ -155,6 +231,10 @@ def procedural_code_problem(
     rng = random.Random(f"teamrl-code:{seed}:{instance_seed}")
     spec = rng.choice(specs(split, families))
     calls = _inputs(spec, rng, rng.randint(3, 5))
+    while spec.family in LIST_FAMILIES and len({repr(spec.func(*args)) for args in calls}) < 2:
+        # a program that returns one constant (`return []`) must fail some assert (the base families'
+        # draws are left as they were, so their instances do not change)
+        calls = _inputs(spec, rng, len(calls))
     tests = "\n".join(f"assert f({', '.join(map(repr, args))}) == {spec.func(*args)!r}" for args in calls)
     return CodeProblem(
         id=f"procedural/{split}/{index}",
