@@ -229,3 +229,20 @@ def test_settings_object_and_single_agent_baseline(runner):
         wf.apply("tester", state, "assert True")
     with pytest.raises(ValueError, match="n_mutants"):
         CodeTaskConfig(n_mutants=-1)
+
+
+def test_heldout_split_halves_the_held_out_problems_with_none_in_both():
+    """`task.heldout_split`: validation and test are halves of the held-out set that share no problem (a
+    study picks checkpoints on one and reports the other); procedural instances are halved by content."""
+    def keys(split: str, source: str, n: int) -> list[tuple[str, str]]:
+        wf = CodeWorkflow(CodeTaskConfig(source=source, heldout_split=split, data_dir=str(SUBSET_DIR)))
+        return [(p.prompt, p.tests) for p in (wf.new_state("heldout", i).problem for i in range(n))]
+
+    validation, test = keys("validation", "procedural:lists", 60), keys("test", "procedural:lists", 60)
+    assert len(set(validation)) > 40 and len(set(test)) > 40 and not set(validation) & set(test)
+    whole = keys("", "procedural:lists", 130)
+    assert set(validation) | set(test) <= set(whole)  # the halves are drawn from the held-out stream itself
+    validation, test = keys("validation", "mbpp_sanitized", 3), keys("test", "mbpp_sanitized", 3)
+    assert not set(validation) & set(test)
+    with pytest.raises(ValueError, match="code.heldout_split"):
+        CodeTaskConfig(heldout_split="train")

@@ -59,6 +59,7 @@ from typing import Any
 
 from teamrl.tasks.code_data import CodeProblem
 from teamrl.tasks.code_procedural import mutate_program
+from teamrl.tasks.content_splits import check_heldout_split
 from teamrl.workflows.base import Agent, Outcome, Workflow
 from teamrl.workflows.code_parsing import Steps, parse_program, parse_tests, visible_prompt
 from teamrl.workflows.code_runner import CodeRunner, UnitRun, UnitRunner
@@ -102,6 +103,9 @@ class CodeTaskConfig:
     """Asserts of a tester response that count; later ones are ignored."""
     data_dir: str | None = None
     """Where the dataset files are (default: $TEAMRL_DATA_DIR, else ../shared/datasets)."""
+    heldout_split: str = ""
+    """What 'heldout' means: '' (the whole held-out set), or 'validation' / 'test', two halves that share no
+    problem (a study picks checkpoints on the first and reports the second)."""
 
     def __post_init__(self) -> None:
         if self.n_mutants < 0 or self.max_units < 1:
@@ -110,6 +114,8 @@ class CodeTaskConfig:
             )
         if not self.source:
             raise ValueError("code.source is empty")
+        if self.heldout_split:
+            check_heldout_split("code", self.heldout_split)
 
 
 CHAT_INSTRUCTIONS = {
@@ -163,7 +169,7 @@ class CodeWorkflow(Workflow):
         no tester there is no feedback)."""
         if isinstance(problems, CodeTaskConfig):
             seed, n_mutants, max_units = problems.seed, problems.n_mutants, problems.max_units
-            problems = code_problems(problems.source, seed, problems.data_dir)
+            problems = code_problems(problems.source, seed, problems.data_dir, problems.heldout_split)
         if prompt_style not in ("compact", "chat"):
             raise ValueError(f"prompt_style must be 'compact' or 'chat', got {prompt_style!r}")
         if max_turns < 1 or n_mutants < 0 or max_units < 1:
