@@ -49,6 +49,14 @@ def test_the_planning_table_shows_worked_examples_and_halves_the_held_out_grids(
         assert config.task["heldout_instances"] == 256 and config.rollout.max_new_tokens == 40
 
 
+def test_the_code_table_asks_the_harder_level_and_halves_its_held_out_problems():
+    for split in ("validation", "test"):
+        config = _config("real_code_team", "shared", split=split)
+        assert config.task["source"] == "procedural:lists" and config.task["heldout_split"] == split
+        assert config.rollout.max_new_tokens == 160
+    assert _config("real_code_team", "single").workflow.name == "single"
+
+
 def test_a_model_override_replaces_every_model_the_study_names():
     assert _config("real_scale_calc", "scale_gemma", overrides=["policy.model=tiny-default"]).policy.model == "tiny-default"
     assert whole_study_model(study("real_hetero_calc"), ["policy.model=x"]).base_b == "x"

@@ -254,6 +254,10 @@ Gemma-3 team episode with the worked examples costs about 8 s of a shared core (
 math table's sizes (24 steps, 32 validation, 128 test, 7 seeds) would cost about 40 core-hours
 (docs/study/real.md, the planning table's plan)."""
 
+REAL_CODE = replace(REAL_MAIN, max_new_tokens=160, seeds=5)
+"""The code table: the main table's 12 steps, 32 validation and 64 test problems, 5 seeds, with the code
+team's response cap (a function in a ```python block, or a tester's asserts: 160 tokens, as its base rate)."""
+
 REAL_FLOWS_LONG = replace(REAL_SCALE, steps=24, eval_every=4)
 """The policy-sharing paper at real scale: the scale table's budget run six times as long, held out every 4
 steps, so a late cliff (a fall after a peak) and peak vs final show over training, not at two points."""
@@ -314,6 +318,18 @@ REAL_STUDIES: dict[str, Study] = {
         rows=("single", "single_grpo", "team", "shared", "per_role"),
         budget=REAL_PLAN,
         quick_budget=REAL_QUICK,
+        bound=REAL_BOUND,
+    ),
+    # (1e) the paper's code team at real scale: SmolLM2's coder + unit tester on the procedural harder level
+    # (list and string functions with a parameter; sampled prior 12.5%, pass@4 33%), against the coder alone
+    # with GRPO; held-out problems halved by content into validation and test (`task.heldout_split`).
+    "real_code_team": Study(
+        "real_code_team",
+        CONFIGS / "code_team.yaml",
+        overrides=(*REAL_SETTINGS, "task.source=procedural:lists"),
+        rows=("single", "single_grpo", "team", "shared", "per_role"),
+        budget=REAL_CODE,
+        quick_budget=replace(REAL_QUICK, max_new_tokens=160),
         bound=REAL_BOUND,
     ),
     # (2) the heterogeneous pair: SmolLM2 (base A, the per_role row's pair) + Gemma-3-270M (base B).
