@@ -122,3 +122,26 @@ def test_markdown_lists_the_heterogeneous_assignment_and_the_transfer_variant():
     assert "| seed | base A (analyst / calculator) | base B (analyst / calculator) | hetero row |" in text
     assert "| 0 | 60% / 30% | 55% / 64% | analyst A, calculator B |" in text
     assert "Unseen variant of the transfer rows: operands 1..15 (trained on 1..9) (task.max_operand=15)" in text
+
+
+def test_a_cells_evaluations_run_at_the_studys_train_threads(tiny_cache, capsys, monkeypatch):
+    """An untrained row is evaluation only, and a trained row's test scoring comes after its training: both
+    run at train.threads, not at torch's default of every core (two study processes on two cores would put
+    two OpenMP teams on each core). Afterwards torch has the count it had before."""
+    import torch
+
+    from teamrl.study import seed_run
+
+    seen = []
+    real = seed_run.sampled_outcomes
+    monkeypatch.setattr(seed_run, "sampled_outcomes", lambda *a, **k: seen.append(torch.get_num_threads()) or real(*a, **k))
+    torch.set_num_threads(2)
+    try:
+        code = main(["study", "split_calc", "policy.warmup_sft_steps=2", "train.threads=1", "train.steps=1",
+                     "train.batch_size=2", "algorithm.k=2", "--quick", "--instances", "2", "--out",
+                     str(tiny_cache / "study"), "--rows", "team", "shared"])
+        assert code == 0, capsys.readouterr().err
+        assert seen and set(seen) == {1}
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(1)

@@ -22,6 +22,8 @@ from __future__ import annotations
 import math
 import os
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import torch
 
@@ -163,6 +165,16 @@ def set_threads(setting: int | str, cap: int | None = None) -> int:
     count = resolve_threads(setting, cap=cap)
     torch.set_num_threads(count)
     return count
+
+
+@contextmanager
+def threads_set(setting: int | str, cap: int | None = None) -> Iterator[int]:
+    """`set_threads(setting)` for the block, then the count torch had before it."""
+    before = torch.get_num_threads()
+    try:
+        yield set_threads(setting, cap)
+    finally:
+        torch.set_num_threads(before)
 
 
 class ThreadGovernor:

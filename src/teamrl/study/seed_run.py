@@ -22,6 +22,7 @@ from teamrl.policies.loading import Policy
 from teamrl.rollout.agent_params import agent_sampling
 from teamrl.rollout.evaluation import evaluate
 from teamrl.setup.team import build_policies, build_workflow, policies_from_checkpoint
+from teamrl.setup.threads import threads_set
 from teamrl.setup.tiny_default import WarmupRecipe, warm_up
 from teamrl.study.progress import cell_progress
 from teamrl.study.protocol import Protocol, mean_pass_at_k
@@ -212,7 +213,10 @@ class SeedRun:
             )
         self.log(f"seed {self.seed} {result['label']}: started")
         self.fingerprints, self.run_bases = {}, {}
-        with cell_progress(self.log, f"  seed {self.seed} {row.key}: "):
+        # The whole cell at the study's train.threads, its evaluations and test scoring too: the training loop
+        # applies it only while it trains, and torch's default (every core) in two study processes on two
+        # cores put two OpenMP teams on each core, whose spinning barriers slowed every test scoring.
+        with cell_progress(self.log, f"  seed {self.seed} {row.key}: "), threads_set(self.config(row).train.threads):
             result.update(own[row.kind](row) if row.kind in own else self.row_kinds[row.kind](self, row))
         if self.fingerprints:  # the runs this cell trained, bit for bit (the code check compares them)
             result["fingerprints"], result["run_bases"] = self.fingerprints, self.run_bases
