@@ -97,3 +97,6 @@ def test_the_list_level_is_drawn_only_when_named_and_no_constant_passes_it():
             assert not passes(f"def f({args}):\n    return {constant}\n", p.tests), (p.prompt, constant)
         mutants = mutate_program(p.reference_solution, p.entry_point, limit=8, seed=1)
         assert any(not passes(m, p.tests) for m in mutants), p.reference_solution
+    for split in ("train", "heldout"):  # without the rule about 1 instance in 70 expects one value throughout
+        for p in procedural_code_problems(split, 400, families=["lists"]):
+            assert len({line.split(" == ", 1)[1] for line in p.tests.splitlines()}) >= 2, p.tests
