@@ -60,18 +60,21 @@ class TaskSpec:
         return f"f({self.args.replace(' ', '')}): {self.phrase}"
 
 
-def _int_family(name: str, values: Sequence[int], phrase: str, body: str, func: Callable[..., Any]) -> list[TaskSpec]:
+def _param_family(
+    name: str, values: Sequence[int], phrase: str, body: str, func: Callable[..., Any], args: str = "x"
+) -> list[TaskSpec]:
+    """One spec per parameter value k: `phrase` and `body` formatted with k, `func(*arguments, k)`."""
     return [
-        TaskSpec(name, (k,), "x", phrase.format(k=k), body.format(k=k), (lambda x, k=k: func(x, k))) for k in values
+        TaskSpec(name, (k,), args, phrase.format(k=k), body.format(k=k), (lambda *a, k=k: func(*a, k))) for k in values
     ]
 
 
 def _all_specs() -> list[TaskSpec]:
     out = (
-        _int_family("add", range(1, 10), "x plus {k}", "x+{k}", lambda x, k: x + k)
-        + _int_family("sub", range(1, 10), "x minus {k}", "x-{k}", lambda x, k: x - k)
-        + _int_family("mul", range(2, 10), "x times {k}", "x*{k}", lambda x, k: x * k)
-        + _int_family("mod", range(2, 10), "x mod {k}", "x%{k}", lambda x, k: x % k)
+        _param_family("add", range(1, 10), "x plus {k}", "x+{k}", lambda x, k: x + k)
+        + _param_family("sub", range(1, 10), "x minus {k}", "x-{k}", lambda x, k: x - k)
+        + _param_family("mul", range(2, 10), "x times {k}", "x*{k}", lambda x, k: x * k)
+        + _param_family("mod", range(2, 10), "x mod {k}", "x%{k}", lambda x, k: x % k)
     )
     out += [
         TaskSpec("affine", (a, b), "x", f"x times {a} plus {b}", f"x*{a}+{b}", (lambda x, a=a, b=b: x * a + b))
@@ -97,55 +100,49 @@ def _list_specs() -> list[TaskSpec]:
     """The harder level: lists and strings with a parameter, each a comprehension, a slice or a loop
     (drawn only when named: `procedural:lists`, or the family names in `LIST_FAMILIES`)."""
 
-    def family(name: str, values: Sequence[int], args: str, phrase: str, body: str, func) -> list[TaskSpec]:
-        return [
-            TaskSpec(name, (k,), args, phrase.format(k=k), body.format(k=k), (lambda *a, k=k: func(*a, k)))
-            for k in values
-        ]
-
     return (
-        family(
+        _param_family(
             "count_gt",
             range(0, 10),
-            "xs",
             "the number of elements of xs greater than {k}",
             "sum(1 for v in xs if v > {k})",
             lambda xs, k: sum(1 for v in xs if v > k),
+            "xs",
         )
-        + family(
+        + _param_family(
             "keep_div",
             range(2, 7),
-            "xs",
             "the elements of xs divisible by {k}, in order",
             "[v for v in xs if v % {k} == 0]",
             lambda xs, k: [v for v in xs if v % k == 0],
+            "xs",
         )
-        + family(
+        + _param_family(
             "sum_times",
             range(2, 10),
-            "xs",
             "the sum of the elements of xs, times {k}",
             "sum(xs)*{k}",
             lambda xs, k: sum(xs) * k,
+            "xs",
         )
-        + family(
+        + _param_family(
             "add_each",
             range(1, 10),
-            "xs",
             "xs with {k} added to every element",
             "[v+{k} for v in xs]",
             lambda xs, k: [v + k for v in xs],
+            "xs",
         )
-        + family(
+        + _param_family(
             "first_rev",
             range(2, 5),
-            "xs",
             "the first {k} elements of xs, in reverse order",
             "xs[:{k}][::-1]",
             lambda xs, k: xs[:k][::-1],
+            "xs",
         )
-        + family("repeat", range(2, 6), "s", "s repeated {k} times", "s*{k}", lambda s, k: s * k)
-        + family("drop", range(1, 4), "s", "s without its first {k} letters", "s[{k}:]", lambda s, k: s[k:])
+        + _param_family("repeat", range(2, 6), "s repeated {k} times", "s*{k}", lambda s, k: s * k, "s")
+        + _param_family("drop", range(1, 4), "s without its first {k} letters", "s[{k}:]", lambda s, k: s[k:], "s")
         + [
             TaskSpec(
                 "every",
