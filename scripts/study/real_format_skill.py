@@ -2,13 +2,16 @@
 training and after, from a study folder's held-out transcripts.
 
 Run: python -m scripts.study.real_format_skill runs/study-real_split_calc [--rows per_role shared]
+     python -m scripts.study.real_format_skill OUT/plan --right-term goal     # Plan-Path's team
 
 A small real model gains a lot by learning the answer's form alone (issue: a SmolLM2 math team went 14% ->
 94% mostly that way). Split-Calc's terms tell the two apart per role: `format` is negative when the answer
 does not parse (the analyst's formula, the calculator's integer), and `team` is 1 when the role's own answer
 is right (the analyst's formula equals the operation; the calculator's value is the instance's). Reported
 per role: well-formed share, right share, and right among the well-formed. If training raised only the
-first, the gain is format; if the last rose, the role got better at its task.
+first, the gain is format; if the last rose, the role got better at its task. Plan-Path's terms name the
+right answer `goal` instead (`--right-term goal`): the tool's proposal reaches the goal, or the plan role's
+moves (or its `follow` of a proposal) do.
 
 The source: every training run writes the first 8 episodes of each held-out evaluation
 (`transcripts/eval_stepNNNNN.json`, validation split). So each cell here pools 8 episodes per seed: a
@@ -24,7 +27,7 @@ from collections import Counter
 from pathlib import Path
 
 
-def role_counts(transcript: list[dict]) -> Counter:
+def role_counts(transcript: list[dict], right_term: str = "team") -> Counter:
     """(agent, 'n' | 'formed' | 'right') -> count over one evaluation's episodes."""
     counts: Counter = Counter()
     for episode in transcript:
@@ -32,19 +35,19 @@ def role_counts(transcript: list[dict]) -> Counter:
             agent, terms = turn["agent"], turn.get("terms", {})
             counts[agent, "n"] += 1
             counts[agent, "formed"] += terms.get("format", 0.0) >= 0.0
-            counts[agent, "right"] += terms.get("team", 0.0) >= 1.0
+            counts[agent, "right"] += terms.get(right_term, 0.0) >= 1.0
     return counts
 
 
-def row_summary(runs: list[Path]) -> dict[str, dict[str, Counter]]:
+def row_summary(runs: list[Path], right_term: str = "team") -> dict[str, Counter]:
     """'first' / 'last' -> pooled counts over the runs' first and last held-out evaluations."""
     pooled = {"first": Counter(), "last": Counter()}
     for run in runs:
         evaluations = sorted((run / "transcripts").glob("eval_step*.json"))
         if len(evaluations) < 2:
             continue
-        pooled["first"] += role_counts(json.loads(evaluations[0].read_text()))
-        pooled["last"] += role_counts(json.loads(evaluations[-1].read_text()))
+        pooled["first"] += role_counts(json.loads(evaluations[0].read_text()), right_term)
+        pooled["last"] += role_counts(json.loads(evaluations[-1].read_text()), right_term)
     return pooled
 
 
@@ -53,7 +56,7 @@ def share(counts: Counter, agent: str, what: str, of: str = "n") -> str:
     return f"{counts[agent, what] / total:.0%}" if total else "-"
 
 
-def table(folder: Path, rows: list[str] | None) -> str:
+def table(folder: Path, rows: list[str] | None, right_term: str = "team") -> str:
     by_row: dict[str, list[Path]] = {}
     for run in sorted((folder / "runs").iterdir()):
         named = re.fullmatch(r"(.+)-s\d+", run.name)  # ROW-sSEED; an interrupted run's ROW-sSEED.stopped-T is left out
@@ -63,7 +66,7 @@ def table(folder: Path, rows: list[str] | None) -> str:
     lines = ["| row | role | episodes (before/after) | well-formed before -> after | right before -> after | "
              "right among well-formed before -> after |", "|---|---|---|---|---|---|"]
     for row, runs in by_row.items():
-        pooled = row_summary(runs)
+        pooled = row_summary(runs, right_term)
         agents = sorted({agent for agent, _ in pooled["first"]})
         for agent in agents:
             first, last = pooled["first"], pooled["last"]
@@ -78,10 +81,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("folder", type=Path, help="a study's output folder (its runs/ holds the training runs)")
     parser.add_argument("--rows", nargs="+", help="only these rows (run names ROW-sSEED)")
+    parser.add_argument("--right-term", default="team",
+                        help="the reward term that is 1 when a role's answer is right (Split-Calc: team; Plan-Path: goal)")
     args = parser.parse_args()
     if not (args.folder / "runs").is_dir():
         raise SystemExit(f"{args.folder} has no runs/ folder: give the --out folder of `teamrl study`")
-    print(table(args.folder, args.rows))
+    print(table(args.folder, args.rows, args.right_term))
 
 
 if __name__ == "__main__":
