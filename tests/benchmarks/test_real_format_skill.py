@@ -32,3 +32,18 @@ def test_format_gain_and_skill_gain_are_told_apart(tmp_path):
     table = real_format_skill.table(tmp_path, None)
     # pooled over both seeds; the last evaluation (step 12) is "after", step 6 is ignored
     assert "| per_role | calculator | 8/8 | 50% -> 100% | 25% -> 25% | 50% -> 25% |" in table
+
+
+def test_the_right_answer_term_is_named_per_task(tmp_path):
+    # Plan-Path's terms mark a right answer with `goal`, not `team`
+    run = tmp_path / "runs" / "shared-s0"
+    plan = {"agent": "plan", "terms": {"format": 0.1, "goal": 1.0}}
+    wrong = {"agent": "plan", "terms": {"format": -0.1}}
+    for step, turns in ((0, [plan, wrong, wrong, wrong]), (12, [plan, plan, plan, wrong])):
+        episodes = [{"instance": i, "success": False, "turns": [t]} for i, t in enumerate(turns)]
+        (run / "transcripts").mkdir(parents=True, exist_ok=True)
+        (run / "transcripts" / f"eval_step{step:05d}.json").write_text(json.dumps(episodes))
+    assert "| shared | plan | 4/4 | 25% -> 75% | 25% -> 75% | 100% -> 100% |" in real_format_skill.table(
+        tmp_path, None, right_term="goal"
+    )
+    assert "| shared | plan | 4/4 | 25% -> 75% | 0% -> 0% | 0% -> 0% |" in real_format_skill.table(tmp_path, None)
