@@ -4,7 +4,7 @@ training and after, from a study folder's held-out transcripts.
 Run: python -m scripts.study.real_format_skill runs/study-real_split_calc [--rows per_role shared]
      python -m scripts.study.real_format_skill OUT/plan --right-term goal     # Plan-Path's team
 
-A small real model gains a lot by learning the answer's form alone (issue: a SmolLM2 math team went 14% ->
+A small real model gains a lot by learning the answer's form alone (a SmolLM2 math team went 14% ->
 94% mostly that way). Split-Calc's terms tell the two apart per role: `format` is negative when the answer
 does not parse (the analyst's formula, the calculator's integer), and `team` is 1 when the role's own answer
 is right (the analyst's formula equals the operation; the calculator's value is the instance's). Reported
@@ -63,7 +63,7 @@ def table(folder: Path, rows: list[str] | None, right_term: str = "team") -> str
         row = named.group(1) if named else None
         if row is not None and (rows is None or row in rows) and (run / "transcripts").is_dir():
             by_row.setdefault(row, []).append(run)
-    lines = ["| row | role | episodes (before/after) | well-formed before -> after | right before -> after | "
+    lines = ["| row | role | turns (before/after) | well-formed before -> after | right before -> after | "
              "right among well-formed before -> after |", "|---|---|---|---|---|---|"]
     for row, runs in by_row.items():
         pooled = row_summary(runs, right_term)
