@@ -145,3 +145,26 @@ def test_a_cells_evaluations_run_at_the_studys_train_threads(tiny_cache, capsys,
         assert torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(1)
+
+
+def test_a_subset_of_seeds_gets_its_own_table(tmp_path, capsys):
+    """`python -m teamrl.study.table results.json --seeds ...` prints the table of those seeds' cells alone
+    (the seeds added after a decision, say) and leaves table.md as it is; seeds the file lacks are refused."""
+    from teamrl.study.table import main as table_main
+
+    records = [{"row": row, "label": row, "seed": seed, "test_success": value, "seconds": 10.0 + seed}
+               for row, values in (("team", (0.2, 0.4, 0.3)), ("shared", (0.5, 0.5, 0.9))) for seed, value in enumerate(values)]
+    results = {"study": "demo", "protocol": {"test_instances": 10, "validation_instances": 10, "seeds": [0, 1, 2]},
+               "rows": ["team", "shared"], "labels": {"team": "team (untrained)", "shared": "AT-GRPO shared"},
+               "results": records, "seconds": 3.0}
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(results))
+    table_main([str(path), "--seeds", "1", "2"])
+    printed = capsys.readouterr().out
+    assert "| team (untrained) | 35.0% ± 7.1" in printed and "over seeds 1, 2;" in printed
+    assert "| AT-GRPO shared vs untrained team | shared - team | +35.0 pts" in printed  # +0.1 and +0.6
+    assert "Wall time: 46 s in the rows" in printed  # seeds 1 and 2 of both rows (2 x (11 + 12)), not the total
+    assert not (tmp_path / "table.md").exists()
+    with pytest.raises(SystemExit):
+        table_main([str(path), "--seeds", "5"])
+    assert "no cell of seeds [5] in demo's results; its seeds: [0, 1, 2]" in capsys.readouterr().err

@@ -187,6 +187,18 @@ def curves_figure(results: dict[str, Any], path: Path) -> bool:
     return save_figure(path, panels)
 
 
+def only_seeds(results: dict[str, Any], seeds: list[int]) -> dict[str, Any]:
+    """The results payload with only these seeds' cells (the rest of it as is): a subset's table, such as
+    the seeds added after a decision was taken on the earlier ones."""
+    kept = [record for record in results["results"] if record["seed"] in seeds]
+    if not kept:
+        found = sorted({record["seed"] for record in results["results"]})
+        raise ValueError(f"no cell of seeds {sorted(seeds)} in {results['study']}'s results; its seeds: {found}")
+    protocol = {**results.get("protocol", {}), "seeds": sorted({record["seed"] for record in kept})}
+    seconds = sum(record.get("seconds", 0.0) for record in kept)  # the subset's own cell time
+    return {**results, "results": kept, "protocol": protocol, "seconds": seconds}
+
+
 def write_report(results_file: Path) -> Path:
     """table.md and index.html (with curves.png) beside results.json; returns the HTML page."""
     results = json.loads(results_file.read_text())
@@ -226,13 +238,24 @@ def main(argv: list[str] | None = None) -> None:
     """Redo a results file's table.md (and with --page its index.html and curves) without rerunning:
 
     python -m teamrl.study.table OUT/results.json [--page]
+    python -m teamrl.study.table OUT/results.json --seeds 7 8 9   # print a subset's table; table.md untouched
     """
     import argparse
 
     parser = argparse.ArgumentParser(description="redo a study's table.md from its results.json")
     parser.add_argument("results", type=Path, nargs="+")
     parser.add_argument("--page", action="store_true", help="also index.html and curves.png")
+    parser.add_argument(
+        "--seeds", type=int, nargs="+", help="print the table of these seeds' cells only; table.md is left as it is"
+    )
     args = parser.parse_args(argv)
+    if args.seeds is not None:
+        for path in args.results:
+            try:
+                print(markdown(only_seeds(json.loads(path.read_text()), args.seeds)))
+            except ValueError as error:
+                parser.error(f"{path}: {error}")
+        return
     for path in args.results:
         if args.page:
             print(write_report(path))
