@@ -140,9 +140,16 @@ def test_a_cells_evaluations_run_at_the_studys_train_threads(tiny_cache, capsys,
         code = main(["study", "split_calc", "policy.warmup_sft_steps=2", "train.threads=1", "train.steps=1",
                      "train.batch_size=2", "algorithm.k=2", "--quick", "--instances", "2", "--out",
                      str(tiny_cache / "study"), "--rows", "team", "shared"])
-        assert code == 0, capsys.readouterr().err
+        printed = capsys.readouterr()
+        assert code == 0, printed.err
         assert seen and set(seen) == {1}
         assert torch.get_num_threads() == 2
+        # the untrained row is silent no more: each scoring pass prints a line while the cell runs
+        log = printed.out + printed.err
+        for line in ("seed 0 team: held-out scoring: validation, sampled, pass 2/2: success",
+                     "seed 0 team: held-out scoring: validation, greedy, pass 1/1: success",
+                     "seed 0 shared: held-out scoring: test, pass 1/1: success"):
+            assert line in log, log
     finally:
         torch.set_num_threads(1)
 

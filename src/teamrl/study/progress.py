@@ -1,10 +1,11 @@
 """A running cell's progress on the study's terminal: its training steps and held-out evaluations.
 
 The training loop logs one INFO record per step ("step k/N: train success ...") and one per held-out
-evaluation to the `teamrl` logger (and to the run's train.log). While a cell runs, `cell_progress`
-forwards them to the study's log, prefixed with the cell and its elapsed time: every evaluation, and a
-step when `every_s` seconds have passed since the last forwarded step, or when it is a run's last step,
-so a 60-step run of a fast model prints a few lines, not sixty.
+evaluation to the `teamrl` logger (and to the run's train.log); the study's own scoring (an untrained
+row's validation passes, every cell's test) logs one per pass ("held-out scoring: ..."). While a cell
+runs, `cell_progress` forwards them to the study's log, prefixed with the cell and its elapsed time:
+every evaluation and scoring pass, and a step when `every_s` seconds have passed since the last forwarded
+step, or when it is a run's last step, so a 60-step run of a fast model prints a few lines, not sixty.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 STEP = re.compile(r"^step (\d+)/(\d+):")
-EVALUATION = re.compile(r"^held-out evaluation at step \d+:")
+EVALUATION = re.compile(r"^held-out (evaluation at step \d+|scoring):")
 STEP_EVERY_S = 20.0
 """Seconds between two forwarded step lines (a run's last step is always forwarded)."""
 

@@ -12,6 +12,7 @@ seeds and data order only.
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -29,6 +30,8 @@ from teamrl.study.protocol import Protocol, mean_pass_at_k
 from teamrl.study.rows import FROZEN_LR, Row, Study
 from teamrl.training.loop import train
 from teamrl.workflows.base import role_names
+
+logger = logging.getLogger(__name__)
 
 Log = Callable[[str], None]
 RowProducer = Callable[["SeedRun", Row], dict[str, Any]]
@@ -76,16 +79,34 @@ def seed_base(config: RunConfig, warmup_seed: int, verbose: bool) -> str:
 
 
 def sampled_outcomes(
-    config: RunConfig, policies: dict[str, Policy], mapping: dict[str, str], instances: int, samples: int, seed: int
+    config: RunConfig,
+    policies: dict[str, Policy],
+    mapping: dict[str, str],
+    instances: int,
+    samples: int,
+    seed: int,
+    what: str = "held-out",
 ) -> list[list[bool]]:
-    """Per held-out instance, the success of each of `samples` episodes (evaluation sampling settings)."""
+    """Per held-out instance, the success of each of `samples` episodes (evaluation sampling settings).
+    Each pass over the instances logs a `held-out scoring:` record naming `what`, which a running cell's
+    progress forwards: an untrained row is nothing but these passes, and a test scoring can take minutes."""
     workflow = build_workflow(config)
     sampling = agent_sampling(config.rollout, workflow.agents, "eval")
     outcomes: list[list[bool]] = [[] for _ in range(instances)]
     for sample in range(samples):
+        started = time.time()
         _, episodes = evaluate(workflow, policies, mapping, instances, seed=seed * 1000 + sample, sampling=sampling)
         for i, episode in enumerate(episodes):
             outcomes[i].append(bool(episode.success))
+        logger.info(
+            "held-out scoring: %s, pass %d/%d: success %.3f on %d instances, %.0f s",
+            what,
+            sample + 1,
+            samples,
+            sum(bool(episode.success) for episode in episodes) / max(instances, 1),
+            instances,
+            time.time() - started,
+        )
     return outcomes
 
 
@@ -95,8 +116,8 @@ def base_rates(
     """The untrained base on the held-out split of `sampled` (validation): pass@1 and pass@k (k episodes
     per instance, `sampled`'s evaluation temperature) and success under `greedy`'s (temperature 0)."""
     policies, mapping = build_policies(sampled, build_workflow(sampled), model_path)
-    outcomes = sampled_outcomes(sampled, policies, mapping, instances, k, seed)
-    greedy_success = sampled_outcomes(greedy, policies, mapping, instances, 1, seed)
+    outcomes = sampled_outcomes(sampled, policies, mapping, instances, k, seed, "validation, sampled")
+    greedy_success = sampled_outcomes(greedy, policies, mapping, instances, 1, seed, "validation, greedy")
     return {
         "pass@1": mean_pass_at_k(outcomes, 1),
         f"pass@{k}": mean_pass_at_k(outcomes, k),
@@ -186,7 +207,13 @@ class SeedRun:
         test_config = self.config(row, extra, split="test")
         policies, mapping = test_policies(test_config, checkpoint, self.model_path)
         outcomes = sampled_outcomes(
-            test_config, policies, mapping, self.protocol.test_instances, self.protocol.test_samples, 10_000 + self.seed
+            test_config,
+            policies,
+            mapping,
+            self.protocol.test_instances,
+            self.protocol.test_samples,
+            10_000 + self.seed,
+            "test",
         )
         k = self.protocol.test_samples
         return {"test_success": mean_pass_at_k(outcomes, 1), f"test_pass@{k}": mean_pass_at_k(outcomes, k)}
