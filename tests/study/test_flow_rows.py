@@ -7,10 +7,10 @@ import pytest
 
 from teamrl.cli import main
 from teamrl.config import load_config
+from teamrl.setup.team import build_workflow
 from teamrl.study import alert_scores, flow_report
 from teamrl.study.flow_rows import distinct_regimes, matrix, role_accuracy
 from teamrl.study.rows import select_rows, study
-from teamrl.setup.team import build_workflow
 
 
 def workflow(name):

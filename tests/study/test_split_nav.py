@@ -4,8 +4,7 @@ import pytest
 
 from teamrl.demos.split_nav import NavSkill, canonical_walk, composition
 from teamrl.tasks.plan_path import bfs_path
-from teamrl.tasks.split_nav import (SplitNavConfig, format_offset, offset_of, parse_offset, parse_walk,
-                                  render_radar)
+from teamrl.tasks.split_nav import SplitNavConfig, format_offset, offset_of, parse_offset, parse_walk, render_radar
 from teamrl.workflows.split_nav_team import SplitNavWorkflow
 
 CONFIG = SplitNavConfig()
