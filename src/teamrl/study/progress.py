@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 STEP = re.compile(r"^step (\d+)/(\d+):")
-EVALUATION = re.compile(r"^held-out (evaluation at step \d+|scoring):")
+HELD_OUT = re.compile(r"^held-out (evaluation at step \d+|scoring):")  # the loop's evaluations, the study's scoring
 STEP_EVERY_S = 20.0
 """Seconds between two forwarded step lines (a run's last step is always forwarded)."""
 
@@ -38,7 +38,7 @@ class _Forward(logging.Handler):
             if not last and self.last_step is not None and now - self.last_step < self.every_s:
                 return
             self.last_step = now
-        elif not EVALUATION.match(text):
+        elif not HELD_OUT.match(text):
             return
         self.log(f"{self.prefix}{text} [{now - self.started:.0f} s into the cell]")
 

@@ -103,7 +103,7 @@ def sampled_outcomes(
             what,
             sample + 1,
             samples,
-            sum(bool(episode.success) for episode in episodes) / max(instances, 1),
+            sum(outcome[-1] for outcome in outcomes) / max(instances, 1),
             instances,
             time.time() - started,
         )
