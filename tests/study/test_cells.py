@@ -196,6 +196,16 @@ def test_remaining_prices_cells_by_measured_then_planned_times():
     assert cells.remaining([("team", 0)], [], {})[0] == "1 cell(s) to run, 0 finished; ETA ~0s + 1 cell(s) not priced"
 
 
+def test_remaining_scales_planned_prices_by_the_folders_measured_cells():
+    # The finished team cells took 3x their planned price, so the unmeasured shared row is priced 3x too.
+    records = [{"row": "team", "seed": 0, "seconds": 900.0}, {"row": "team", "seed": 1, "seconds": 900.0}]
+    lines = cells.remaining([("shared", 0), ("team", 2)], records, {"team": 300.0, "shared": 600.0})
+    assert lines == ["2 cell(s) to run, 2 finished; ETA ~45m",
+                     "  shared seed 0: ~30m (planned x 3.0, this folder's measured / planned)",
+                     "  team seed 2: ~15m (measured, 2 cell(s))"]
+    assert cells.planned_scale({"sft": [50.0]}, {"team": 300.0}) is None  # no finished cell of a planned row
+
+
 def test_records_without_a_digest_are_kept_unchecked(tmp_path):
     said = []
     cells.check_cells(tmp_path / "results.json", [{"row": "team", "seed": 0}], {}, said.append)

@@ -22,8 +22,8 @@ check says so. `--accept-code` accepts without the check (recorded as such). Rec
 digests existed are kept, unchecked.
 
 The cells still to run are listed with an ETA: each priced at the mean measured seconds of its row's
-finished cells, else the study's planned price (`teamrl.study.real_budget`), else the mean of every
-finished cell.
+finished cells, else the study's planned price (`teamrl.study.real_budget`) times the folder's measured
+over planned seconds on its finished cells (`planned_scale`), else the mean of every finished cell.
 """
 
 from __future__ import annotations
@@ -287,10 +287,13 @@ def remaining(todo: list[tuple[str, int]], records: list[dict[str, Any]], planne
         if "seconds" in record:
             measured[record["row"]].append(float(record["seconds"]))
     overall = mean(s for v in measured.values() for s in v) if measured else None
+    scale = planned_scale(measured, planned)
     lines, total, unknown = [], 0.0, 0
     for row, seed in todo:
         if measured.get(row):
             seconds, source = mean(measured[row]), f"measured, {len(measured[row])} cell(s)"
+        elif row in planned and scale is not None:
+            seconds, source = planned[row] * scale, f"planned x {scale:.1f}, this folder's measured / planned"
         elif row in planned:
             seconds, source = planned[row], "planned"
         elif overall is not None:
@@ -310,6 +313,16 @@ def remaining(todo: list[tuple[str, int]], records: list[dict[str, Any]], planne
         else f"every cell finished ({len(records)})"
     )
     return [head, *lines]
+
+
+def planned_scale(measured: dict[str, list[float]], planned: dict[str, float]) -> float | None:
+    """This folder's measured seconds over the planned ones, summed over its finished cells of planned rows
+    (None when it has none). The plan prices an episode from Split-Calc's short answers; a task whose
+    answers or episodes run longer (the code team's 160-token programs and three rounds) costs a multiple
+    of it, and the finished cells of the same folder measure that multiple for the rows not run yet."""
+    pairs = [(sum(seconds), len(seconds) * planned[row]) for row, seconds in measured.items() if row in planned]
+    spent, priced = sum(s for s, _ in pairs), sum(p for _, p in pairs)
+    return spent / priced if priced > 0 else None
 
 
 def duration(seconds: float) -> str:
