@@ -22,8 +22,16 @@ def test_format_gain_and_skill_gain_are_told_apart(tmp_path):
     for seed in (0, 1):
         run = tmp_path / "runs" / f"per_role-s{seed}"
         # before: 2 of 4 calculator answers parse, 1 is right; after: all 4 parse, still 1 of them right
-        write(run, 0, [turn("calculator", True, True), turn("calculator", True, False),
-                       turn("calculator", False, False), turn("calculator", False, False)])
+        write(
+            run,
+            0,
+            [
+                turn("calculator", True, True),
+                turn("calculator", True, False),
+                turn("calculator", False, False),
+                turn("calculator", False, False),
+            ],
+        )
         write(run, 6, [turn("calculator", True, False)] * 4)
         write(run, 12, [turn("calculator", True, True)] + [turn("calculator", True, False)] * 3)
     stopped = tmp_path / "runs" / "per_role-s1.stopped-1796220712"  # an interrupted run, rerun under the plain name
@@ -47,3 +55,23 @@ def test_the_right_answer_term_is_named_per_task(tmp_path):
         tmp_path, None, right_term="goal"
     )
     assert "| shared | plan | 4/4 | 25% -> 75% | 0% -> 0% | 0% -> 0% |" in real_format_skill.table(tmp_path, None)
+
+
+def test_episodes_that_lose_a_right_answer_to_a_later_turn_are_counted(tmp_path):
+    # The code team's coder writes three programs an episode; success is the last one's.
+    run = tmp_path / "runs" / "shared-s0"
+    right = {"agent": "coder", "terms": {"format": 0.1, "gt_pass": 1.0}}
+    wrong = {"agent": "coder", "terms": {"format": 0.1, "gt_pass": 0.5}}
+    before = [
+        {"instance": 0, "success": False, "turns": [right, wrong, wrong]},  # right first, rewritten: lost
+        {"instance": 1, "success": False, "turns": [wrong, wrong, wrong]},
+    ]
+    after = [
+        {"instance": 0, "success": True, "turns": [wrong, right]},
+        {"instance": 1, "success": True, "turns": [right]},
+    ]
+    (run / "transcripts").mkdir(parents=True)
+    for step, episodes in ((0, before), (12, after)):
+        (run / "transcripts" / f"eval_step{step:05d}.json").write_text(json.dumps(episodes))
+    table = real_format_skill.episode_table(tmp_path, None, right_term="gt_pass")
+    assert "| shared | coder | 2/2 | 50% -> 100% | 0% -> 100% | 50% -> 0% |" in table
