@@ -71,8 +71,8 @@ def test_protocol_gives_each_seed_its_own_warmup_and_checks_its_fields():
 def test_verdict_reads_the_interval_against_the_claim():
     from teamrl.study.protocol import verdict
 
-    above = paired({0: 0.5, 1: 0.6, 2: 0.55}, {0: 0.2, 1: 0.3, 2: 0.25})  # +30 points on every seed
-    below = paired({0: 0.2, 1: 0.3, 2: 0.25}, {0: 0.5, 1: 0.6, 2: 0.55})
+    above = paired({0: 0.5, 1: 0.6, 2: 0.55}, {0: 0.2, 1: 0.3, 2: 0.3})  # +30, +30, +25 points
+    below = paired({0: 0.2, 1: 0.3, 2: 0.3}, {0: 0.5, 1: 0.6, 2: 0.55})
     assert verdict(above) == "agrees: a > b (interval above 0; n = 3 seeds)"
     assert verdict(below) == "against: a < b (interval below 0; n = 3 seeds)"
     assert verdict(below, directed=False) == "a < b (interval below 0; n = 3 seeds)"
@@ -113,3 +113,28 @@ def test_verdict_bounds_an_interval_inside_the_planned_bound():
     edge = paired({0: 0.55, 1: 0.45}, {0: 0.5, 1: 0.5})  # mean 0, half-width 12.706 * 0.0707 / 1.414 = 0.6353
     assert verdict(edge, bound=0.6353).startswith("not established")
     assert verdict(edge, bound=0.64).startswith("no effect larger than 64 points")
+
+
+def test_equal_differences_give_no_interval_unless_floored_at_the_test_sets_noise():
+    from teamrl.study.protocol import verdict
+
+    # Two seeds of a 64-problem test set that each gain exactly 11 problems: a zero-width interval, no spread.
+    same_gain = paired({0: 23 / 64, 1: 22 / 64}, {0: 12 / 64, 1: 11 / 64})
+    assert same_gain.diff.low == same_gain.diff.high and not same_gain.floored
+    assert verdict(same_gain, bound=0.10, instances=64) == (
+        "not established (all 2 differences equal, +17.2 points: no spread measured, so no interval; "
+        "n = 2 seeds x 64 test instances)"
+    )
+    # Knowing the 64 episodes, the spread is floored at their sampling noise: sqrt(mean(a(1-a) + b(1-b)) / 64),
+    # 8.1 points here, and t(1) = 12.706 makes the two-seed interval span 0.
+    floored = paired({0: 23 / 64, 1: 22 / 64}, {0: 12 / 64, 1: 11 / 64}, episodes=64)
+    noise = ((23 / 64) * (41 / 64) + (12 / 64) * (52 / 64) + (22 / 64) * (42 / 64) + (11 / 64) * (53 / 64)) / 2 / 64
+    assert floored.floored and floored.diff.std == pytest.approx(noise**0.5)
+    assert floored.diff.low == pytest.approx(11 / 64 - 12.706 * noise**0.5 / 2**0.5, abs=1e-4)
+    assert verdict(floored, bound=0.10, instances=64) == (
+        "not established (interval spans 0 and reaches past the ±10-point bound; a > b on 2 of 2 seeds; "
+        "n = 2 seeds x 64 test instances; all 2 differences equal, spread set to the test set's sampling noise)"
+    )
+    # Rows at 100% and 0% on every seed have no sampling noise: the floor is 0 and the claim is read as measured.
+    extremes = paired({0: 1.0, 1: 1.0, 2: 1.0}, {0: 0.0, 1: 0.0, 2: 0.0}, episodes=64)
+    assert verdict(extremes).startswith("agrees: a > b (interval above 0")

@@ -57,9 +57,10 @@ def _results(tmp_path, points: int = 3) -> dict:
 
 def test_gain_table_checks_the_predicted_sign_at_best_and_last_checkpoint(tmp_path):
     table = scale_report.gain_table(_results(tmp_path))
-    # voting: +25 on both seeds, no spread; last checkpoint +10 and +25: mean 17.5, std 10.61, t(1) 12.71
-    assert ("| scale: X | voting | + | +25.0 [+25.0, +25.0] | agrees: shared > per-agent (interval above 0; n = 2 seeds) | "
-            "+17.5 [-77.8, +112.8] | 2 | 2 of 2 |") in table
+    # voting: +25 on both seeds, no spread (and no test size to floor it at); last checkpoint +10 and +25: mean
+    # 17.5, std 10.61, t(1) 12.71
+    assert ("| scale: X | voting | + | +25.0 [+25.0, +25.0] | not established (all 2 differences equal, +25.0 "
+            "points: no spread measured, so no interval; n = 2 seeds) | +17.5 [-77.8, +112.8] | 2 | 2 of 2 |") in table
     # evaluator-optimizer: -10 and -20: mean -15, std 7.07, half-width 12.71 x 5 = 63.5
     assert ("| scale: X | evaluator_optimizer | - | -15.0 [-78.5, +48.5] | not established (interval spans 0; "
             "per-agent > shared on 2 of 2 seeds; n = 2 seeds) |") in table

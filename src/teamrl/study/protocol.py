@@ -123,26 +123,45 @@ class Paired:
     wins: int
     losses: int
     ties: int
+    floored: bool = False
+    """Every difference was equal, and the spread was set to the test set's sampling noise (`paired`)."""
 
     def to_json(self) -> dict[str, object]:
-        return {"diff": self.diff.to_json(), "wins": self.wins, "losses": self.losses, "ties": self.ties}
+        out: dict[str, object] = {"diff": self.diff.to_json(), "wins": self.wins, "losses": self.losses}
+        return {**out, "ties": self.ties, **({"floored": True} if self.floored else {})}
 
 
 PairKey = TypeVar("PairKey", int, tuple[str, int])
 """What `paired` matches a and b on: a seed, or (workflow, seed) when runs are pooled over workflows."""
 
 
-def paired(a: dict[PairKey, float], b: dict[PairKey, float]) -> Paired:
+def paired(a: dict[PairKey, float], b: dict[PairKey, float], episodes: int | None = None) -> Paired:
     """Per-seed differences a[s] - b[s] over the seeds in both (seed -> value maps; or (workflow, seed) -> value).
+
+    Equal differences on every seed give a zero-width t-interval, which measures no spread: on a test set
+    of 64 episodes two seeds land on the same difference often (the values move in steps of 1/64). Given
+    the test episodes behind each value (`episodes`), such a spread is floored at the test set's own
+    sampling noise, sqrt(mean over seeds of (a(1-a) + b(1-b)) / episodes), and marked `floored`: zero
+    only where both rows sit at 0 or 100% on every seed. Without `episodes` it stays zero, and `verdict`
+    reads no interval from it.
 
     >>> p = paired({0: 0.5, 1: 0.7}, {0: 0.4, 1: 0.7, 2: 0.1}); round(p.diff.mean, 3), p.wins, p.ties
     (0.05, 1, 1)
+    >>> f = paired({0: 0.5, 1: 0.5}, {0: 0.25, 1: 0.25}, episodes=64); f.floored, round(f.diff.std, 4)
+    (True, 0.0827)
     """
     seeds = sorted(set(a) & set(b))
     if not seeds:
         raise ValueError(f"no seed in common: a has {sorted(a)}, b has {sorted(b)}")
     diffs = [a[s] - b[s] for s in seeds]
-    return Paired(summarize(diffs), sum(d > 0 for d in diffs), sum(d < 0 for d in diffs), sum(d == 0 for d in diffs))
+    wins, losses, ties = sum(d > 0 for d in diffs), sum(d < 0 for d in diffs), sum(d == 0 for d in diffs)
+    summary = summarize(diffs)
+    if len(diffs) > 1 and episodes and max(diffs) - min(diffs) < 1e-12:
+        noise = mean(a[s] * (1 - a[s]) + b[s] * (1 - b[s]) for s in seeds) / episodes
+        half = t_critical(len(diffs) - 1) * math.sqrt(noise) / math.sqrt(len(diffs))
+        summary = Summary(summary.n, summary.mean, math.sqrt(noise), summary.mean - half, summary.mean + half)
+        return Paired(summary, wins, losses, ties, floored=True)
+    return Paired(summary, wins, losses, ties)
 
 
 def sample_size(pairs: int, unit: str = "seeds", instances: int | None = None) -> str:
@@ -168,14 +187,17 @@ def verdict(
     interval that spans 0 but lies inside [-bound, +bound] (`bound`: the table's equivalence bound,
     planned before the run, in the differences' units: 0.05 is 5 points) bounds the effect: "no effect
     larger than X points". Any other interval that spans 0 is not established (the seeds' wins and
-    losses are given). One seed has no interval. names: how the text calls a and b; unit: what one
+    losses are given). One seed has no interval, nor have differences that are all equal unless `paired`
+    floored their spread (a zero-width interval is no measured spread). names: how the text calls a and b; unit: what one
     paired difference is (seeds, or e.g. runs when pooled); instances: the test instances behind each
     value (given with n).
 
-    >>> verdict(paired({0: 0.6, 1: 0.7, 2: 0.65}, {0: 0.3, 1: 0.4, 2: 0.35}))
+    >>> verdict(paired({0: 0.6, 1: 0.7, 2: 0.65}, {0: 0.3, 1: 0.35, 2: 0.35}))
     'agrees: a > b (interval above 0; n = 3 seeds)'
     >>> verdict(paired({0: 0.6, 1: 0.2}, {0: 0.3, 1: 0.4}), names=("shared", "per-agent"))
     'not established (interval spans 0; shared > per-agent on 1 of 2 seeds; n = 2 seeds)'
+    >>> verdict(paired({0: 0.6, 1: 0.7}, {0: 0.3, 1: 0.4}))
+    'not established (all 2 differences equal, +30.0 points: no spread measured, so no interval; n = 2 seeds)'
     >>> verdict(paired({0: 0.51, 1: 0.49, 2: 0.50}, {0: 0.5, 1: 0.5, 2: 0.5}), bound=0.05, instances=64)
     'no effect larger than 5 points (a - b in [-2.5, +2.5], inside ±5; n = 3 seeds x 64 test instances)'
     """
@@ -186,6 +208,15 @@ def verdict(
         side = f"{a} > {b}" if d.mean > 0 else f"{a} < {b}" if d.mean < 0 else f"{a} = {b}"
         return f"one {unit.rstrip('s')}: {side}, no interval ({n})"
     assert d.low is not None and d.high is not None  # summarize sets std, low and high together
+    if d.std < 1e-12 and not result.floored:
+        # Equal differences give a zero-width t-interval, which measures no spread (`paired` floors it when it
+        # knows the test set's size).
+        return (
+            f"not established (all {pairs} differences equal, {100 * d.mean:+.1f} points: "
+            f"no spread measured, so no interval; {n})"
+        )
+    if result.floored:
+        n += f"; all {pairs} differences equal, spread set to the test set's sampling noise"
     inside = bound is not None and -bound <= d.low and d.high <= bound
     small = f", inside ±{100 * bound:g} points: a small effect" if inside and bound is not None else ""
     if d.low > 0:

@@ -67,8 +67,10 @@ def _claim_verdict(workflow: str, shared: dict[int, float], separate: dict[int, 
     table's planned bound and test split's size."""
     bound, instances = planned_bound(results)[0], results.get("protocol", {}).get("test_instances")
     if PREDICTED_SIGN[workflow] > 0:
-        return verdict(paired(shared, separate), names=("shared", "per-agent"), bound=bound, instances=instances)
-    return verdict(paired(separate, shared), names=("per-agent", "shared"), bound=bound, instances=instances)
+        return verdict(
+            paired(shared, separate, instances), names=("shared", "per-agent"), bound=bound, instances=instances
+        )
+    return verdict(paired(separate, shared, instances), names=("per-agent", "shared"), bound=bound, instances=instances)
 
 
 def gain_table(results: dict[str, Any]) -> str:
@@ -138,7 +140,7 @@ def findings_table(results: dict[str, Any], trained: dict[tuple[str, str, str], 
         separate, shared = _pooled(by["per_agent"], by["shared"])
         bound, instances = planned_bound(results)[0], results.get("protocol", {}).get("test_instances")
         peak = (
-            verdict(paired(separate, shared), True, ("per-agent", "shared"), "run pairs", bound, instances)
+            verdict(paired(separate, shared, instances), True, ("per-agent", "shared"), "run pairs", bound, instances)
             if separate
             else "—"
         )

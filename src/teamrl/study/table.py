@@ -42,14 +42,18 @@ def paired_cell(result: Paired) -> str:
 
 
 def comparisons(
-    values: dict[str, dict[int, float]], bound: float | None = None, instances: int | None = None
+    values: dict[str, dict[int, float]],
+    bound: float | None = None,
+    instances: int | None = None,
+    episodes: int | None = None,
 ) -> list[tuple[str, str, Paired, str]]:
     """(question, 'a - b', paired result, verdict against the papers' claim) for each comparison whose
-    two rows both ran; bound: the table's planned equivalence bound; instances: test instances per cell."""
+    two rows both ran; bound: the table's planned equivalence bound; instances: test instances per cell;
+    episodes: test episodes per cell (instances x samples; default: instances), the floor of `paired`."""
     out = []
     for a, b, question in COMPARISONS:
         if a in values and b in values and set(values[a]) & set(values[b]):
-            result = paired(values[a], values[b])
+            result = paired(values[a], values[b], episodes or instances)
             said = verdict(result, (a, b) not in UNDIRECTED, bound=bound, instances=instances)
             out.append((question, f"{a} - {b}", result, said))
     return out
@@ -57,7 +61,10 @@ def comparisons(
 
 def table_comparisons(results: dict[str, Any]) -> list[tuple[str, str, Paired, str]]:
     """`comparisons` of a results file, with its planned bound and test split's size."""
-    return comparisons(by_row(results), planned_bound(results)[0], results.get("protocol", {}).get("test_instances"))
+    protocol = results.get("protocol", {})
+    instances = protocol.get("test_instances")
+    episodes = instances * protocol.get("test_samples", 1) if instances else None
+    return comparisons(by_row(results), planned_bound(results)[0], instances, episodes)
 
 
 def base_lines(results: dict[str, Any]) -> list[str]:
