@@ -188,9 +188,9 @@ def verdict(
     planned before the run, in the differences' units: 0.05 is 5 points) bounds the effect: "no effect
     larger than X points". Any other interval that spans 0 is not established (the seeds' wins and
     losses are given). One seed has no interval, nor have differences that are all equal unless `paired`
-    floored their spread (a zero-width interval is no measured spread). names: how the text calls a and b; unit: what one
-    paired difference is (seeds, or e.g. runs when pooled); instances: the test instances behind each
-    value (given with n).
+    floored their spread (a zero-width interval is no measured spread). names: how the text calls a and
+    b; unit: what one paired difference is (seeds, or e.g. runs when pooled); instances: the test
+    instances behind each value (given with n).
 
     >>> verdict(paired({0: 0.6, 1: 0.7, 2: 0.65}, {0: 0.3, 1: 0.35, 2: 0.35}))
     'agrees: a > b (interval above 0; n = 3 seeds)'
