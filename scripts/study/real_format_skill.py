@@ -31,6 +31,7 @@ import argparse
 import json
 import re
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 
@@ -47,14 +48,15 @@ def role_counts(transcript: list[dict], right_term: str = "team") -> Counter:
 
 
 def episode_counts(transcript: list[dict], right_term: str = "team") -> Counter:
-    """(agent, 'episodes' | 'some' | 'lost') -> count over one evaluation's episodes, with ('', 'success')."""
+    """(agent, 'episodes' | 'some' | 'success' | 'lost') -> count over one evaluation's episodes in which
+    the agent answered: right at some turn, successful at the end, and right at some turn yet failed."""
     counts: Counter = Counter()
     for episode in transcript:
-        counts["", "success"] += bool(episode["success"])
         for agent in dict.fromkeys(turn["agent"] for turn in episode["turns"]):
             right = any(t.get("terms", {}).get(right_term, 0.0) >= 1.0 for t in episode["turns"] if t["agent"] == agent)
             counts[agent, "episodes"] += 1
             counts[agent, "some"] += right
+            counts[agent, "success"] += bool(episode["success"])
             counts[agent, "lost"] += right and not episode["success"]
     return counts
 
@@ -66,19 +68,12 @@ def episode_table(folder: Path, rows: list[str] | None, right_term: str = "team"
         "|---|---|---|---|---|---|",
     ]
     for row, runs in runs_by_row(folder, rows).items():
-        pooled: dict[str, Counter] = {"first": Counter(), "last": Counter()}
-        for run in runs:
-            evaluations = sorted((run / "transcripts").glob("eval_step*.json"))
-            if len(evaluations) >= 2:
-                pooled["first"] += episode_counts(json.loads(evaluations[0].read_text()), right_term)
-                pooled["last"] += episode_counts(json.loads(evaluations[-1].read_text()), right_term)
+        pooled = row_summary(runs, right_term, episode_counts)
         first, last = pooled["first"], pooled["last"]
-        for agent in sorted({agent for agent, what in first if what == "episodes"}):
-            some, lost = (
-                f"{share(first, agent, w, 'episodes')} -> {share(last, agent, w, 'episodes')}" for w in ("some", "lost")
-            )
-            success = f"{first['', 'success'] / first[agent, 'episodes']:.0%} -> " + (
-                f"{last['', 'success'] / last[agent, 'episodes']:.0%}" if last[agent, "episodes"] else "-"
+        for agent in sorted({agent for agent, _ in first}):
+            some, success, lost = (
+                f"{share(first, agent, w, 'episodes')} -> {share(last, agent, w, 'episodes')}"
+                for w in ("some", "success", "lost")
             )
             lines.append(
                 f"| {row} | {agent} | {first[agent, 'episodes']}/{last[agent, 'episodes']} | "
@@ -87,15 +82,18 @@ def episode_table(folder: Path, rows: list[str] | None, right_term: str = "team"
     return "\n".join(lines)
 
 
-def row_summary(runs: list[Path], right_term: str = "team") -> dict[str, Counter]:
-    """'first' / 'last' -> pooled counts over the runs' first and last held-out evaluations."""
+def row_summary(
+    runs: list[Path], right_term: str = "team", count: Callable[[list[dict], str], Counter] = role_counts
+) -> dict[str, Counter]:
+    """'first' / 'last' -> pooled counts (`count`: per turn, or `episode_counts`) over the runs' first and
+    last held-out evaluations."""
     pooled: dict[str, Counter] = {"first": Counter(), "last": Counter()}
     for run in runs:
         evaluations = sorted((run / "transcripts").glob("eval_step*.json"))
         if len(evaluations) < 2:
             continue
-        pooled["first"] += role_counts(json.loads(evaluations[0].read_text()), right_term)
-        pooled["last"] += role_counts(json.loads(evaluations[-1].read_text()), right_term)
+        pooled["first"] += count(json.loads(evaluations[0].read_text()), right_term)
+        pooled["last"] += count(json.loads(evaluations[-1].read_text()), right_term)
     return pooled
 
 
