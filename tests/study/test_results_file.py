@@ -49,3 +49,7 @@ def test_the_table_says_where_the_seeds_start():
     # the user's model replaces the study's
     assert "policy.model=/m" in starting_point({"study": "real_split_calc", "overrides": ["policy.model=/m"]})
     assert starting_point({"study": "real_split_calc", "overrides": ["policy.model=tiny-default"]}).startswith("each")
+    # a row's own model beats the study's: the Gemma-only flows table is not SmolLM2's
+    assert "policy.model=gemma-3-270m" in starting_point({"study": "real_flows_gemma", "overrides": []})
+    scale = starting_point({"study": "real_scale_calc", "overrides": []})
+    assert "scale_tiny: tiny-default; scale_smollm2: smollm2-135m-instruct; scale_gemma: gemma-3-270m" in scale

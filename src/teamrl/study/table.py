@@ -16,7 +16,7 @@ from teamrl.report.page import esc, fmt, plot, table, write_page
 from teamrl.report.plots import Line, Panel, color_for, save_figure
 from teamrl.study import scale_report
 from teamrl.study.protocol import Paired, Summary, paired, summarize, verdict
-from teamrl.study.rows import COMPARISONS, STUDIES, UNDIRECTED, bound_note, named_model, planned_bound
+from teamrl.study.rows import COMPARISONS, ROWS, STUDIES, UNDIRECTED, bound_note, named_model, planned_bound
 
 
 def by_row(results: dict[str, Any], metric: str = "test_success") -> dict[str, dict[int, float]]:
@@ -92,11 +92,33 @@ def hetero_lines(results: dict[str, Any]) -> list[str]:
     return lines
 
 
-def starting_point(results: dict[str, Any]) -> str:
-    """Where the seeds' models start: a warmed-up tiny default per seed, or one named checkpoint for all."""
+def row_models(results: dict[str, Any]) -> dict[str, str]:
+    """row -> the model its seeds start from: the user's `policy.model=` for every row when given (as
+    `Study.with_model` runs it), else a row's own model over the study's."""
     chosen = STUDIES.get(results["study"])
-    overrides = [*(chosen.overrides if chosen else ()), *results.get("overrides", ())]
-    model = named_model(overrides) or "tiny-default"
+    keys = results.get("rows") or (chosen.rows if chosen else ())
+    study_overrides = chosen.overrides if chosen else ()
+    user = named_model(results.get("overrides", ()))
+    if not keys:  # a study of every row its kinds allow: the study's model
+        return {"": user or named_model(study_overrides) or "tiny-default"}
+    return {
+        key: user or named_model([*study_overrides, *(ROWS[key].overrides if key in ROWS else ())]) or "tiny-default"
+        for key in keys
+    }
+
+
+def starting_point(results: dict[str, Any]) -> str:
+    """Where the seeds' models start: a warmed-up tiny default per seed, or one named checkpoint for all
+    (a row that names its own model, like a scale row, is told apart)."""
+    models = row_models(results)
+    distinct = sorted(set(models.values()))
+    if len(distinct) > 1:
+        each = "; ".join(f"{key}: {model}" for key, model in models.items())
+        return (
+            f"the rows start from different models ({each}); tiny-default warms up its own base per seed, a "
+            "pretrained model has no warm-up and its seeds differ in sampling and training only."
+        )
+    model = distinct[0]
     if model == "tiny-default":
         return "each seed warms up its own base."
     return (
