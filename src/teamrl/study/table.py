@@ -93,16 +93,17 @@ def hetero_lines(results: dict[str, Any]) -> list[str]:
 
 
 def row_models(results: dict[str, Any]) -> dict[str, str]:
-    """row -> the model its seeds start from: the user's `policy.model=` for every row when given (as
-    `Study.with_model` runs it), else a row's own model over the study's."""
+    """row -> the model its seeds start from, with overrides in `seed_run.row_config`'s order: the study's,
+    the row's own, then the user's `policy.model=` for every row (`Study.with_model`)."""
     chosen = STUDIES.get(results["study"])
-    keys = results.get("rows") or (chosen.rows if chosen else ())
-    study_overrides = chosen.overrides if chosen else ()
+    if chosen is None:
+        return {"": named_model(results.get("overrides", ())) or "tiny-default"}
     user = named_model(results.get("overrides", ()))
-    if not keys:  # a study of every row its kinds allow: the study's model
-        return {"": user or named_model(study_overrides) or "tiny-default"}
+    chosen = chosen.with_model(user) if user else chosen
+    keys = results.get("rows") or chosen.rows or ("",)  # "": a study of every row its kinds allow
     return {
-        key: user or named_model([*study_overrides, *(ROWS[key].overrides if key in ROWS else ())]) or "tiny-default"
+        key: named_model([*chosen.overrides, *(ROWS[key].overrides if key in ROWS else ()), *chosen.model_overrides()])
+        or "tiny-default"
         for key in keys
     }
 
