@@ -57,6 +57,19 @@ def test_the_code_table_asks_the_harder_level_and_halves_its_held_out_problems()
     assert _config("real_code_team", "single").workflow.name == "single"
 
 
+def test_the_math_table_transfers_to_word_problems_on_their_test_split():
+    chosen = study("real_math_team")
+    assert [r.key for r in select_rows(["shared_transfer"], chosen)] == ["shared", "shared_transfer"]
+    for key in ("team_transfer", "shared_transfer"):
+        row = next(r for r in select_rows(None, chosen) if r.key == key)
+        config = row_config(chosen, planned(chosen, False)[1], [*row.overrides, *chosen.transfer], 100,
+                            Path("/tmp/unused"), f"{key}-s100", [], split="test")
+        assert config.task["source"] == "arithmetic:4" and config.task["heldout_split"] == "test"
+        assert config.workflow.name == "team"
+    trained = _config("real_math_team", "shared", split="test")  # the rows that train stay on level 2
+    assert trained.task["source"] == "arithmetic:2"
+
+
 def test_a_model_override_replaces_every_model_the_study_names():
     assert _config("real_scale_calc", "scale_gemma", overrides=["policy.model=tiny-default"]).policy.model == "tiny-default"
     assert whole_study_model(study("real_hetero_calc"), ["policy.model=x"]).base_b == "x"

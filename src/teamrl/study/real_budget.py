@@ -108,6 +108,9 @@ def main_table_seed_s(b: Budget) -> dict[str, float]:
         "swapped": b.test_s(),
         "alone": 2 * (b.train_s() - b.test_s()) + b.test_s(),  # one run per role, one test together
         "trajectory": b.train_s(),
+        # A transfer row tests one team on the unseen variant (its source row's training is priced there).
+        "team_transfer": b.test_s(),
+        "shared_transfer": b.test_s(),
         # No sampling: one SFT step per RL step on the scripted team's turns of as many instances, priced
         # at a held-out episode's time per trained turn (unmeasured; measured cells replace it in ETAs).
         "sft": b.test_s() + b.steps * b.batch_size * MEASURED_TURNS * EVAL_EPISODE_S,

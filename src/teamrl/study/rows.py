@@ -292,12 +292,15 @@ REAL_STUDIES: dict[str, Study] = {
     ),
     # (1c) the paper's math team at real scale: SmolLM2's reasoner + Python-tool pair on three-term arithmetic
     # (level 2), against the reasoner alone trained with GRPO; checkpoints picked on the held-out list's first
-    # half, reported on its second (`task.heldout_split`).
+    # half, reported on its second (`task.heldout_split`). The unseen variant is level 4, one-sentence word
+    # problems: no training instance is a sentence, and the tool was trained on bare expressions.
     "real_math_team": Study(
         "real_math_team",
         CONFIGS / "smollm2_math_team.yaml",
         overrides=REAL_SETTINGS,
-        rows=("single", "single_grpo", "team", "shared", "per_role"),
+        rows=("single", "single_grpo", "team", "shared", "per_role", "team_transfer", "shared_transfer"),
+        transfer=("task.source=arithmetic:4",),
+        transfer_label="arithmetic level 4, word problems (trained on level 2, bare expressions)",
         budget=REAL_MATH,
         quick_budget=REAL_QUICK,
         bound=REAL_BOUND,
@@ -452,6 +455,7 @@ def _study_rows(names: list[str] | None, chosen: Study) -> list[Row]:
             f"study {chosen.name!r} has no row(s) {', '.join(refused)}; its rows: {', '.join(chosen.rows)}"
         )
     wanted = set(names) | ({"per_role"} if "swapped" in names else set())
+    wanted |= {ROWS[n].source for n in names if ROWS[n].source}
     return [row for key, row in ROWS.items() if key in wanted]
 
 
