@@ -40,6 +40,17 @@ def test_format_falls_back_to_the_sign_of_the_format_term():
     assert format_ok(sample("a", "r")) is None
 
 
+def test_a_well_formed_answer_without_a_format_bonus_counts_as_well_formed():
+    # Split-Calc gives a parsed answer no bonus (format 0) and a malformed one the penalty.
+    from teamrl.tasks.split_calc import SplitCalcConfig, analyst_terms, calculator_terms
+
+    config, item = SplitCalcConfig(), ("sum", 3, 4)
+    right, wrong, broken = analyst_terms(config, item, "x+y"), analyst_terms(config, item, "x*y"), analyst_terms(config, item, "x+")
+    assert [format_ok(sample("a", "analyst", terms=t)) for t in (right, wrong, broken)] == [1.0, 1.0, 0.0]
+    assert format_ok(sample("c", "calculator", terms=calculator_terms(config, item, "x+y", 7))) == 1.0
+    assert format_ok(sample("c", "calculator", terms=calculator_terms(config, item, "x+y", None))) == 0.0
+
+
 def test_text_diversity_by_hand():
     assert distinct_ratio(["7", " 7 ", "8"]) == pytest.approx(0.5)
     assert distinct_ratio(["a", "A"]) == 0.0

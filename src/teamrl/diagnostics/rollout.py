@@ -1,8 +1,10 @@
 """Per-role and per-agent statistics of one step's rollout samples (all candidates, not just commits).
 
 Format adherence reads `Outcome.terms["format_ok"]` (1/0) when the workflow records it, else the
-sign of the `format` term (the planning workflows' local term: + when well formed). Accuracies
-are the means of `correct`, `any_correct` and `verdict_correct` terms where present.
+`format` term's sign: every workflow gives a malformed answer a negative one, while a well-formed answer
+gets a bonus (math, planning) or nothing (Split-Calc, Split-Nav, a code tester whose tests catch no
+program), so well formed is `format >= 0`. Accuracies are the means of `correct`, `any_correct` and
+`verdict_correct` terms where present.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ def format_ok(sample: Sample) -> float | None:
     if "format_ok" in terms:
         return float(bool(terms["format_ok"]))
     if "format" in terms:
-        return float(terms["format"] > 0)
+        return float(terms["format"] >= 0)
     return None
 
 
