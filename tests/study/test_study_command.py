@@ -37,6 +37,14 @@ def test_quick_study_runs_every_row_end_to_end(tiny_cache, capsys):
     assert (out / "index.html").is_file()
     assert rows["shared_transfer"]["variant"] == ["task.max_operand=15"]
     assert "transfer: AT-GRPO shared vs untrained team, unseen variant" in table
+    # The transfer rows count each role's form and rightness over their test episodes; other rows do not.
+    for key in ("team_transfer", "shared_transfer"):
+        roles = rows[key]["roles"]
+        assert set(roles) == {"analyst", "calculator"}
+        for c in roles.values():
+            assert c["turns"] == results["protocol"]["test_instances"] * results["protocol"]["test_samples"]
+            assert c["right_formed"] <= min(c["right"], c["well_formed"]) and c["well_formed"] <= c["turns"]
+    assert "roles" not in rows["shared"] and "| AT-GRPO shared, unseen variant | analyst |" in table
 
 
 def test_seeds_run_as_parallel_jobs_into_one_results_file(tiny_cache, capsys):

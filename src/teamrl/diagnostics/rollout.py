@@ -9,6 +9,7 @@ program), so well formed is `format >= 0`. Accuracies are the means of `correct`
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from statistics import fmean, pstdev
 
 from teamrl.diagnostics.diversity import duplicated_diversity
@@ -17,14 +18,18 @@ from teamrl.rollout.tree import Sample
 ACCURACY_TERMS = ("correct", "any_correct", "verdict_correct")
 
 
-def format_ok(sample: Sample) -> float | None:
-    """1.0 / 0.0 when the sample's outcome says whether it was well formed, else None."""
-    terms = sample.outcome.terms
+def well_formed(terms: Mapping[str, float]) -> float | None:
+    """1.0 / 0.0 when an outcome's terms say whether its answer was well formed, else None."""
     if "format_ok" in terms:
         return float(bool(terms["format_ok"]))
     if "format" in terms:
         return float(terms["format"] >= 0)
     return None
+
+
+def format_ok(sample: Sample) -> float | None:
+    """1.0 / 0.0 when the sample's outcome says whether it was well formed, else None."""
+    return well_formed(sample.outcome.terms)
 
 
 def group_stats(samples: list[Sample], prefix: str) -> dict[str, float]:

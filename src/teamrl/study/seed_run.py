@@ -27,6 +27,7 @@ from teamrl.setup.threads import threads_set
 from teamrl.setup.tiny_default import WarmupRecipe, warm_up
 from teamrl.study.progress import cell_progress
 from teamrl.study.protocol import Protocol, mean_pass_at_k
+from teamrl.study.role_form import role_form
 from teamrl.study.rows import FROZEN_LR, Row, Study
 from teamrl.training.loop import train
 from teamrl.workflows.base import role_names
@@ -86,16 +87,21 @@ def sampled_outcomes(
     samples: int,
     seed: int,
     what: str = "held-out",
+    roles: dict[str, dict[str, int]] | None = None,
 ) -> list[list[bool]]:
     """Per held-out instance, the success of each of `samples` episodes (evaluation sampling settings).
     Each pass over the instances logs a `held-out scoring:` record naming `what`, which a running cell's
-    progress forwards: an untrained row is nothing but these passes, and a test scoring can take minutes."""
+    progress forwards: an untrained row is nothing but these passes, and a test scoring can take minutes.
+    roles: filled with each role's form and rightness over every episode (`teamrl.study.role_form`)."""
     workflow = build_workflow(config)
     sampling = agent_sampling(config.rollout, workflow.agents, "eval")
     outcomes: list[list[bool]] = [[] for _ in range(instances)]
+    scored = []
     for sample in range(samples):
         started = time.time()
         _, episodes = evaluate(workflow, policies, mapping, instances, seed=seed * 1000 + sample, sampling=sampling)
+        if roles is not None:
+            scored += episodes
         for i, episode in enumerate(episodes):
             outcomes[i].append(bool(episode.success))
         logger.info(
@@ -107,6 +113,8 @@ def sampled_outcomes(
             instances,
             time.time() - started,
         )
+    if roles is not None:
+        roles.update(role_form(workflow, scored))
     return outcomes
 
 
@@ -203,9 +211,14 @@ class SeedRun:
             split,
         )
 
-    def test(self, row: Row, extra: tuple[str, ...], checkpoint: Path | None) -> dict[str, Any]:
+    def test(
+        self, row: Row, extra: tuple[str, ...], checkpoint: Path | None, with_roles: bool = False
+    ) -> dict[str, Any]:
+        """The test split's success; with_roles adds each role's form and rightness (`roles`), which only
+        rows first recorded with it ask for (a re-run cell must give the fields its record has)."""
         test_config = self.config(row, extra, split="test")
         policies, mapping = test_policies(test_config, checkpoint, self.model_path)
+        roles: dict[str, dict[str, int]] | None = {} if with_roles else None
         outcomes = sampled_outcomes(
             test_config,
             policies,
@@ -214,9 +227,11 @@ class SeedRun:
             self.protocol.test_samples,
             10_000 + self.seed,
             "test",
+            roles,
         )
         k = self.protocol.test_samples
-        return {"test_success": mean_pass_at_k(outcomes, 1), f"test_pass@{k}": mean_pass_at_k(outcomes, k)}
+        found = {"test_success": mean_pass_at_k(outcomes, 1), f"test_pass@{k}": mean_pass_at_k(outcomes, k)}
+        return found | ({"roles": roles} if roles is not None else {})
 
     def run(self, row: Row) -> dict[str, Any]:
         started = time.time()
@@ -315,4 +330,4 @@ class SeedRun:
             if row.source not in self.trained:
                 raise ConfigError(f"the {row.key} row needs the {row.source} row of the same seed: add it to --rows")
             checkpoint = self.trained[row.source] / "checkpoints" / "best"
-        return self.test(row, self.study.transfer, checkpoint) | {"variant": list(self.study.transfer)}
+        return self.test(row, self.study.transfer, checkpoint, with_roles=True) | {"variant": list(self.study.transfer)}

@@ -16,6 +16,7 @@ from teamrl.report.page import esc, fmt, plot, table, write_page
 from teamrl.report.plots import Line, Panel, color_for, save_figure
 from teamrl.study import scale_report
 from teamrl.study.protocol import Paired, Summary, paired, summarize, verdict
+from teamrl.study.role_form import pooled
 from teamrl.study.rows import COMPARISONS, ROWS, STUDIES, UNDIRECTED, bound_note, named_model, planned_bound
 
 
@@ -89,6 +90,21 @@ def hetero_lines(results: dict[str, Any]) -> list[str]:
         cells = [" / ".join(f"{v:.0%}" for v in strengths[base].values()) for base in ("A", "B")]
         roles = ", ".join(f"{role} {base}" for role, base in record["assignment"].items())
         lines.append(f"| {record['seed']} | {cells[0]} | {cells[1]} | {roles} |")
+    return lines
+
+
+def role_form_lines(results: dict[str, Any]) -> list[str]:
+    """One line per (row, role) of the rows whose cells recorded their roles' form (`teamrl.study.role_form`),
+    pooled over seeds: well formed, right, right among the well formed."""
+    lines = []
+    for key in results["rows"]:
+        records = [r for r in results["results"] if r["row"] == key and "roles" in r]
+        for role, c in pooled(records).items():
+            turns, formed = c["turns"], c.get("well_formed")
+            share = f"{formed / turns:.1%}" if formed is not None and turns else "-"
+            right = f"{c['right'] / turns:.1%}" if "right" in c and turns else "-"
+            among = f"{c['right_formed'] / formed:.1%}" if "right_formed" in c and formed else "-"
+            lines.append(f"| {results['labels'][key]} | {role} | {turns} | {share} | {right} | {among} |")
     return lines
 
 
@@ -178,6 +194,17 @@ def markdown(results: dict[str, Any]) -> str:
             f"| seed | base A ({roles}) | base B ({roles}) | hetero row |",
             "|---|---|---|---|",
             *pairs,
+        ]
+    form = role_form_lines(results)
+    if form:
+        lines += [
+            "",
+            "Form or skill, per role, on the test episodes (pooled over seeds; a rise in well formed alone is "
+            "form, a rise in right among the well formed is skill):",
+            "",
+            "| row | role | turns | well formed | right | right among well formed |",
+            "|---|---|---|---|---|---|",
+            *form,
         ]
     base = base_lines(results)
     if base:
