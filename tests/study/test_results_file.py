@@ -51,5 +51,8 @@ def test_the_table_says_where_the_seeds_start():
     assert starting_point({"study": "real_split_calc", "overrides": ["policy.model=tiny-default"]}).startswith("each")
     # a row's own model beats the study's: the Gemma-only flows table is not SmolLM2's
     assert "policy.model=gemma-3-270m" in starting_point({"study": "real_flows_gemma", "overrides": []})
+    hetero = starting_point({"study": "real_hetero_calc", "overrides": [], "rows": ["per_role", "hetero", "homo_b"]})
+    assert "per_role: smollm2-135m-instruct; hetero: smollm2-135m-instruct and gemma-3-270m, by role" in hetero
+    assert "homo_b: gemma-3-270m)" in hetero
     scale = starting_point({"study": "real_scale_calc", "overrides": []})
     assert "scale_tiny: tiny-default; scale_smollm2: smollm2-135m-instruct; scale_gemma: gemma-3-270m" in scale

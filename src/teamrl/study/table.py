@@ -117,11 +117,17 @@ def row_models(results: dict[str, Any]) -> dict[str, str]:
     user = named_model(results.get("overrides", ()))
     chosen = chosen.with_model(user) if user else chosen
     keys = results.get("rows") or chosen.rows or ("",)  # "": a study of every row its kinds allow
-    return {
+    models = {
         key: named_model([*chosen.overrides, *(ROWS[key].overrides if key in ROWS else ()), *chosen.model_overrides()])
         or "tiny-default"
         for key in keys
     }
+    # The `bases` rows put base B on some roles (`hetero`, which roles per seed) or on all (`homo_b`).
+    base_b = chosen.base_b or "base B (a warmed-up Qwen2 variant)"
+    for key in keys:
+        if key in ROWS and ROWS[key].kind == "bases":
+            models[key] = base_b if key == "homo_b" else f"{models[key]} and {base_b}, by role"
+    return models
 
 
 def starting_point(results: dict[str, Any]) -> str:
@@ -131,9 +137,10 @@ def starting_point(results: dict[str, Any]) -> str:
     distinct = sorted(set(models.values()))
     if len(distinct) > 1:
         each = "; ".join(f"{key}: {model}" for key, model in models.items())
+        tiny = "tiny-default warms up its own base per seed, " if "tiny-default" in distinct else ""
         return (
-            f"the rows start from different models ({each}); tiny-default warms up its own base per seed, a "
-            "pretrained model has no warm-up and its seeds differ in sampling and training only."
+            f"the rows start from different models ({each}); {tiny}a pretrained model has no warm-up and its "
+            "seeds differ in sampling and training only."
         )
     model = distinct[0]
     if model == "tiny-default":
