@@ -79,6 +79,24 @@ def test_tracker_reports_each_roles_exact_gradient_norm_and_share(toy):
     assert metrics["diag/agent/a/grad_norm"] == pytest.approx(expected["writer"], rel=1e-5)
 
 
+def test_a_step_with_one_role_of_a_shared_policy_gives_it_the_whole_share(toy):
+    # The critic's samples all dropped (say, zero advantage): the writer carried the policy's whole gradient.
+    samples, policy = toy
+    writer = _by_role(samples)["writer"]
+    model = copy.deepcopy(policy)
+    tracker = RoleGradients(list(model.model.parameters()), roles=("writer", "critic"))
+    _step(model, writer, AlgorithmConfig(**ALGO), tracker)
+    metrics = tracker.end_step()
+    assert metrics["diag/role/writer/grad_share"] == 1.0 and metrics["diag/role/critic/grad_share"] == 0.0
+    assert metrics["diag/role/critic/samples_share"] == 0.0 and "diag/role/critic/grad_norm" not in metrics
+    # A policy serving one role has no shares, whatever its update saw.
+    model = copy.deepcopy(policy)
+    alone = RoleGradients(list(model.model.parameters()), roles=("writer",))
+    _step(model, writer, AlgorithmConfig(**ALGO), alone)
+    metrics = alone.end_step()
+    assert "diag/role/writer/grad_norm" in metrics and not any(k.endswith("_share") for k in metrics)
+
+
 def test_coherence_damping_scales_each_role_by_one_minus_lambda_clamped_cosine(toy):
     samples, policy = toy
     lam = 0.3

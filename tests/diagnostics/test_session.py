@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 
 from teamrl.config import ConfigError, load_config
@@ -30,6 +32,11 @@ def test_tracker_only_when_diagnostics_or_damping_need_it():
     damped = load_config(None, ["diagnostics.level=none", "algorithm.coherence_damping=0.2"])
     factory = RunDiagnostics(damped, VOTING, agents).tracker_factory()
     assert factory is not None and factory.damping == 0.2 and not factory.full
+    # Each policy's tracker knows the roles it serves (their shares are written on every step).
+    state = SimpleNamespace(optimizer=SimpleNamespace(param_groups=[{"params": []}]))
+    assert factory("shared", state).roles == ("generator", "aggregator")
+    per_role = RunDiagnostics(load_config(None), VOTING, {a.name: a.role for a in VOTING}).tracker_factory()
+    assert per_role is not None and per_role("generator", state).roles == ("generator",)
 
 
 def test_dominance_is_watched_only_in_policies_serving_several_roles():

@@ -11,10 +11,17 @@ Per step it reports, under `diag/role/<role>/`: the gradient norm and its share 
 gradient mass, the role's share of samples and tokens, clip fraction, entropy, KL to the
 reference and to the rollout policy; and with `full`: temporal coherence cos(g, EMA(g)) and the
 mean gradient cosine between the role's duplicated agents (`dup_grad_cos`).
+
+The shares are written on every step the policy had a gradient, for every role the policy serves
+(`roles`), 0 for a role with no sample that step: a step where one role's samples all carried no
+signal (dropped as zero-advantage) is a step where the other role had the whole gradient, and
+leaving it out would understate a dominant role. A role's gradient mass on a step is the sum of its
+norms over the step's minibatches.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import torch
@@ -51,7 +58,10 @@ class RoleGradients:
         sketch_dim: int = 4096,
         exact_max_params: int = 4_000_000,
         seed: int = 0,
+        roles: Sequence[str] = (),
     ) -> None:
+        """roles: every role this policy serves (its shares are written for each, 0 when absent from a step);
+        roles seen in the update are added to them."""
         if not 0.0 <= damping <= 1.0:
             raise ValueError(f"coherence damping lambda must lie in [0, 1], got {damping}")
         if not 0.0 <= tau < 1.0:
@@ -63,6 +73,7 @@ class RoleGradients:
         self._acc: list[torch.Tensor] | None = None
         self._prev: torch.Tensor | None = None  # cumulative sketch of the current role so far
         self._roles: dict[str, _RoleStep] = {}
+        self.roles = tuple(roles)
 
     def state_dict(self) -> dict[str, dict[str, torch.Tensor]]:
         """What carries over between steps (each role's gradient EMA), for exact resume."""
@@ -126,20 +137,23 @@ class RoleGradients:
     def end_step(self) -> dict[str, float]:
         """This step's per-role metrics; then folds each role's step gradient into its EMA."""
         metrics: dict[str, float] = {}
-        norms = {role: sum(s.norms) / len(s.norms) for role, s in self._roles.items() if s.norms}
-        total_norm = sum(norms.values())
-        total_tokens = sum(s.tokens for s in self._roles.values())
-        total_samples = sum(s.samples for s in self._roles.values())
-        shared = len(self._roles) > 1
+        served = list(dict.fromkeys([*self.roles, *self._roles]))
+        if len(served) > 1:  # shares of a policy that serves several roles
+            absent = _RoleStep()
+            mass = {role: sum(self._roles.get(role, absent).norms) for role in served}
+            tokens = {role: self._roles.get(role, absent).tokens for role in served}
+            samples = {role: self._roles.get(role, absent).samples for role in served}
+            for role in served:
+                key = f"diag/role/{role}/"
+                if sum(mass.values()) > 0:
+                    metrics[key + "grad_share"] = mass[role] / sum(mass.values())
+                if sum(tokens.values()) > 0:
+                    metrics[key + "tokens_share"] = tokens[role] / sum(tokens.values())
+                    metrics[key + "samples_share"] = samples[role] / max(sum(samples.values()), 1)
         for role, s in self._roles.items():
             key = f"diag/role/{role}/"
-            if role in norms:
-                metrics[key + "grad_norm"] = norms[role]
-                if shared and total_norm > 0:
-                    metrics[key + "grad_share"] = norms[role] / total_norm
-            if shared and total_tokens > 0:
-                metrics[key + "tokens_share"] = s.tokens / total_tokens
-                metrics[key + "samples_share"] = s.samples / max(total_samples, 1)
+            if s.norms:
+                metrics[key + "grad_norm"] = sum(s.norms) / len(s.norms)
             for stat, value in s.stats.items():
                 metrics[key + stat] = value / max(s.tokens, 1.0)
             if self.damping > 0 and s.scales:

@@ -31,6 +31,8 @@ class TrackerFactory:
     sketch_dim: int
     exact_max_params: int
     seed: int
+    policy_roles: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    """(policy name, the roles it serves): a policy's shares are written for each of its roles."""
 
     def __call__(self, name: str, state) -> RoleGradients:
         params = [p for group in state.optimizer.param_groups for p in group["params"]]
@@ -42,6 +44,7 @@ class TrackerFactory:
             sketch_dim=self.sketch_dim,
             exact_max_params=self.exact_max_params,
             seed=self.seed,
+            roles=dict(self.policy_roles).get(name, ()),
         )
 
 
@@ -64,6 +67,7 @@ class RunDiagnostics:
             mine = policy_roles.setdefault(agent_policy[a.name], [])
             if a.role not in mine:
                 mine.append(a.role)
+        self.policy_roles = policy_roles
         self.monitor = AlertMonitor(self.config, policy_roles) if self.on and self.config.alerts else None
         self.baselines = Baselines(self.config.baseline_steps)
         self.seed = config.seed
@@ -84,6 +88,7 @@ class RunDiagnostics:
             self.config.sketch_dim,
             self.config.exact_max_params,
             self.seed,
+            tuple((policy, tuple(roles)) for policy, roles in self.policy_roles.items()),
         )
 
     def step_metrics(self, samples: list[Sample], update_diagnostics: list[dict[str, float]]) -> dict[str, float]:
