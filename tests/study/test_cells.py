@@ -239,3 +239,16 @@ def test_the_code_digest_follows_the_deciding_sources_only(tmp_path, monkeypatch
         assert cells.code_digest() != changed
     finally:
         cells.code_digest.cache_clear()  # the other tests digest the real packages
+
+
+def test_the_per_role_gradient_tracking_is_digested_and_the_alerts_are_not(monkeypatch):
+    assert "teamrl.diagnostics" in cells.CODE_PACKAGES and "gradients.py" not in cells.MEASURE_ONLY
+    assert "alerts.py" in cells.MEASURE_ONLY
+    cells.code_digest.cache_clear()
+    try:
+        before = cells.code_digest()
+        monkeypatch.setattr(cells, "MEASURE_ONLY", cells.MEASURE_ONLY | {"gradients.py"})
+        cells.code_digest.cache_clear()
+        assert cells.code_digest() != before  # gradients.py was part of the digest
+    finally:
+        cells.code_digest.cache_clear()  # the other tests digest the real packages

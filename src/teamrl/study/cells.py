@@ -5,8 +5,9 @@ A cell's digest has two parts:
           the row's own, as `teamrl train` would get them; the output folder left out, so a moved
           folder still continues) and the protocol's split sizes;
   code:   the source of the packages whose code decides a result (`CODE_PACKAGES`: tasks, workflows,
-          rollout, algorithms, setup, training, policies, config, demos, the study's runner and rows), not
-          of the modules that only report (`REPORT_ONLY`).
+          rollout, algorithms, setup, training, policies, config, demos, the diagnostics' per-role gradient
+          tracking, the study's runner and rows), not of the modules that only report (`REPORT_ONLY`) or
+          only measure (`MEASURE_ONLY`).
 A folder is continued only where every finished cell's config digest is what this command would make
 now; otherwise the command stops and names the cell (mixing a table from two configs would compare rows
 that were not made alike). A code digest that differs does not refuse by itself: most commits leave a
@@ -53,8 +54,11 @@ CODE_PACKAGES = (
     "teamrl.policies",
     "teamrl.config",
     "teamrl.demos",
+    "teamrl.diagnostics",  # the per-role backward and coherence damping (gradients.py) shape the update
     "teamrl.study",
 )
+MEASURE_ONLY = frozenset({"alerts.py", "diversity.py", "drift.py", "rollout.py", "transcripts.py"})
+"""Diagnostics modules that only compute logged metrics or print alerts (alerts never change training)."""
 REPORT_ONLY = frozenset(
     {
         "table.py",
@@ -79,8 +83,9 @@ def code_digest() -> str:
         module_file = importlib.import_module(package).__file__
         assert module_file is not None  # CODE_PACKAGES are regular packages, each with an __init__.py
         folder = Path(module_file).parent
+        skipped = {"teamrl.study": REPORT_ONLY, "teamrl.diagnostics": MEASURE_ONLY}.get(package, frozenset())
         for path in sorted(folder.rglob("*.py")):
-            if package == "teamrl.study" and path.name in REPORT_ONLY:
+            if path.name in skipped:
                 continue
             digest.update(f"{package}/{path.relative_to(folder)}\n".encode())
             digest.update(path.read_bytes())
