@@ -13,7 +13,7 @@ from teamrl.study import real_budget
 from teamrl.study.cells import planned_seconds
 from teamrl.study.command import planned, whole_study_model
 from teamrl.study.rows import GEMMA, REAL_STUDIES, SMOLLM2, select_rows, study
-from teamrl.study.seed_run import row_config
+from teamrl.study.seed_run import row_config, transfer_overrides
 
 TINY = ["train.steps=1", "train.batch_size=1", "algorithm.k=2", "rollout.max_new_tokens=4",
         "policy.warmup_sft_steps=2"]
@@ -60,12 +60,13 @@ def test_the_code_table_asks_the_harder_level_and_halves_its_held_out_problems()
 def test_the_math_table_transfers_to_word_problems_on_their_test_split():
     chosen = study("real_math_team")
     assert [r.key for r in select_rows(["shared_transfer"], chosen)] == ["shared", "shared_transfer"]
-    for key in ("team_transfer", "shared_transfer"):
+    for key, regime in (("team_transfer", "per_role"), ("shared_transfer", "shared")):
         row = next(r for r in select_rows(None, chosen) if r.key == key)
-        config = row_config(chosen, planned(chosen, False)[1], [*row.overrides, *chosen.transfer], 100,
-                            Path("/tmp/unused"), f"{key}-s100", [], split="test")
+        config = row_config(chosen, planned(chosen, False)[1], [*row.overrides, *transfer_overrides(chosen, row)],
+                            100, Path("/tmp/unused"), f"{key}-s100", [], split="test")
         assert config.task["source"] == "arithmetic:4" and config.task["heldout_split"] == "test"
-        assert config.workflow.name == "team"
+        # The shared row's checkpoint is tested in the regime it was trained in (the config's is per_role).
+        assert config.workflow.name == "team" and config.regime == regime
     trained = _config("real_math_team", "shared", split="test")  # the rows that train stay on level 2
     assert trained.task["source"] == "arithmetic:2"
 

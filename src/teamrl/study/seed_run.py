@@ -28,7 +28,7 @@ from teamrl.setup.tiny_default import WarmupRecipe, warm_up
 from teamrl.study.progress import cell_progress
 from teamrl.study.protocol import Protocol, mean_pass_at_k
 from teamrl.study.role_form import role_form
-from teamrl.study.rows import FROZEN_LR, Row, Study
+from teamrl.study.rows import FROZEN_LR, ROWS, Row, Study
 from teamrl.training.loop import train
 from teamrl.workflows.base import role_names
 
@@ -330,4 +330,12 @@ class SeedRun:
             if row.source not in self.trained:
                 raise ConfigError(f"the {row.key} row needs the {row.source} row of the same seed: add it to --rows")
             checkpoint = self.trained[row.source] / "checkpoints" / "best"
-        return self.test(row, self.study.transfer, checkpoint, with_roles=True) | {"variant": list(self.study.transfer)}
+        extra = transfer_overrides(self.study, row)
+        return self.test(row, extra, checkpoint, with_roles=True) | {"variant": list(self.study.transfer)}
+
+
+def transfer_overrides(study: Study, row: Row) -> tuple[str, ...]:
+    """A transfer row's test overrides: its source row's own (the regime its checkpoint was trained in: a
+    shared checkpoint has one policy folder, a per-role one a folder per role), then the study's variant."""
+    source = ROWS[row.source].overrides if row.source else ()
+    return (*source, *study.transfer)
