@@ -2,7 +2,9 @@
 
 The loaded runs pin this process (and so the sandbox workers and the burners it starts) to one
 core, with two processes burning it: a program then gets about a third of a core whatever the
-machine has, and each test checks that the load really slowed it down before comparing verdicts.
+machine has, and each test checks that the load really slowed it down before comparing verdicts. Each
+burner has its own session, as each sandboxed program has: under the kernel's autogroup scheduling a
+session shares a core with the other sessions, so two burners in one session would take half of it.
 """
 
 from __future__ import annotations
@@ -34,7 +36,8 @@ def one_core(burners: int) -> Iterator[None]:
     """Pin this process to one core and start `burners` processes spinning on it."""
     before = os.sched_getaffinity(0)
     os.sched_setaffinity(0, {min(before)})
-    procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(burners)]
+    procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"], start_new_session=True)
+             for _ in range(burners)]
     try:
         yield
     finally:
