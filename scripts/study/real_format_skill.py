@@ -34,16 +34,27 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
+from teamrl.diagnostics.rollout import well_formed
+
 
 def role_counts(transcript: list[dict], right_term: str = "team") -> Counter:
-    """(agent, 'n' | 'formed' | 'right') -> count over one evaluation's episodes."""
+    """(agent, 'n' | 'judged' | 'formed' | 'right' | 'right_formed') -> count over one evaluation's episodes.
+
+    Well formed is the library's rule (`teamrl.diagnostics.rollout.well_formed`: `format_ok` where a
+    workflow records it, else `format` >= 0); a turn whose terms say neither is not judged, so it counts
+    in no well-formed share rather than as well formed."""
     counts: Counter = Counter()
     for episode in transcript:
         for turn in episode["turns"]:
             agent, terms = turn["agent"], turn.get("terms", {})
+            formed = well_formed(terms)
+            right = terms.get(right_term, 0.0) >= 1.0
             counts[agent, "n"] += 1
-            counts[agent, "formed"] += terms.get("format", 0.0) >= 0.0
-            counts[agent, "right"] += terms.get(right_term, 0.0) >= 1.0
+            counts[agent, "right"] += right
+            if formed is not None:
+                counts[agent, "judged"] += 1
+                counts[agent, "formed"] += formed == 1.0
+                counts[agent, "right_formed"] += right and formed == 1.0
     return counts
 
 
@@ -127,9 +138,9 @@ def table(folder: Path, rows: list[str] | None, right_term: str = "team") -> str
             first, last = pooled["first"], pooled["last"]
             lines.append(
                 f"| {row} | {agent} | {first[agent, 'n']}/{last[agent, 'n']} | "
-                f"{share(first, agent, 'formed')} -> {share(last, agent, 'formed')} | "
+                f"{share(first, agent, 'formed', 'judged')} -> {share(last, agent, 'formed', 'judged')} | "
                 f"{share(first, agent, 'right')} -> {share(last, agent, 'right')} | "
-                f"{share(first, agent, 'right', 'formed')} -> {share(last, agent, 'right', 'formed')} |"
+                f"{share(first, agent, 'right_formed', 'formed')} -> {share(last, agent, 'right_formed', 'formed')} |"
             )
     return "\n".join(lines)
 

@@ -75,3 +75,18 @@ def test_episodes_that_lose_a_right_answer_to_a_later_turn_are_counted(tmp_path)
         (run / "transcripts" / f"eval_step{step:05d}.json").write_text(json.dumps(episodes))
     table = real_format_skill.episode_table(tmp_path, None, right_term="gt_pass")
     assert "| shared | coder | 2/2 | 50% -> 100% | 0% -> 100% | 50% -> 0% |" in table
+
+
+def test_well_formed_follows_the_library_rule(tmp_path):
+    # A flow's verdict is `format_ok` (its bonus may be 0, so `format` is 0 for a bad answer too); a turn
+    # with no format verdict at all is left out of the well-formed share instead of counted as well formed.
+    run = tmp_path / "runs" / "shared-s0"
+    bad = {"agent": "generator", "terms": {"format_ok": 0.0, "format": 0.0, "team": 0.0}}
+    good = {"agent": "generator", "terms": {"format_ok": 1.0, "format": 0.0, "team": 1.0}}
+    unjudged = {"agent": "generator", "terms": {"team": 1.0}}
+    for step, turns in ((0, [bad, bad, good, unjudged]), (12, [good, good, bad, unjudged])):
+        episodes = [{"instance": i, "success": False, "turns": [t]} for i, t in enumerate(turns)]
+        (run / "transcripts").mkdir(parents=True, exist_ok=True)
+        (run / "transcripts" / f"eval_step{step:05d}.json").write_text(json.dumps(episodes))
+    table = real_format_skill.table(tmp_path, None)
+    assert "| shared | generator | 4/4 | 33% -> 67% | 50% -> 75% | 100% -> 100% |" in table
