@@ -47,14 +47,15 @@ def role_counts(transcript: list[dict], right_term: str = "team") -> Counter:
     for episode in transcript:
         for turn in episode["turns"]:
             agent, terms = turn["agent"], turn.get("terms", {})
-            formed = well_formed(terms)
+            verdict = well_formed(terms)
             right = terms.get(right_term, 0.0) >= 1.0
             counts[agent, "n"] += 1
             counts[agent, "right"] += right
-            if formed is not None:
+            if verdict is not None:
+                formed = verdict == 1.0
                 counts[agent, "judged"] += 1
-                counts[agent, "formed"] += formed == 1.0
-                counts[agent, "right_formed"] += right and formed == 1.0
+                counts[agent, "formed"] += formed
+                counts[agent, "right_formed"] += right and formed
     return counts
 
 

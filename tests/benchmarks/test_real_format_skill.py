@@ -84,9 +84,7 @@ def test_well_formed_follows_the_library_rule(tmp_path):
     bad = {"agent": "generator", "terms": {"format_ok": 0.0, "format": 0.0, "team": 0.0}}
     good = {"agent": "generator", "terms": {"format_ok": 1.0, "format": 0.0, "team": 1.0}}
     unjudged = {"agent": "generator", "terms": {"team": 1.0}}
-    for step, turns in ((0, [bad, bad, good, unjudged]), (12, [good, good, bad, unjudged])):
-        episodes = [{"instance": i, "success": False, "turns": [t]} for i, t in enumerate(turns)]
-        (run / "transcripts").mkdir(parents=True, exist_ok=True)
-        (run / "transcripts" / f"eval_step{step:05d}.json").write_text(json.dumps(episodes))
+    write(run, 0, [bad, bad, good, unjudged])
+    write(run, 12, [good, good, bad, unjudged])
     table = real_format_skill.table(tmp_path, None)
     assert "| shared | generator | 4/4 | 33% -> 67% | 50% -> 75% | 100% -> 100% |" in table
